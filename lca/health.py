@@ -1,0 +1,127 @@
+"""The substrate's report on itself: what it holds, what failed, and whether its views agree."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from lca.provenance import code_version
+from lca.types import HealthCheck, HealthReport, HealthStatus
+
+if TYPE_CHECKING:
+    from lca.substrate import Substrate
+
+OK, WARN, FAIL = HealthStatus.OK, HealthStatus.WARN, HealthStatus.FAIL
+
+
+def substrate_health(substrate: "Substrate") -> HealthReport:
+    checks: list[HealthCheck] = []
+    index = substrate.index
+    transcript = substrate.transcript
+
+    # --- transcript: entries by kind, quarantine -----------------------------------
+    by_kind: Counter = Counter()
+    entries_total = 0
+    malformed = 0
+    pending_entries = 0
+    expected: set[tuple[str, str]] = set()
+    for session_id in transcript.session_ids():
+        read = transcript.read(session_id)
+        malformed += len(read.malformed)
+        entries_total += len(read.entries)
+        by_kind.update(entry.kind.value for entry in read.entries)
+        mark = int(index.catalog_.watermark("transcript:" + session_id) or 0)
+        seen = transcript.read(session_id, end=mark).entries if mark else ()
+        # entries below the watermark must be in the catalog (or held back as failures)
+        expected.update((e.session_id, e.id) for e in seen if e.content.strip())
+        pending_entries += len(read.entries) - len(seen)
+    quarantine = transcript.quarantine_records()
+    q_bytes = sum(r.size for r in quarantine)
+    torn = [r for r in quarantine if r.line is None]
+    checks.append(HealthCheck(
+        "transcript", FAIL if malformed else OK,
+        f"{entries_total} entries in {len(transcript.session_ids())} sessions"
+        + (f"; {malformed} malformed line(s) inside session files (quarantined copies kept)" if malformed else ""),
+        {"entries": entries_total, "sessions": len(transcript.session_ids()), "by_kind": dict(by_kind),
+         "malformed_lines": malformed}))
+    checks.append(HealthCheck(
+        "quarantine", WARN if quarantine else OK,
+        f"{len(quarantine)} quarantined record(s), {q_bytes} bytes ({len(torn)} torn tail(s))" if quarantine
+        else "nothing quarantined",
+        {"records": len(quarantine), "bytes": q_bytes, "torn_tails": len(torn),
+         "items": [r.to_dict() for r in quarantine[:50]]}))
+
+    # --- memory files -------------------------------------------------------------
+    loaded = substrate.memory.load()
+    failures = [str(f) for f in loaded.failures]
+    checks.append(HealthCheck(
+        "memory_files", FAIL if failures else (WARN if loaded.drifted else OK),
+        f"{len(loaded.files)} loaded, {len(failures)} failed to load, {len(loaded.drifted)} edited outside the "
+        "write API",
+        {"loaded": len(loaded.files), "failed": failures, "drifted": list(loaded.drifted)}))
+
+    # --- embedder identity ----------------------------------------------------------
+    mismatch = index.embedder_mismatch()
+    checks.append(HealthCheck(
+        "embedder", FAIL if mismatch else OK, mismatch or f"store and runtime agree: {substrate.embedder.embedder_id}",
+        {"stored": index.stored_embedder_id(), "running": substrate.embedder.embedder_id}))
+
+    # --- index statistics -----------------------------------------------------------
+    stats = index.catalog_.stats()
+    counters = index.catalog_.counters()
+    failed = stats["failed_embeddings"]
+    checks.append(HealthCheck(
+        "embeddings", FAIL if failed else OK,
+        f"{failed} chunk(s) held back after failed embedding; {stats['split_items']} item(s) split into "
+        f"{stats['split_chunks']} chunks to fit the embedder's input limit",
+        {"failed_now": failed, "failures_ever": counters.get("embedding_failures", 0),
+         "embedded_texts_ever": counters.get("embedded_texts", 0), "split_chunks": stats["split_chunks"],
+         "split_items": stats["split_items"], "failures": index.catalog_.failure_summary()[:20]}))
+    ratio = 1.0 - stats["distinct_texts"] / stats["chunks"] if stats["chunks"] else 0.0
+    checks.append(HealthCheck(
+        "duplicates", OK, f"duplicate ratio {ratio:.4f}: {stats['chunks']} chunks over {stats['distinct_texts']} "
+        "distinct texts (one vector per distinct text)", {"duplicate_ratio": ratio}))
+
+    # --- consistency: index vs catalog vs transcript -------------------------------------
+    consistency = index.consistency()
+    indexed = index.catalog_.indexed_entry_ids()
+    missing = expected - indexed
+    extra = {pair for pair in indexed if pair not in expected}
+    problems = []
+    if consistency.missing_vectors:
+        problems.append(f"{consistency.missing_vectors} catalog text(s) without a vector")
+    if consistency.orphan_vectors:
+        problems.append(f"{consistency.orphan_vectors} vector(s) no chunk uses")
+    if consistency.lexical_stale or consistency.lexical_documents != consistency.catalog_chunks:
+        problems.append(f"lexical index holds {consistency.lexical_documents} documents for "
+                        f"{consistency.catalog_chunks} chunks" + (" (stale)" if consistency.lexical_stale else ""))
+    if missing:
+        problems.append(f"{len(missing)} transcript entr(y/ies) below the watermark missing from the catalog")
+    if extra:
+        problems.append(f"{len(extra)} catalog entr(y/ies) not in the transcript")
+    status = FAIL if problems else (WARN if pending_entries else OK)
+    detail = "; ".join(problems) if problems else (
+        f"{pending_entries} transcript entr(y/ies) await ingest" if pending_entries else
+        "faiss, bm25 and the catalog agree with each other and with the transcript")
+    checks.append(HealthCheck("consistency", status, detail, {
+        "catalog_vectors": consistency.catalog_vectors, "faiss_vectors": consistency.faiss_vectors,
+        "missing_vectors": consistency.missing_vectors, "orphan_vectors": consistency.orphan_vectors,
+        "lexical_documents": consistency.lexical_documents, "catalog_chunks": consistency.catalog_chunks,
+        "entries_missing_from_catalog": sorted(map(list, missing))[:20],
+        "catalog_entries_not_in_transcript": sorted(map(list, extra))[:20], "entries_pending": pending_entries}))
+
+    # --- version ---------------------------------------------------------------------
+    last = index.catalog_.get_meta("last_writer_version")
+    running = code_version()
+    checks.append(HealthCheck(
+        "code_version", WARN if last and last != running else OK,
+        f"last written by {last or 'nothing yet'}; running {running}", {"last_writer": last, "running": running}))
+
+    counts = {
+        "entries": entries_total, "entries_by_kind": dict(by_kind), "chunks": stats["chunks"],
+        "chunks_by_source": stats["chunks_by_source"], "items_by_source": stats["items_by_source"],
+        "memory_files": len(loaded.files), "failed_embeddings": failed, "split_chunks": stats["split_chunks"],
+        "duplicate_ratio": ratio, "quarantined_bytes": q_bytes,
+    }
+    return HealthReport(str(substrate.home), tuple(checks), counts)
+

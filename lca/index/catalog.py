@@ -1,0 +1,263 @@
+"""The SQLite catalog: what every chunk is, where it came from, and which vector it uses."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from lca.types import Chunk, SourcePointer, SourceType
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS texts (
+    text_hash TEXT PRIMARY KEY,
+    vector_id INTEGER NOT NULL UNIQUE,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    row INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id TEXT NOT NULL UNIQUE,
+    text_hash TEXT NOT NULL REFERENCES texts(text_hash),
+    source_type TEXT NOT NULL,
+    session_id TEXT,
+    entry_id TEXT,
+    memory_id TEXT,
+    path TEXT,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    parts INTEGER NOT NULL,
+    timestamp TEXT
+);
+CREATE INDEX IF NOT EXISTS chunks_text ON chunks(text_hash);
+CREATE INDEX IF NOT EXISTS chunks_memory ON chunks(memory_id);
+CREATE TABLE IF NOT EXISTS embedding_failures (
+    chunk_id TEXT PRIMARY KEY,
+    text_hash TEXT NOT NULL,
+    text TEXT NOT NULL,
+    pointer TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    parts INTEGER NOT NULL,
+    timestamp TEXT,
+    attempts INTEGER NOT NULL,
+    error TEXT NOT NULL,
+    first_at REAL NOT NULL,
+    last_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+_CHUNK_COLUMNS = ("row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
+                  "char_start, char_end, part, parts, timestamp, t.text")
+
+
+def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
+    pointer = SourcePointer(
+        source_type=SourceType(row[3]), session_id=row[4], entry_id=row[5], memory_id=row[6],
+        path=row[7], char_start=row[8], char_end=row[9],
+    )
+    return row[0], Chunk(chunk_id=row[1], text=row[13], text_hash=row[2], pointer=pointer, part=row[10],
+                         parts=row[11], timestamp=row[12])
+
+
+class Catalog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+        if self.get_meta("schema_version") is None:
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- transactions -----------------------------------------------------------
+    def begin(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+    # ---- meta, counters, watermarks ----------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                        (key, value))
+
+    def bump_generation(self) -> str:
+        generation = uuid.uuid4().hex
+        self.set_meta("chunks_generation", generation)
+        return generation
+
+    def add_counter(self, name: str, value: int) -> None:
+        self.db.execute("INSERT INTO counters(name, value) VALUES(?, ?) "
+                        "ON CONFLICT(name) DO UPDATE SET value=value+excluded.value", (name, value))
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT name, value FROM counters").fetchall())
+
+    def watermark(self, source: str) -> str | None:
+        row = self.db.execute("SELECT position FROM watermarks WHERE source=?", (source,)).fetchone()
+        return row[0] if row else None
+
+    def set_watermark(self, source: str, position: str) -> None:
+        self.db.execute("INSERT INTO watermarks(source, position) VALUES(?, ?) "
+                        "ON CONFLICT(source) DO UPDATE SET position=excluded.position", (source, position))
+
+    def delete_watermark(self, source: str) -> None:
+        self.db.execute("DELETE FROM watermarks WHERE source=?", (source,))
+
+    def watermarks(self, prefix: str = "") -> dict[str, str]:
+        return dict(self.db.execute("SELECT source, position FROM watermarks WHERE source LIKE ?",
+                                    (prefix + "%",)).fetchall())
+
+    # ---- texts and chunks ----------------------------------------------------------
+    def known_chunk_ids(self, chunk_ids: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 900):
+            part = ids[i:i + 900]
+            marks = ",".join("?" * len(part))
+            found.update(r[0] for r in self.db.execute(f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks})", part))
+        return found
+
+    def known_text_hashes(self, hashes: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(hashes)
+        for i in range(0, len(ids), 900):
+            part = ids[i:i + 900]
+            marks = ",".join("?" * len(part))
+            found.update(r[0] for r in self.db.execute(f"SELECT text_hash FROM texts WHERE text_hash IN ({marks})", part))
+        return found
+
+    def insert_text(self, text_hash: str, vector_id: int, text: str) -> None:
+        existing = self.db.execute("SELECT text_hash FROM texts WHERE vector_id=?", (vector_id,)).fetchone()
+        if existing and existing[0] != text_hash:
+            raise RuntimeError(f"vector id collision between texts {existing[0]} and {text_hash}")
+        self.db.execute("INSERT OR IGNORE INTO texts(text_hash, vector_id, text) VALUES(?, ?, ?)",
+                        (text_hash, vector_id, text))
+
+    def insert_chunk(self, chunk: Chunk) -> None:
+        p = chunk.pointer
+        self.db.execute(
+            "INSERT OR IGNORE INTO chunks(chunk_id, text_hash, source_type, session_id, entry_id, memory_id, path, "
+            "char_start, char_end, part, parts, timestamp) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            (chunk.chunk_id, chunk.text_hash, p.source_type.value, p.session_id, p.entry_id, p.memory_id, p.path,
+             p.char_start, p.char_end, chunk.part, chunk.parts, chunk.timestamp))
+
+    def delete_chunks_of_memory(self, memory_id: str) -> int:
+        return self.db.execute("DELETE FROM chunks WHERE memory_id=?", (memory_id,)).rowcount
+
+    def orphan_texts(self) -> list[tuple[str, int]]:
+        return self.db.execute("SELECT text_hash, vector_id FROM texts WHERE text_hash NOT IN "
+                               "(SELECT text_hash FROM chunks)").fetchall()
+
+    def delete_texts(self, hashes: Sequence[str]) -> None:
+        self.db.executemany("DELETE FROM texts WHERE text_hash=?", [(h,) for h in hashes])
+
+    def vector_ids(self) -> list[int]:
+        return [r[0] for r in self.db.execute("SELECT vector_id FROM texts")]
+
+    def texts_for_vector_ids(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
+        out = []
+        for i in range(0, len(ids), 900):
+            part = [int(x) for x in ids[i:i + 900]]
+            marks = ",".join("?" * len(part))
+            out.extend(self.db.execute(f"SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({marks})", part))
+        return out
+
+    def chunks_for_vector_ids(self, ids: Sequence[int]) -> dict[int, list[tuple[int, Chunk]]]:
+        if not len(ids):
+            return {}
+        marks = ",".join("?" * len(ids))
+        out: dict[int, list[tuple[int, Chunk]]] = {}
+        for row in self.db.execute(
+                f"SELECT {_CHUNK_COLUMNS}, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash "
+                f"WHERE t.vector_id IN ({marks})", [int(x) for x in ids]):
+            out.setdefault(row[14], []).append(_row_to_chunk(row))
+        return out
+
+    def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
+        if not len(rows):
+            return {}
+        marks = ",".join("?" * len(rows))
+        return dict(_row_to_chunk(r) for r in self.db.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
+            [int(x) for x in rows]))
+
+    def lexical_corpus(self) -> tuple[list[int], list[str]]:
+        rows, texts = [], []
+        for row, text in self.db.execute("SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash "
+                                         "ORDER BY c.row"):
+            rows.append(row)
+            texts.append(text)
+        return rows, texts
+
+    # ---- failures -----------------------------------------------------------------
+    def record_failure(self, chunk: Chunk, error: str) -> None:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO embedding_failures(chunk_id, text_hash, text, pointer, part, parts, timestamp, attempts, "
+            "error, first_at, last_at) VALUES(?,?,?,?,?,?,?,1,?,?,?) ON CONFLICT(chunk_id) DO UPDATE SET "
+            "attempts=attempts+1, error=excluded.error, last_at=excluded.last_at",
+            (chunk.chunk_id, chunk.text_hash, chunk.text, json.dumps(chunk.pointer.to_dict()), chunk.part,
+             chunk.parts, chunk.timestamp, error, now, now))
+
+    def clear_failure(self, chunk_id: str) -> None:
+        self.db.execute("DELETE FROM embedding_failures WHERE chunk_id=?", (chunk_id,))
+
+    def failed_chunks(self) -> list[Chunk]:
+        out = []
+        for cid, th, text, pointer, part, parts, ts in self.db.execute(
+                "SELECT chunk_id, text_hash, text, pointer, part, parts, timestamp FROM embedding_failures"):
+            out.append(Chunk(cid, text, th, SourcePointer.from_dict(json.loads(pointer)), part, parts, ts))
+        return out
+
+    def failure_summary(self) -> list[dict]:
+        return [dict(zip(("chunk_id", "attempts", "error", "pointer"), r)) for r in self.db.execute(
+            "SELECT chunk_id, attempts, error, pointer FROM embedding_failures ORDER BY first_at")]
+
+    # ---- statistics ----------------------------------------------------------------
+    def stats(self) -> dict:
+        q = self.db.execute
+        by_source = dict(q("SELECT source_type, count(*) FROM chunks GROUP BY source_type").fetchall())
+        entries_by_source = dict(q("SELECT source_type, count(DISTINCT coalesce(session_id,'') || '#' || "
+                                   "coalesce(entry_id, memory_id)) FROM chunks GROUP BY source_type").fetchall())
+        chunks = q("SELECT count(*) FROM chunks").fetchone()[0]
+        distinct = q("SELECT count(DISTINCT text_hash) FROM chunks").fetchone()[0]
+        split = q("SELECT count(*) FROM chunks WHERE parts > 1").fetchone()[0]
+        split_entries = q("SELECT count(DISTINCT coalesce(entry_id, memory_id)) FROM chunks WHERE parts > 1").fetchone()[0]
+        texts = q("SELECT count(*) FROM texts").fetchone()[0]
+        text_bytes = q("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM texts").fetchone()[0]
+        failures = q("SELECT count(*) FROM embedding_failures").fetchone()[0]
+        return {
+            "chunks": chunks, "chunks_by_source": by_source, "items_by_source": entries_by_source,
+            "distinct_texts": distinct, "texts": texts, "text_bytes": text_bytes,
+            "split_chunks": split, "split_items": split_entries, "failed_embeddings": failures,
+        }
+
+    def indexed_entry_ids(self) -> set[tuple[str, str]]:
+        rows = self.db.execute("SELECT DISTINCT session_id, entry_id FROM chunks WHERE source_type='transcript'")
+        out = set(rows.fetchall())
+        for (pointer,) in self.db.execute("SELECT pointer FROM embedding_failures"):
+            p = json.loads(pointer)
+            if p["source_type"] == "transcript":
+                out.add((p["session_id"], p["entry_id"]))
+        return out

@@ -1,0 +1,124 @@
+"""Split text to the embedder's real input limit: never truncate, never drop.
+
+Every character of the source text lands in exactly one piece, and every piece,
+with its indexing prefix and the model's special tokens, fits the embedder's
+limit. Cuts fall at sentence ends where possible, else at word starts, and only
+inside a word when a single word exceeds the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lca.ports import Embedder
+
+_SENTENCE_END = ".!?\n"
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    start: int
+    end: int
+    text: str
+
+
+class Chunker:
+    """Splits text for one embedder; ``prefix`` text (a speaker name) counts against the limit."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def split(self, text: str, *, prefix: str = "") -> list[TextPiece]:
+        limit = self.embedder.max_input_tokens
+        if self.embedder.count_tokens([prefix + text])[0] <= limit:
+            return [TextPiece(0, len(text), text)]
+        overhead = self.embedder.count_tokens([prefix])[0]  # prefix plus special tokens
+        budget = limit - overhead
+        if budget < 8:
+            raise ValueError(f"prefix {prefix!r} leaves only {budget} tokens of the embedder's {limit}")
+        pieces: list[TextPiece] = []
+        self._split_span(text, 0, len(text), prefix, budget, limit, pieces)
+        assert pieces[0].start == 0 and pieces[-1].end == len(text)
+        return pieces
+
+    def _split_span(self, text: str, start: int, end: int, prefix: str, budget: int, limit: int,
+                    out: list[TextPiece]) -> None:
+        span = text[start:end]
+        offsets = [(a + start, b + start) for a, b in self.embedder.token_offsets(span)]
+        if not offsets:  # whitespace only: keep it, it costs no tokens
+            out.append(TextPiece(start, end, span))
+            return
+        cuts = self._cut_points(text, start, end, offsets, budget)
+        bounds = [start, *cuts, end]
+        for a, b in zip(bounds, bounds[1:]):
+            piece = text[a:b]
+            if self.embedder.count_tokens([prefix + piece])[0] <= limit or len(piece) <= 1:
+                out.append(TextPiece(a, b, piece))
+            else:  # retokenizing a piece can differ at its edges: split it again, tighter
+                self._split_span(text, a, b, prefix, max(8, budget - 8), limit, out)
+
+    @staticmethod
+    def _cut_points(text: str, start: int, end: int, offsets: list[tuple[int, int]], budget: int) -> list[int]:
+        cuts: list[int] = []
+        first = 0
+        n = len(offsets)
+        while n - first > budget:
+            window_end = first + budget  # tokens [first, window_end) fit
+            best = None
+            best_word = None
+            for j in range(window_end, first + max(1, budget // 4), -1):
+                begin = offsets[j][0]
+                before = text[begin - 1] if begin > start else " "
+                if best_word is None and (before.isspace() or not before.isalnum()):
+                    best_word = j
+                prev_end = offsets[j - 1][1]
+                gap = text[prev_end:begin]
+                if any(ch in _SENTENCE_END for ch in text[offsets[j - 1][0]:prev_end] + gap):
+                    best = j
+                    break
+            j = best or best_word or window_end
+            cuts.append(offsets[j][0])
+            first = j
+        return cuts
+
+
+def _speaker_prefix(author: str | None) -> str:
+    if author and author not in ("user", "assistant"):
+        return f"{author}: "
+    return ""
+
+
+def entry_chunks(entry, chunker: Chunker) -> list:
+    """Chunks of one transcript entry; a named speaker is kept as an indexed prefix."""
+    from lca.types import Chunk, SourcePointer, SourceType, sha256_hex
+
+    if not entry.content.strip():
+        return []
+    prefix = _speaker_prefix(entry.author)
+    pieces = chunker.split(entry.content, prefix=prefix)
+    out = []
+    for part, piece in enumerate(pieces):
+        pointer = SourcePointer(SourceType.TRANSCRIPT, session_id=entry.session_id, entry_id=entry.id,
+                                char_start=piece.start, char_end=piece.end)
+        text = prefix + piece.text
+        out.append(Chunk(Chunk.make_id(text, pointer), text, sha256_hex(text), pointer, part, len(pieces),
+                         entry.timestamp))
+    return out
+
+
+def memory_chunks(memory_file, chunker: Chunker) -> list:
+    """Chunks of one memory file's body, pointing at the memory id and file."""
+    from lca.types import Chunk, SourcePointer, SourceType, sha256_hex
+
+    body = memory_file.body
+    if not body.strip():
+        return []
+    pieces = chunker.split(body)
+    out = []
+    created = memory_file.record.created.isoformat()
+    for part, piece in enumerate(pieces):
+        pointer = SourcePointer(SourceType.MEMORY, memory_id=memory_file.record.id,
+                                path=memory_file.path.name, char_start=piece.start, char_end=piece.end)
+        out.append(Chunk(Chunk.make_id(piece.text, pointer), piece.text, sha256_hex(piece.text), pointer, part,
+                         len(pieces), created))
+    return out

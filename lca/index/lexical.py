@@ -1,0 +1,109 @@
+"""Lexical BM25 over the same chunks, with bm25s (lucene variant, k1=1.5, b=0.75).
+
+bm25s builds a static index, so the whole index is rebuilt when chunks change;
+``generation`` records which catalog state it reflects so a stale index is noticed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+import bm25s
+import numpy as np
+import Stemmer
+from bm25s.tokenization import Tokenizer
+
+from lca.fileio import fsync_dir
+
+
+def _tokenizer() -> Tokenizer:
+    return Tokenizer(lower=True, stopwords="en", stemmer=Stemmer.Stemmer("english"))
+
+
+class Bm25LexicalIndex:
+    """BM25 over chunk rows; ``rows_[i]`` is the catalog row of document ``i``."""
+
+    def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self.retriever_ = None
+        self.tokenizer_ = _tokenizer()
+        self.rows_ = np.empty(0, dtype=np.int64)
+        self.generation_: str = ""
+
+    def __len__(self) -> int:
+        return int(len(self.rows_))
+
+    def build(self, rows: Sequence[int], texts: Sequence[str], generation: str) -> None:
+        self.tokenizer_ = _tokenizer()
+        self.rows_ = np.asarray(rows, dtype=np.int64)
+        self.generation_ = generation
+        if not len(texts):
+            self.retriever_ = None
+            return
+        tokens = self.tokenizer_.tokenize(list(texts), update_vocab=True, return_as="tuple",
+                                          show_progress=False)
+        retriever = bm25s.BM25(k1=self.k1, b=self.b)
+        retriever.index(tokens, show_progress=False)
+        self.retriever_ = retriever
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, rows) with a positive score."""
+        if self.retriever_ is None or k <= 0:
+            return np.empty(0, np.float32), np.empty(0, np.int64)
+        ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+        known = [t for t in ids if t in self._valid_ids]
+        if not known:
+            return np.empty(0, np.float32), np.empty(0, np.int64)
+        scores = self.retriever_.get_scores_from_ids(known)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        # stable order: score descending, then document position
+        top = top[np.lexsort((top, -scores[top]))]
+        top = top[scores[top] > 0]
+        return scores[top].astype(np.float32), self.rows_[top]
+
+    @property
+    def _valid_ids(self) -> set[int]:
+        cached = getattr(self, "_valid_cache", None)
+        if cached is None or cached[0] is not self.retriever_:
+            words = set(self.tokenizer_.word_to_id.values())
+            words.discard(self.tokenizer_.word_to_id.get("", -1))
+            cached = (self.retriever_, words)
+            self._valid_cache = cached
+        return cached[1]
+
+    def save(self, directory: Path) -> None:
+        tmp = directory.with_name(directory.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        np.save(tmp / "rows.npy", self.rows_)
+        (tmp / "generation.json").write_text(json.dumps({"generation": self.generation_, "k1": self.k1,
+                                                         "b": self.b}))
+        if self.retriever_ is not None:
+            self.retriever_.save(str(tmp / "bm25"))
+            self.tokenizer_.save_vocab(str(tmp / "bm25"))
+        old = directory.with_name(directory.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+        fsync_dir(directory.parent)
+        if old.exists():
+            shutil.rmtree(old)
+
+    @classmethod
+    def load(cls, directory: Path) -> "Bm25LexicalIndex":
+        meta = json.loads((directory / "generation.json").read_text())
+        obj = cls(k1=meta["k1"], b=meta["b"])
+        obj.rows_ = np.load(directory / "rows.npy")
+        obj.generation_ = meta["generation"]
+        if (directory / "bm25").exists():
+            obj.retriever_ = bm25s.BM25.load(str(directory / "bm25"))
+            obj.tokenizer_.load_vocab(str(directory / "bm25"))
+        return obj

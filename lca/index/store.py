@@ -1,0 +1,362 @@
+"""The hybrid index: faiss vectors and bm25s lexical scores over chunks in one SQLite catalog.
+
+Fusion is reciprocal rank fusion (Cormack et al. 2009): a chunk's score is
+``sum_i w_i / (rrf_k + rank_i)`` over the dense and lexical rankings it appears in
+(ranks from 1, each ranking cut at ``pool``). ``fusion="blend"`` instead mixes
+min-max normalized scores. Ties break on chunk id, so results do not depend on
+insertion order and a rebuilt index returns the same list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lca.errors import EmbedderMismatchError, LCAError
+from lca.index.catalog import Catalog
+from lca.index.lexical import Bm25LexicalIndex
+from lca.index.vectors import FaissVectorIndex, vector_id_for
+from lca.ports import Embedder
+from lca.types import Chunk, SearchHit
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class AddResult:
+    """What one write did: new chunks, duplicates skipped, texts embedded or reused, failures held back."""
+
+    new_chunks: int = 0
+    duplicate_chunks: int = 0
+    embedded_texts: int = 0
+    reused_vectors: int = 0
+    failed_chunks: int = 0
+    retried_failures_recovered: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def merge(self, other: "AddResult") -> None:
+        for name in ("new_chunks", "duplicate_chunks", "embedded_texts", "reused_vectors", "failed_chunks",
+                     "retried_failures_recovered"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors.extend(other.errors)
+
+
+@dataclass(frozen=True)
+class IndexConsistency:
+    catalog_vectors: int
+    faiss_vectors: int
+    missing_vectors: int  # catalog texts with no vector in faiss
+    orphan_vectors: int   # faiss vectors no catalog text points at
+    lexical_documents: int
+    catalog_chunks: int
+    lexical_stale: bool
+
+    @property
+    def consistent(self) -> bool:
+        return (self.missing_vectors == 0 and self.orphan_vectors == 0 and not self.lexical_stale
+                and self.lexical_documents == self.catalog_chunks)
+
+
+class IndexStore:
+    """Derived search state under ``<root>/index``. Callers hold the store's writer lock for writes."""
+
+    def __init__(self, root: Path | str, embedder: Embedder, *, pool: int = 50, rrf_k: int = 60,
+                 dense_weight: float = 1.0, lexical_weight: float = 1.0, fusion: str = "rrf",
+                 embed_batch: int = 256, embed_retries: int = 2, approximate_threshold: int = 200_000) -> None:
+        self.root = Path(root)
+        self.embedder = embedder
+        self.pool = pool
+        self.rrf_k = rrf_k
+        self.dense_weight = dense_weight
+        self.lexical_weight = lexical_weight
+        if fusion not in ("rrf", "blend"):
+            raise ValueError(f"fusion must be 'rrf' or 'blend', not {fusion!r}")
+        self.fusion = fusion
+        self.embed_batch = embed_batch
+        self.embed_retries = embed_retries
+        self.approximate_threshold = approximate_threshold
+        self.dir = self.root / "index"
+        self.catalog_ = Catalog(self.dir / "catalog.sqlite")
+        self._vectors: FaissVectorIndex | None = None
+        self._lexical: Bm25LexicalIndex | None = None
+        self._lexical_dirty = False
+
+    def close(self) -> None:
+        self.catalog_.close()
+
+    # ---- identity of the embedder -----------------------------------------------
+    def stored_embedder_id(self) -> str | None:
+        return self.catalog_.get_meta("embedder_id")
+
+    def embedder_mismatch(self) -> str | None:
+        stored = self.stored_embedder_id()
+        if stored is not None and stored != self.embedder.embedder_id:
+            return (f"the store at {self.root} was embedded by '{stored}', the running embedder is "
+                    f"'{self.embedder.embedder_id}'; vectors are never mixed: run `lca reindex` to re-embed")
+        return None
+
+    def _require_embedder(self) -> None:
+        problem = self.embedder_mismatch()
+        if problem:
+            raise EmbedderMismatchError(problem)
+
+    # ---- derived structures, loaded lazily -----------------------------------------
+    @property
+    def vectors(self) -> FaissVectorIndex:
+        if self._vectors is None:
+            path = self.dir / "vectors.faiss"
+            dim_text = self.catalog_.get_meta("dimension")
+            if path.exists() and dim_text:
+                self._vectors = FaissVectorIndex.load(path, int(dim_text),
+                                                      approximate_threshold=self.approximate_threshold)
+            else:
+                self._vectors = FaissVectorIndex(int(dim_text) if dim_text else self.embedder.dimension,
+                                                 approximate_threshold=self.approximate_threshold)
+        return self._vectors
+
+    @property
+    def lexical(self) -> Bm25LexicalIndex:
+        generation = self.catalog_.get_meta("chunks_generation") or ""
+        if self._lexical is None:
+            path = self.dir / "lexical"
+            if path.exists():
+                self._lexical = Bm25LexicalIndex.load(path)
+        if self._lexical is None or self._lexical.generation_ != generation:
+            # stale or missing: rebuild in memory (persisted by the next writer)
+            self._lexical = Bm25LexicalIndex()
+            rows, texts = self.catalog_.lexical_corpus()
+            self._lexical.build(rows, texts, generation)
+            self._lexical_dirty = True
+        return self._lexical
+
+    def consistency(self) -> IndexConsistency:
+        catalog_ids = np.asarray(self.catalog_.vector_ids(), dtype=np.int64)
+        faiss_ids = self.vectors.ids()
+        missing = np.setdiff1d(catalog_ids, faiss_ids)
+        orphans = np.setdiff1d(faiss_ids, catalog_ids)
+        generation = self.catalog_.get_meta("chunks_generation") or ""
+        stale = True
+        lex_docs = 0
+        path = self.dir / "lexical"
+        if path.exists():
+            saved = Bm25LexicalIndex.load(path)
+            stale = saved.generation_ != generation
+            lex_docs = len(saved)
+        elif self.catalog_.stats()["chunks"] == 0:
+            stale = False
+        return IndexConsistency(len(catalog_ids), len(faiss_ids), len(missing), len(orphans), lex_docs,
+                                self.catalog_.stats()["chunks"], stale)
+
+    # ---- writing ---------------------------------------------------------------
+    def add_chunks(self, chunks: Sequence[Chunk], *, progress: ProgressFn | None = None) -> AddResult:
+        """Insert chunks not already present; embed only texts the store has no vector for."""
+        self._require_embedder()
+        result = AddResult()
+        if self.catalog_.get_meta("embedder_id") is None:
+            self.catalog_.set_meta("embedder_id", self.embedder.embedder_id)
+            self.catalog_.set_meta("dimension", str(self.embedder.dimension))
+        unique: dict[str, Chunk] = {}
+        for chunk in chunks:
+            if chunk.chunk_id in unique:
+                result.duplicate_chunks += 1
+            else:
+                unique[chunk.chunk_id] = chunk
+        known = self.catalog_.known_chunk_ids(unique)
+        result.duplicate_chunks += len(known)
+        todo = [c for cid, c in unique.items() if cid not in known]
+        if progress and known:
+            progress(len(known))
+        for start in range(0, len(todo), self.embed_batch):
+            batch = todo[start:start + self.embed_batch]
+            result.merge(self._add_batch(batch))
+            if progress:
+                progress(len(batch))
+        return result
+
+    def _add_batch(self, batch: Sequence[Chunk]) -> AddResult:
+        result = AddResult()
+        have = self.catalog_.known_text_hashes({c.text_hash for c in batch})
+        need: dict[str, str] = {}
+        for chunk in batch:
+            if chunk.text_hash not in have:
+                need.setdefault(chunk.text_hash, chunk.text)
+        vectors, errors = self._embed_fail_closed(list(need.items()))
+        self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
+                         np.vstack(list(vectors.values())) if vectors else np.empty((0, 1), np.float32))
+        self.catalog_.begin()
+        try:
+            for text_hash, vector in vectors.items():
+                self.catalog_.insert_text(text_hash, vector_id_for(text_hash), need[text_hash])
+            for chunk in batch:
+                if chunk.text_hash in have or chunk.text_hash in vectors:
+                    self.catalog_.insert_chunk(chunk)
+                    self.catalog_.clear_failure(chunk.chunk_id)
+                    result.new_chunks += 1
+                else:
+                    self.catalog_.record_failure(chunk, errors[chunk.text_hash])
+                    result.failed_chunks += 1
+                    result.errors.append(f"{chunk.pointer.key()}: {errors[chunk.text_hash]}")
+            if result.new_chunks:
+                self.catalog_.bump_generation()
+            self.catalog_.add_counter("embedded_texts", len(vectors))
+            self.catalog_.add_counter("embedding_failures", sum(1 for h in need if h not in vectors))
+            self.catalog_.commit()
+        except BaseException:
+            self.catalog_.rollback()
+            raise
+        result.embedded_texts += len(vectors)
+        result.reused_vectors += sum(1 for c in batch if c.text_hash in have)
+        return result
+
+    def _embed_fail_closed(self, items: list[tuple[str, str]]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        """Embed with retries; isolate failing texts by halving; never return a zero or non-finite vector."""
+        done: dict[str, np.ndarray] = {}
+        errors: dict[str, str] = {}
+        if not items:
+            return done, errors
+
+        def attempt(group: list[tuple[str, str]]) -> None:
+            last_error = ""
+            for _ in range(self.embed_retries + 1):
+                try:
+                    out = self.embedder.embed([t for _, t in group])
+                    out = np.asarray(out, dtype=np.float32)
+                    if out.shape != (len(group), self.vectors.dimension):
+                        raise LCAError(f"embedder returned shape {out.shape}, expected "
+                                       f"({len(group)}, {self.vectors.dimension})")
+                    bad = []
+                    for (h, _), vec in zip(group, out):
+                        norm = float(np.linalg.norm(vec))
+                        if not np.all(np.isfinite(vec)) or norm < 1e-6:
+                            bad.append((h, _))
+                        else:
+                            done[h] = vec / norm
+                    if not bad:
+                        return
+                    group = bad
+                    last_error = "embedder returned a zero or non-finite vector"
+                except Exception as exc:  # the embedder is a plug-in: any failure is held back and counted
+                    last_error = f"{type(exc).__name__}: {exc}"
+            if len(group) > 1:
+                mid = len(group) // 2
+                attempt(group[:mid])
+                attempt(group[mid:])
+            else:
+                errors[group[0][0]] = last_error
+
+        attempt(items)
+        return done, errors
+
+    def retry_failures(self) -> AddResult:
+        failed = self.catalog_.failed_chunks()
+        if not failed:
+            return AddResult()
+        result = self.add_chunks(failed)
+        result.retried_failures_recovered = len(failed) - len(self.catalog_.failed_chunks())
+        return result
+
+    def remove_memory(self, memory_id: str) -> int:
+        self.catalog_.begin()
+        try:
+            removed = self.catalog_.delete_chunks_of_memory(memory_id)
+            if removed:
+                self.catalog_.bump_generation()
+            self.catalog_.commit()
+        except BaseException:
+            self.catalog_.rollback()
+            raise
+        return removed
+
+    def repair(self) -> dict[str, int]:
+        """Bring faiss in line with the catalog after a crash: drop orphans, re-embed missing vectors."""
+        catalog_ids = np.asarray(self.catalog_.vector_ids(), dtype=np.int64)
+        orphans = np.setdiff1d(self.vectors.ids(), catalog_ids)
+        self.vectors.remove(orphans)
+        missing = np.setdiff1d(catalog_ids, self.vectors.ids())
+        reembedded = 0
+        if len(missing):
+            rows = self.catalog_.texts_for_vector_ids(missing.tolist())
+            vectors, errors = self._embed_fail_closed([(h, t) for h, _, t in rows])
+            if vectors:
+                self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
+                                 np.vstack(list(vectors.values())))
+            reembedded = len(vectors)
+        return {"orphans_removed": int(len(orphans)), "vectors_reembedded": reembedded}
+
+    def flush(self) -> None:
+        """Persist faiss, drop unreferenced texts, and rebuild the lexical index if chunks changed."""
+        orphans = self.catalog_.orphan_texts()
+        if orphans:
+            self.catalog_.begin()
+            self.catalog_.delete_texts([h for h, _ in orphans])
+            self.catalog_.commit()
+            self.vectors.remove(np.asarray([v for _, v in orphans], dtype=np.int64))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self._vectors is not None:
+            self._vectors.save(self.dir / "vectors.faiss")
+        lexical = self.lexical  # rebuilds if the generation moved
+        if self._lexical_dirty or not (self.dir / "lexical").exists():
+            lexical.save(self.dir / "lexical")
+            self._lexical_dirty = False
+
+    # ---- searching ---------------------------------------------------------------
+    def search(self, query: str, *, k: int = 10, pool: int | None = None, mode: str = "hybrid") -> list[SearchHit]:
+        if mode not in ("hybrid", "dense", "lexical"):
+            raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
+        self._require_embedder()
+        pool = pool or max(self.pool, k)
+        dense: list[tuple[float, int, Chunk]] = []
+        if mode in ("hybrid", "dense") and len(self.vectors):
+            qvec = self.embedder.embed([query])[0]
+            scores, ids = self.vectors.search(qvec, pool)
+            by_vector = self.catalog_.chunks_for_vector_ids(ids.tolist())
+            for score, vid in zip(scores.tolist(), ids.tolist()):
+                for row, chunk in sorted(by_vector.get(vid, []), key=lambda rc: rc[1].chunk_id):
+                    dense.append((score, row, chunk))
+            dense = dense[:pool]
+        lexical: list[tuple[float, int]] = []
+        if mode in ("hybrid", "lexical"):
+            scores, rows = self.lexical.search(query, pool)
+            lexical = list(zip(scores.tolist(), rows.tolist()))
+        chunks: dict[int, Chunk] = {row: chunk for _, row, chunk in dense}
+        missing = [row for _, row in lexical if row not in chunks]
+        chunks.update(self.catalog_.chunks_by_rows(missing))
+        dense_rank = {row: (i + 1, s) for i, (s, row, _) in enumerate(dense)}
+        lex_order = sorted(lexical, key=lambda sr: (-sr[0], chunks[sr[1]].chunk_id))
+        lex_rank = {row: (i + 1, s) for i, (s, row) in enumerate(lex_order)}
+        fused = self._fuse(dense_rank, lex_rank, mode)
+        ordered = sorted(fused.items(), key=lambda item: (-item[1], chunks[item[0]].chunk_id))[:k]
+        hits = []
+        for row, score in ordered:
+            chunk = chunks[row]
+            d = dense_rank.get(row)
+            lx = lex_rank.get(row)
+            hits.append(SearchHit(chunk.chunk_id, chunk.text, chunk.pointer, float(score),
+                                  d[1] if d else None, d[0] if d else None,
+                                  lx[1] if lx else None, lx[0] if lx else None, chunk.timestamp))
+        return hits
+
+    def _fuse(self, dense_rank: dict, lex_rank: dict, mode: str) -> dict[int, float]:
+        if mode == "dense":
+            return {row: s for row, (_, s) in dense_rank.items()}
+        if mode == "lexical":
+            return {row: s for row, (_, s) in lex_rank.items()}
+        fused: dict[int, float] = {}
+        if self.fusion == "rrf":
+            for weight, ranking in ((self.dense_weight, dense_rank), (self.lexical_weight, lex_rank)):
+                for row, (rank, _) in ranking.items():
+                    fused[row] = fused.get(row, 0.0) + weight / (self.rrf_k + rank)
+            return fused
+        for weight, ranking in ((self.dense_weight, dense_rank), (self.lexical_weight, lex_rank)):
+            if not ranking:
+                continue
+            values = [s for _, s in ranking.values()]
+            low, high = min(values), max(values)
+            span = (high - low) or 1.0
+            for row, (_, s) in ranking.items():
+                fused[row] = fused.get(row, 0.0) + weight * (s - low) / span
+        return fused
+

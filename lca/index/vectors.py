@@ -1,0 +1,104 @@
+"""Dense vectors in faiss: exact inner product on unit vectors (cosine) while the store is
+small, HNSW past a size threshold. Ids are 63-bit integers derived from the text hash,
+so one text has one vector however many chunks share it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from lca.fileio import atomic_write_bytes
+
+
+def vector_id_for(text_hash: str) -> int:
+    return int(text_hash[:16], 16) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class FaissVectorIndex:
+    """An id-mapped faiss index persisted as one file."""
+
+    def __init__(self, dimension: int, *, approximate_threshold: int = 200_000, hnsw_m: int = 32,
+                 ef_search: int = 128) -> None:
+        self.dimension = dimension
+        self.approximate_threshold = approximate_threshold
+        self.hnsw_m = hnsw_m
+        self.ef_search = ef_search
+        self.index_ = self._new_index(approximate=False)
+
+    def _new_index(self, *, approximate: bool):
+        if approximate:
+            inner = faiss.IndexHNSWFlat(self.dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efSearch = self.ef_search
+        else:
+            inner = faiss.IndexFlatIP(self.dimension)
+        return faiss.IndexIDMap2(inner)
+
+    @property
+    def approximate(self) -> bool:
+        return isinstance(faiss.downcast_index(self.index_.index), faiss.IndexHNSWFlat)
+
+    def __len__(self) -> int:
+        return int(self.index_.ntotal)
+
+    def ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self.index_.id_map).astype(np.int64)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape[1] != self.dimension:
+            raise ValueError(f"vectors have dimension {vectors.shape[1]}, index has {self.dimension}")
+        if not self.approximate and len(self) + len(ids) >= self.approximate_threshold:
+            self._rebuild(approximate=True, extra=(ids, vectors))
+            return
+        self.index_.add_with_ids(vectors, np.asarray(ids, dtype=np.int64))
+
+    def remove(self, ids: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        if self.approximate:  # HNSW cannot delete: rebuild without them
+            keep = np.setdiff1d(self.ids(), np.asarray(ids, dtype=np.int64))
+            vectors = self.reconstruct(keep)
+            self.index_ = self._new_index(approximate=len(keep) >= self.approximate_threshold)
+            self.index_.add_with_ids(vectors, keep)
+        else:
+            self.index_.remove_ids(np.asarray(ids, dtype=np.int64))
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        out = np.empty((len(ids), self.dimension), dtype=np.float32)
+        for row, vid in enumerate(ids):
+            out[row] = self.index_.reconstruct(int(vid))
+        return out
+
+    def _rebuild(self, *, approximate: bool, extra: tuple[np.ndarray, np.ndarray]) -> None:
+        old_ids = self.ids()
+        old = self.reconstruct(old_ids) if len(old_ids) else np.empty((0, self.dimension), np.float32)
+        self.index_ = self._new_index(approximate=approximate)
+        ids = np.concatenate([old_ids, np.asarray(extra[0], dtype=np.int64)])
+        self.index_.add_with_ids(np.vstack([old, extra[1]]), ids)
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, ids) for one query vector; fewer when the index is smaller."""
+        if len(self) == 0 or k <= 0:
+            return np.empty(0, np.float32), np.empty(0, np.int64)
+        scores, ids = self.index_.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32),
+                                         min(k, len(self)))
+        keep = ids[0] >= 0
+        return scores[0][keep], ids[0][keep]
+
+    def save(self, path: Path) -> None:
+        atomic_write_bytes(path, faiss.serialize_index(self.index_).tobytes())
+
+    @classmethod
+    def load(cls, path: Path, dimension: int, **params) -> "FaissVectorIndex":
+        obj = cls(dimension, **params)
+        data = np.fromfile(path, dtype=np.uint8)
+        obj.index_ = faiss.deserialize_index(data)
+        if obj.index_.d != dimension:
+            raise ValueError(f"{path}: vectors of dimension {obj.index_.d}, expected {dimension}")
+        if obj.approximate:
+            faiss.downcast_index(obj.index_.index).hnsw.efSearch = obj.ef_search
+        return obj

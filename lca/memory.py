@@ -1,0 +1,265 @@
+"""Layer 2: structured memory files, markdown with YAML front matter.
+
+The loader validates every file against :class:`MemoryRecord` and reports each
+file and field that failed by name; nothing is silently defaulted. All writes go
+through :meth:`MemoryStore.write`, which keeps the usage counters (hits,
+prevented mistakes, last applied) out of the content hash so counting use never
+looks like an edit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from lca.errors import LCAError, RecordFormatError
+from lca.fileio import atomic_write_bytes
+from lca.types import canonical_json
+
+COUNTER_FIELDS = ("hits", "prevented_mistakes", "last_applied")
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+class MemoryType(str, Enum):
+    FACT = "fact"
+    DECISION = "decision"
+    LESSON = "lesson"
+    PREFERENCE = "preference"
+    PROCEDURE = "procedure"
+    RUNBOOK = "runbook"
+    FAILURE = "failure"
+    CHECKPOINT = "checkpoint"
+    IDENTITY = "identity"
+    SUMMARY = "summary"
+
+
+class Privacy(str, Enum):
+    PUBLIC = "public"
+    PRIVATE = "private"
+    SECRET = "secret"
+
+
+class Authority(str, Enum):
+    """Who stands behind a memory: approved outranks reviewed outranks unreviewed."""
+
+    APPROVED = "approved"
+    REVIEWED = "reviewed"
+    UNREVIEWED = "unreviewed"
+    INFERRED = "inferred"
+
+
+class TranscriptSpan(BaseModel):
+    """A pointer into the authoritative transcript: a session and entry ids or a span of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session: str = Field(min_length=1)
+    entries: tuple[str, ...] = ()
+    first: str | None = None
+    last: str | None = None
+
+    @model_validator(mode="after")
+    def _points_somewhere(self) -> "TranscriptSpan":
+        if not self.entries and not (self.first and self.last):
+            raise ValueError("a source names entry ids or a first/last span")
+        return self
+
+
+class Supersession(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    reason: str = Field(min_length=1)
+
+
+class MemoryRecord(BaseModel):
+    """The front matter of one memory file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+    id: str
+    type: MemoryType
+    tags: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    created: datetime
+    last_applied: datetime | None = None
+    hits: int = Field(default=0, ge=0)
+    prevented_mistakes: int = Field(default=0, ge=0)
+    authority: Authority
+    privacy: Privacy
+    critical: bool = False
+    supersedes: tuple[Supersession, ...] = ()
+    superseded_by: Supersession | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    sources: tuple[TranscriptSpan, ...] = ()
+    content_hash: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _ID_PATTERN.match(value):
+            raise ValueError("must start with a letter or digit and hold only letters, digits, . _ : -")
+        return value
+
+    @field_validator("created", "last_applied", "valid_from", "valid_to", mode="before")
+    @classmethod
+    def _dates(cls, value: Any) -> Any:
+        if isinstance(value, date) and not isinstance(value, datetime):
+            return datetime(value.year, value.month, value.day)
+        return value
+
+    @model_validator(mode="after")
+    def _interval(self) -> "MemoryRecord":
+        if self.valid_from and self.valid_to and self.valid_to < self.valid_from:
+            raise ValueError("valid_to is before valid_from")
+        return self
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    record: MemoryRecord
+    body: str
+    path: Path
+
+    @property
+    def text(self) -> str:
+        return self.body
+
+    @property
+    def computed_hash(self) -> str:
+        return memory_content_hash(self.record, self.body)
+
+
+@dataclass(frozen=True)
+class MemoryLoadFailure:
+    path: str
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: field '{self.field}'" if self.field else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class MemoryLoadResult:
+    files: tuple[MemoryFile, ...]
+    failures: tuple[MemoryLoadFailure, ...]
+    drifted: tuple[str, ...]  # files edited outside the write API (stored hash != content)
+
+
+def memory_content_hash(record: MemoryRecord, body: str) -> str:
+    """Hash of what a memory says, excluding its usage counters and the hash itself."""
+    data = record.model_dump(mode="json", exclude={*COUNTER_FIELDS, "content_hash"})
+    return "sha256:" + hashlib.sha256(canonical_json({"front": data, "body": body}).encode()).hexdigest()
+
+
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+
+
+def parse_memory_text(text: str, *, path: str) -> tuple[MemoryRecord, str]:
+    """Split and validate one memory file; raise RecordFormatError naming the field."""
+    match = _FRONT.match(text)
+    if not match:
+        raise RecordFormatError("no YAML front matter (the file must start with '---' and close it with '---')",
+                                path=path)
+    try:
+        front = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else None
+        raise RecordFormatError(f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}",
+                                path=path, line=line) from None
+    if not isinstance(front, dict):
+        raise RecordFormatError("front matter must be a mapping of fields", path=path)
+    try:
+        record = MemoryRecord.model_validate(front)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        others = len(exc.errors()) - 1
+        more = f" (and {others} more problem(s): " + "; ".join(
+            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in exc.errors()[1:]) + ")" if others else ""
+        raise RecordFormatError(first["msg"] + more, path=path, field=field) from None
+    body = match.group(2)
+    return record, body
+
+
+def render_memory(record: MemoryRecord, body: str) -> str:
+    front = record.model_dump(mode="json", exclude_none=True)
+    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
+
+
+class MemoryStore:
+    """Memory files under ``<root>/memory``; one file per memory, named by id."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.dir = self.root / "memory"
+
+    def path_for(self, memory_id: str) -> Path:
+        return self.dir / f"{memory_id}.md"
+
+    def load(self) -> MemoryLoadResult:
+        files: list[MemoryFile] = []
+        failures: list[MemoryLoadFailure] = []
+        drifted: list[str] = []
+        seen: dict[str, Path] = {}
+        if not self.dir.exists():
+            return MemoryLoadResult((), (), ())
+        for path in sorted(self.dir.rglob("*.md")):
+            try:
+                text = path.read_text(encoding="utf-8")
+                record, body = parse_memory_text(text, path=str(path))
+            except UnicodeDecodeError as exc:
+                failures.append(MemoryLoadFailure(str(path), None, f"not UTF-8: {exc}"))
+                continue
+            except RecordFormatError as exc:
+                failures.append(MemoryLoadFailure(str(path), exc.field, exc.reason))
+                continue
+            if record.id in seen:
+                failures.append(MemoryLoadFailure(str(path), "id", f"duplicate id '{record.id}' (also in {seen[record.id]})"))
+                continue
+            seen[record.id] = path
+            loaded = MemoryFile(record, body, path)
+            if record.content_hash is not None and record.content_hash != loaded.computed_hash:
+                drifted.append(str(path))
+            files.append(loaded)
+        return MemoryLoadResult(tuple(files), tuple(failures), tuple(drifted))
+
+    def get(self, memory_id: str) -> MemoryFile:
+        path = self.path_for(memory_id)
+        if not path.exists():
+            raise LCAError(f"no memory '{memory_id}' ({path})")
+        record, body = parse_memory_text(path.read_text(encoding="utf-8"), path=str(path))
+        return MemoryFile(record, body, path)
+
+    def write(self, record: MemoryRecord, body: str) -> MemoryFile:
+        """The one write path: stamps the content hash and replaces the file atomically."""
+        stamped = record.model_copy(update={"content_hash": memory_content_hash(record, body)})
+        path = self.path_for(stamped.id)
+        atomic_write_bytes(path, render_memory(stamped, body).encode("utf-8"))
+        return MemoryFile(stamped, body, path)
+
+    def record_use(self, memory_id: str, *, hits: int = 0, prevented_mistakes: int = 0,
+                   applied_at: datetime | None = None) -> MemoryFile:
+        """Bump usage counters; the content hash does not change."""
+        current = self.get(memory_id)
+        updated = current.record.model_copy(update={
+            "hits": current.record.hits + hits,
+            "prevented_mistakes": current.record.prevented_mistakes + prevented_mistakes,
+            "last_applied": applied_at or current.record.last_applied,
+        })
+        return self.write(updated, current.body)
+
+    def ids(self) -> Iterable[str]:
+        return (f.record.id for f in self.load().files)

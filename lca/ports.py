@@ -1,0 +1,51 @@
+"""The only seams between the substrate and models: plain typing.Protocols."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalized float32 vectors.
+
+    ``embedder_id`` names the exact model; a store records it with every vector so
+    vectors from two models are never mixed. ``max_input_tokens`` is the real limit
+    the model reads (special tokens included); the chunker splits to it.
+    """
+
+    @property
+    def embedder_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens each text occupies, special tokens included."""
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every content token of ``text`` (special tokens excluded)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Shape (len(texts), dimension), float32, rows of unit norm."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class TextGenerator(Protocol):
+    """A model that continues a conversation; implementations live outside the substrate."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256,
+                 temperature: float = 0.0, seed: int | None = None) -> str: ...

@@ -1,0 +1,220 @@
+"""The facade a host or an experimental condition uses: append, ingest, search, health, reindex.
+
+One writer at a time: every write to the store (transcript imports, indexing,
+reindex) holds ``<home>/write.lock``; readers need no lock.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from lca.errors import RecordFormatError
+from lca.fileio import exclusive_lock
+from lca.importers import ImportedSession, ImportReport
+from lca.index.chunker import Chunker, entry_chunks, memory_chunks
+from lca.index.store import AddResult, IndexStore
+from lca.memory import MemoryStore
+from lca.ports import Embedder
+from lca.provenance import code_version
+from lca.transcript import AppendResult, TranscriptStore
+from lca.types import SearchHit, TranscriptEntry
+
+TRANSCRIPT_MARK = "transcript:"
+MEMORY_MARK = "memory:"
+
+
+@dataclass
+class IngestReport:
+    """What one ingest read, wrote, skipped and held back."""
+
+    sessions_scanned: int = 0
+    entries_appended: int = 0
+    entries_duplicate: int = 0
+    entries_indexed: int = 0
+    memory_files_indexed: int = 0
+    memory_files_removed: int = 0
+    quarantined_lines: int = 0
+    index: AddResult = field(default_factory=AddResult)
+    repairs: dict[str, int] = field(default_factory=dict)
+    imports: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "index"}
+        out["index"] = {k: v for k, v in self.index.__dict__.items() if k != "errors"}
+        out["index"]["errors"] = self.index.errors[:20]
+        return out
+
+
+class Substrate:
+    """One agent home: transcript, memory files and the derived index, under ``home``."""
+
+    def __init__(self, home: Path | str, *, embedder: Embedder | None = None, lock_timeout: float = 600.0,
+                 progress: bool = False, **index_params: Any) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        if embedder is None:
+            from lca.index.embedders import SentenceTransformerEmbedder
+
+            embedder = SentenceTransformerEmbedder()
+        self.embedder = embedder
+        self.lock_timeout = lock_timeout
+        self.progress = progress
+        self.index_params = index_params
+        self.transcript = TranscriptStore(self.home)
+        self.memory = MemoryStore(self.home)
+        self.chunker = Chunker(embedder)
+        self._index: IndexStore | None = None
+
+    @property
+    def index(self) -> IndexStore:
+        if self._index is None:
+            self._index = IndexStore(self.home, self.embedder, **self.index_params)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def __enter__(self) -> "Substrate":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def writer_lock(self):
+        return exclusive_lock(self.home / "write.lock", timeout=self.lock_timeout, what=f"store {self.home}")
+
+    # ---- writes ------------------------------------------------------------------
+    def append(self, entries: Iterable[TranscriptEntry], *, index: bool = True) -> AppendResult:
+        """Durably append live entries; index them unless told not to."""
+        with self.writer_lock():
+            result = self.transcript.append(entries)
+            if index:
+                self._ingest_locked(IngestReport())
+            return result
+
+    def import_sessions(self, sessions: Sequence[ImportedSession], report: ImportReport | None = None,
+                        *, rejected: Sequence[tuple[int, str, bytes]] = ()) -> IngestReport:
+        """Bring imported history in through the transcript, then index what is new."""
+        started = time.perf_counter()
+        out = IngestReport()
+        with self.writer_lock():
+            if report is not None:
+                out.imports.append(report.to_dict())
+                for line, reason, raw in rejected:
+                    self.transcript.quarantine_foreign(Path(report.source), line, raw, reason)
+                    out.quarantined_lines += 1
+            for session in self._progress(sessions, "append", unit="session"):
+                result = self.transcript.append(session.entries)
+                out.entries_appended += len(result.appended)
+                out.entries_duplicate += result.duplicates
+            self._ingest_locked(out)
+        out.seconds = time.perf_counter() - started
+        return out
+
+    def ingest(self) -> IngestReport:
+        """Index whatever the transcript and memory files hold beyond the watermarks."""
+        started = time.perf_counter()
+        out = IngestReport()
+        with self.writer_lock():
+            self._ingest_locked(out)
+        out.seconds = time.perf_counter() - started
+        return out
+
+    def _ingest_locked(self, out: IngestReport) -> None:
+        index = self.index
+        index.catalog_.set_meta("last_writer_version", code_version())
+        out.repairs = index.repair()
+        retried = index.retry_failures()
+        out.index.merge(retried)
+        chunks = []
+        marks: dict[str, str] = {}
+        for session_id in self.transcript.session_ids():
+            self.transcript.recover(session_id)
+            key = TRANSCRIPT_MARK + session_id
+            start = int(index.catalog_.watermark(key) or 0)
+            size = self.transcript.session_path(session_id).stat().st_size
+            if size == start:
+                continue
+            if size < start:  # should never happen: the transcript only grows
+                raise RecordFormatError(f"transcript shrank below its watermark ({size} < {start})",
+                                        path=str(self.transcript.session_path(session_id)))
+            read = self.transcript.read(session_id, start=start)
+            out.sessions_scanned += 1
+            out.quarantined_lines += len(read.malformed)
+            for entry in read.entries:
+                chunks.extend(entry_chunks(entry, self.chunker))
+                out.entries_indexed += 1
+            marks[key] = str(read.end_offset)
+        loaded = self.memory.load()
+        present = set()
+        memory_marks: dict[str, str] = {}
+        for memory_file in loaded.files:
+            key = MEMORY_MARK + memory_file.record.id
+            present.add(key)
+            digest = memory_file.computed_hash
+            if index.catalog_.watermark(key) == digest:
+                continue
+            index.remove_memory(memory_file.record.id)
+            chunks.extend(memory_chunks(memory_file, self.chunker))
+            memory_marks[key] = digest
+            out.memory_files_indexed += 1
+        failed_ids = {Path(f.path).stem for f in loaded.failures}
+        for key in index.catalog_.watermarks(MEMORY_MARK):
+            memory_id = key[len(MEMORY_MARK):]
+            if key not in present and memory_id not in failed_ids:  # the file is gone: its chunks go too
+                index.remove_memory(memory_id)
+                index.catalog_.delete_watermark(key)
+                out.memory_files_removed += 1
+        bar = self._bar(len(chunks), "index", unit="chunk")
+        try:
+            out.index.merge(index.add_chunks(chunks, progress=bar.update if bar else None))
+        finally:
+            if bar:
+                bar.close()
+        index.catalog_.begin()
+        for key, value in {**marks, **memory_marks}.items():
+            index.catalog_.set_watermark(key, value)
+        index.catalog_.commit()
+        index.flush()
+
+    def reindex(self) -> IngestReport:
+        """Delete every derived store and rebuild it from the transcript and memory files."""
+        started = time.perf_counter()
+        out = IngestReport()
+        with self.writer_lock():
+            self.close()
+            shutil.rmtree(self.home / "index", ignore_errors=True)
+            self._ingest_locked(out)
+        out.seconds = time.perf_counter() - started
+        return out
+
+    # ---- reads -------------------------------------------------------------------
+    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", pool: int | None = None) -> list[SearchHit]:
+        return self.index.search(query, k=k, mode=mode, pool=pool)
+
+    def health(self):
+        from lca.health import substrate_health
+
+        return substrate_health(self)
+
+    # ---- progress ----------------------------------------------------------------
+    def _bar(self, total: int, desc: str, unit: str):
+        if not self.progress or total == 0:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+    def _progress(self, items, desc: str, unit: str):
+        if not self.progress or len(items) < 2:
+            return items
+        from tqdm import tqdm
+
+        return tqdm(items, desc=desc, unit=unit, leave=False)

@@ -1,0 +1,366 @@
+"""Layer 1: the authoritative transcript, append-only JSONL, one file per session.
+
+Acknowledged appends are durable (written, flushed and fsync'd before ``append``
+returns). A crash can leave at most a torn final line; opening the session for
+writing moves those bytes to the quarantine and reports them. Complete lines that
+break the schema are copied to the quarantine and reported by every read, never
+dropped and never rewritten.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+from urllib.parse import quote, unquote
+
+from lca.errors import LCAError, RecordFormatError
+from lca.fileio import fsync_dir, write_all
+from lca.types import WIRE_VERSION, EntryKind, TranscriptEntry, canonical_json, sha256_hex
+
+_REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
+_OPTIONAL_STR = ("parent_id", "author", "subagent_id")
+
+
+class TranscriptConflictError(LCAError):
+    """An entry id already acknowledged with different content: history is never rewritten."""
+
+
+@dataclass(frozen=True)
+class QuarantineRecord:
+    """Bytes the transcript could not accept, kept with where they came from and why."""
+
+    session_file: str
+    offset: int
+    line: int | None
+    size: int
+    reason: str
+    sha256: str
+    quarantine_file: str
+    at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    appended: tuple[TranscriptEntry, ...]
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    entries: tuple[TranscriptEntry, ...]
+    malformed: tuple[QuarantineRecord, ...]
+    end_offset: int
+
+
+def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = None) -> TranscriptEntry:
+    """Validate one decoded wire record; every problem names the file, line and field."""
+
+    def fail(message: str, fld: str | None = None) -> RecordFormatError:
+        return RecordFormatError(message, path=path, line=line, field=fld)
+
+    if not isinstance(obj, dict):
+        raise fail(f"expected a JSON object, got {type(obj).__name__}")
+    version = obj.get("v")
+    if version != WIRE_VERSION:
+        raise fail(f"unsupported wire version {version!r} (this reader knows {WIRE_VERSION})", "v")
+    for name in _REQUIRED_STR:
+        if name not in obj:
+            raise fail("missing", name)
+        if not isinstance(obj[name], str):
+            raise fail(f"must be a string, got {type(obj[name]).__name__}", name)
+    for name in _OPTIONAL_STR:
+        if obj.get(name) is not None and not isinstance(obj[name], str):
+            raise fail(f"must be a string or null, got {type(obj[name]).__name__}", name)
+    if not obj["id"]:
+        raise fail("must not be empty", "id")
+    try:
+        kind = EntryKind(obj["kind"])
+    except ValueError:
+        known = ", ".join(k.value for k in EntryKind)
+        raise fail(f"unknown kind {obj['kind']!r}; known: {known}", "kind") from None
+    meta = obj.get("meta", {})
+    if not isinstance(meta, dict):
+        raise fail("must be an object", "meta")
+    unknown = set(obj) - set(_REQUIRED_STR) - set(_OPTIONAL_STR) - {"v", "meta"}
+    if unknown:
+        raise fail(f"unknown field(s) {sorted(unknown)}", sorted(unknown)[0])
+    entry = TranscriptEntry(
+        id=obj["id"], session_id=obj["session_id"], agent_id=obj["agent_id"], kind=kind,
+        timestamp=obj["ts"], content=obj["content"], channel=obj["channel"],
+        parent_id=obj.get("parent_id"), author=obj.get("author"),
+        subagent_id=obj.get("subagent_id"), meta=meta,
+    )
+    check_entry(entry, path=path, line=line)
+    if entry.content_hash != obj["hash"]:
+        raise fail(f"content hash mismatch: stored {obj['hash']}, computed {entry.content_hash}", "hash")
+    return entry
+
+
+def check_entry(entry: TranscriptEntry, *, path: str | None = None, line: int | None = None) -> None:
+    """Rules beyond field types: a subagent turn names its subagent."""
+    if entry.kind is EntryKind.SUBAGENT_TURN and not entry.subagent_id:
+        raise RecordFormatError("a subagent_turn must name its subagent", path=path, line=line,
+                                field="subagent_id")
+    if entry.kind is not EntryKind.SUBAGENT_TURN and entry.subagent_id:
+        raise RecordFormatError("only a subagent_turn carries a subagent_id", path=path, line=line,
+                                field="subagent_id")
+
+
+def encode_entry(entry: TranscriptEntry) -> bytes:
+    return (canonical_json(entry.to_wire()) + "\n").encode("utf-8")
+
+
+@dataclass
+class _SessionState:
+    ids: dict[str, str] = field(default_factory=dict)  # entry id -> content hash
+    scanned_to: int = 0
+
+
+class TranscriptStore:
+    """All sessions of one agent home: ``<root>/sessions/<session>.jsonl``, plus ``<root>/quarantine``."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.sessions_dir = self.root / "sessions"
+        self.quarantine_dir = self.root / "quarantine"
+        self._state: dict[str, _SessionState] = {}
+
+    # ---- naming -----------------------------------------------------------------
+    def session_path(self, session_id: str) -> Path:
+        if not session_id:
+            raise RecordFormatError("session id must not be empty", field="session_id")
+        return self.sessions_dir / (quote(session_id, safe="") + ".jsonl")
+
+    def session_ids(self) -> list[str]:
+        if not self.sessions_dir.exists():
+            return []
+        return sorted(unquote(p.name[: -len(".jsonl")]) for p in self.sessions_dir.glob("*.jsonl"))
+
+    # ---- writing ----------------------------------------------------------------
+    def append(self, entries: Iterable[TranscriptEntry]) -> AppendResult:
+        """Append entries, skipping ids already present with the same content.
+
+        Entries are grouped per session; each group is written with one write and
+        one fsync under an exclusive lock on the session file. Returns only after
+        the bytes are durable.
+        """
+        by_session: dict[str, list[TranscriptEntry]] = {}
+        for entry in entries:
+            check_entry(entry)
+            by_session.setdefault(entry.session_id, []).append(entry)
+        appended: list[TranscriptEntry] = []
+        duplicates = 0
+        for session_id, group in by_session.items():
+            new, dup = self._append_session(session_id, group)
+            appended.extend(new)
+            duplicates += dup
+        return AppendResult(tuple(appended), duplicates)
+
+    def _append_session(self, session_id: str, group: list[TranscriptEntry]) -> tuple[list[TranscriptEntry], int]:
+        path = self.session_path(session_id)
+        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        created = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if created:
+                fsync_dir(self.sessions_dir)
+            self._recover_torn_tail(path, fd)
+            state = self._scan(session_id, path)
+            new: list[TranscriptEntry] = []
+            duplicates = 0
+            for entry in group:
+                known = state.ids.get(entry.id)
+                if known is None:
+                    state.ids[entry.id] = entry.content_hash
+                    new.append(entry)
+                elif known == entry.content_hash:
+                    duplicates += 1
+                else:
+                    raise TranscriptConflictError(
+                        f"{path}: entry '{entry.id}' is already recorded with different content "
+                        f"({known}); acknowledged history is never rewritten"
+                    )
+            if new:
+                data = b"".join(encode_entry(e) for e in new)
+                write_all(fd, data)
+                os.fsync(fd)
+                state.scanned_to += len(data)
+            return new, duplicates
+        except BaseException:
+            self._state.pop(session_id, None)
+            raise
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _scan(self, session_id: str, path: Path) -> _SessionState:
+        """Bring the id cache up to the file's end (other writers may have appended)."""
+        state = self._state.setdefault(session_id, _SessionState())
+        size = path.stat().st_size
+        if size < state.scanned_to:  # only a torn-tail repair shrinks a file; rescan
+            state = self._state[session_id] = _SessionState()
+        if size > state.scanned_to:
+            result = self._read_from(path, state.scanned_to, quarantine=True)
+            for entry in result.entries:
+                state.ids[entry.id] = entry.content_hash
+            state.scanned_to = result.end_offset
+        return state
+
+    # ---- recovery ---------------------------------------------------------------
+    def recover(self, session_id: str) -> QuarantineRecord | None:
+        """Quarantine a torn final line of a session, if there is one."""
+        path = self.session_path(session_id)
+        if not path.exists():
+            return None
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return self._recover_torn_tail(path, fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def recover_all(self) -> list[QuarantineRecord]:
+        return [r for s in self.session_ids() if (r := self.recover(s)) is not None]
+
+    def _recover_torn_tail(self, path: Path, fd: int) -> QuarantineRecord | None:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return None
+        # find the last newline; everything after it was never acknowledged
+        pos = size
+        block = 65536
+        cut = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            data = os.pread(fd, pos - start, start)
+            idx = data.rfind(b"\n")
+            if idx >= 0:
+                cut = start + idx + 1
+                break
+            pos = start
+        torn = os.pread(fd, size - cut, cut)
+        record = self._quarantine(path, cut, None, torn, "torn final line (no newline): an append "
+                                  "interrupted before it was acknowledged")
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        self._state.pop(unquote(path.name[: -len(".jsonl")]), None)
+        return record
+
+    def _quarantine(self, path: Path, offset: int, line: int | None, data: bytes, reason: str) -> QuarantineRecord:
+        """Keep rejected bytes verbatim; idempotent for the same bytes at the same place."""
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        digest = sha256_hex(data.decode("latin-1"))
+        name = f"{path.stem}.{offset}.{digest[:12]}.bin"
+        qfile = self.quarantine_dir / name
+        record = QuarantineRecord(
+            session_file=path.name, offset=offset, line=line, size=len(data), reason=reason,
+            sha256=digest, quarantine_file=name, at=time.time(),
+        )
+        if qfile.exists():
+            return record
+        fd = os.open(qfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log_fd = os.open(self.quarantine_dir / "log.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            write_all(log_fd, (canonical_json(record.to_dict()) + "\n").encode())
+            os.fsync(log_fd)
+        finally:
+            os.close(log_fd)
+        fsync_dir(self.quarantine_dir)
+        return record
+
+    def quarantine_foreign(self, source: Path, line: int | None, data: bytes, reason: str) -> QuarantineRecord:
+        """Keep a rejected line of an imported file, with where it came from."""
+        return self._quarantine(Path(source), 0 if line is None else line, line, data, reason)
+
+    def quarantine_records(self) -> list[QuarantineRecord]:
+        log = self.quarantine_dir / "log.jsonl"
+        if not log.exists():
+            return []
+        out = []
+        for raw in log.read_text(encoding="utf-8").splitlines():
+            if raw.strip():
+                out.append(QuarantineRecord(**json.loads(raw)))
+        return out
+
+    # ---- reading ----------------------------------------------------------------
+    def read(self, session_id: str, *, start: int = 0, end: int | None = None) -> ReadResult:
+        """Entries from byte ``start`` to the last complete line (before ``end``, if given).
+
+        Malformed lines are quarantined and reported in the result.
+        """
+        path = self.session_path(session_id)
+        if not path.exists():
+            raise LCAError(f"no such session '{session_id}' ({path})")
+        return self._read_from(path, start, quarantine=True, end=end)
+
+    def iter_entries(self) -> Iterator[TranscriptEntry]:
+        for session_id in self.session_ids():
+            yield from self.read(session_id).entries
+
+    def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:
+        entries: list[TranscriptEntry] = []
+        malformed: list[QuarantineRecord] = []
+        with open(path, "rb") as handle:
+            if start:
+                handle.seek(start)
+            data = handle.read() if end is None else handle.read(max(0, end - start))
+        end = data.rfind(b"\n") + 1  # a torn tail beyond the last newline is not read
+        offset = start
+        line_no = None if start else 0
+        session_id = unquote(path.name[: -len(".jsonl")])
+        for raw in data[:end].split(b"\n")[:-1]:
+            if line_no is not None:
+                line_no += 1
+            line_start = offset
+            offset += len(raw) + 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                entry = entry_from_wire(obj, path=str(path), line=line_no)
+                if entry.session_id != session_id:
+                    raise RecordFormatError(
+                        f"entry belongs to session '{entry.session_id}', file is '{session_id}'",
+                        path=str(path), line=line_no, field="session_id")
+            except (UnicodeDecodeError, json.JSONDecodeError, RecordFormatError) as exc:
+                reason = str(exc) if isinstance(exc, RecordFormatError) else (
+                    f"{path}, line {line_no if line_no is not None else '?'} (byte {line_start}): "
+                    f"not valid JSON/UTF-8: {exc}")
+                if quarantine:
+                    malformed.append(self._quarantine(path, line_start, line_no, raw + b"\n", reason))
+                continue
+            entries.append(entry)
+        return ReadResult(tuple(entries), tuple(malformed), start + end)
+
+
+def entries_to_jsonl(entries: Iterable[TranscriptEntry]) -> str:
+    return "".join(encode_entry(e).decode("utf-8") for e in entries)
+
+
+def wire_records(path: Path) -> Iterator[tuple[int, Mapping[str, Any] | None, str | None, bytes]]:
+    """Lines of a foreign JSONL transcript: (line number, decoded object or None, error, raw bytes)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw.decode("utf-8")), None, raw
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                yield number, None, f"not valid JSON/UTF-8: {exc}", raw

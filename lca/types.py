@@ -1,0 +1,215 @@
+"""Frozen records shared by every layer of the substrate."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+WIRE_VERSION = 1
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so hashes do not depend on key order or spacing."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EntryKind(str, Enum):
+    """What one transcript entry records."""
+
+    USER_TURN = "user_turn"
+    ASSISTANT_TURN = "assistant_turn"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    REASONING = "reasoning"
+    SYSTEM_EVENT = "system_event"
+    CHECKPOINT = "checkpoint"
+    HANDOFF = "handoff"
+    SUBAGENT_TURN = "subagent_turn"
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One line of the authoritative transcript (see docs/transcript-wire-format.md)."""
+
+    id: str
+    session_id: str
+    agent_id: str
+    kind: EntryKind
+    timestamp: str
+    content: str
+    channel: str = "default"
+    parent_id: str | None = None
+    author: str | None = None
+    subagent_id: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def hashed_fields(self) -> dict[str, Any]:
+        return {
+            "v": WIRE_VERSION,
+            "id": self.id,
+            "session_id": self.session_id,
+            "agent_id": self.agent_id,
+            "kind": self.kind.value,
+            "ts": self.timestamp,
+            "channel": self.channel,
+            "parent_id": self.parent_id,
+            "author": self.author,
+            "subagent_id": self.subagent_id,
+            "content": self.content,
+            "meta": dict(self.meta),
+        }
+
+    @property
+    def content_hash(self) -> str:
+        return "sha256:" + sha256_hex(canonical_json(self.hashed_fields()))
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = self.hashed_fields()
+        wire["hash"] = self.content_hash
+        return wire
+
+
+class SourceType(str, Enum):
+    TRANSCRIPT = "transcript"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class SourcePointer:
+    """Where a piece of derived text came from, precisely enough to read it back."""
+
+    source_type: SourceType
+    # transcript: the session and entry; memory: the memory id and its file
+    session_id: str | None = None
+    entry_id: str | None = None
+    memory_id: str | None = None
+    path: str | None = None
+    char_start: int = 0
+    char_end: int = 0
+
+    def key(self) -> str:
+        if self.source_type is SourceType.TRANSCRIPT:
+            base = f"transcript:{self.session_id}#{self.entry_id}"
+        else:
+            base = f"memory:{self.memory_id}"
+        return f"{base}[{self.char_start}:{self.char_end}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source_type": self.source_type.value,
+            "session_id": self.session_id,
+            "entry_id": self.entry_id,
+            "memory_id": self.memory_id,
+            "path": self.path,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SourcePointer":
+        return cls(
+            source_type=SourceType(data["source_type"]),
+            session_id=data.get("session_id"),
+            entry_id=data.get("entry_id"),
+            memory_id=data.get("memory_id"),
+            path=data.get("path"),
+            char_start=int(data.get("char_start", 0)),
+            char_end=int(data.get("char_end", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A unit of text the index embeds; its id is a hash of its text and its source pointer."""
+
+    chunk_id: str
+    text: str
+    text_hash: str
+    pointer: SourcePointer
+    part: int = 0
+    parts: int = 1
+    timestamp: str | None = None
+
+    @staticmethod
+    def make_id(text: str, pointer: SourcePointer) -> str:
+        return sha256_hex(canonical_json({"text": text, "pointer": pointer.key()}))[:32]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A hybrid search result with the evidence of how it was ranked."""
+
+    chunk_id: str
+    text: str
+    pointer: SourcePointer
+    score: float
+    dense_score: float | None
+    dense_rank: int | None
+    lexical_score: float | None
+    lexical_rank: int | None
+    timestamp: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "text": self.text,
+            "pointer": self.pointer.to_dict(),
+            "source": self.pointer.key(),
+            "score": self.score,
+            "dense_score": self.dense_score,
+            "dense_rank": self.dense_rank,
+            "lexical_score": self.lexical_score,
+            "lexical_rank": self.lexical_rank,
+            "timestamp": self.timestamp,
+        }
+
+
+class HealthStatus(str, Enum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    name: str
+    status: HealthStatus
+    detail: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """What the substrate knows about its own state; unhealthy when any check fails."""
+
+    store: str
+    checks: tuple[HealthCheck, ...]
+    counts: Mapping[str, Any]
+
+    @property
+    def healthy(self) -> bool:
+        return all(c.status is not HealthStatus.FAIL for c in self.checks)
+
+    def check(self, name: str) -> HealthCheck:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "healthy": self.healthy,
+            "counts": dict(self.counts),
+            "checks": [
+                {"name": c.name, "status": c.status.value, "detail": c.detail, "data": dict(c.data)}
+                for c in self.checks
+            ],
+        }

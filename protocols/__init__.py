@@ -1,0 +1,1 @@
+"""Experiments as inspect-ai tasks, benchmarks, reports and the ``lca`` command line."""

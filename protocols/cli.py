@@ -1,0 +1,196 @@
+"""The ``lca`` command line: ingest, search, health, reindex and benchmarks.
+
+Every command takes ``--store`` (default ``$LCA_HOME``, else ``./.lca``); ``search``
+and ``health`` print JSON with ``--json``; errors name the file, line and field
+and exit with status 2; ``health`` exits 1 when the store is unhealthy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+HOME_ENV = "LCA_HOME"
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    if args.store:
+        return Path(args.store)
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV])
+    return Path(".lca")
+
+
+def _open(args: argparse.Namespace, *, progress: bool = False):
+    from lca.substrate import Substrate
+
+    return Substrate(_store_path(args), progress=progress)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
+
+    substrate = _open(args, progress=not args.quiet)
+    try:
+        if args.path is None:
+            report = substrate.ingest()
+        else:
+            rejected = ()
+            if args.format == "locomo":
+                sessions, imported = import_locomo(args.path, sample_ids=args.sample or None)
+            elif args.format == "longmemeval":
+                sessions, imported = import_longmemeval(args.path, question_ids=args.question or None,
+                                                        share_sessions=args.share_sessions, limit=args.limit)
+            else:
+                sessions, imported, rejected = import_transcript_jsonl(args.path)
+            report = substrate.import_sessions(sessions, imported, rejected=rejected)
+        out = report.to_dict()
+        if args.json:
+            print(json.dumps(out, indent=2))
+        else:
+            idx = out["index"]
+            print(f"store {substrate.home}: {out['entries_appended']} entries appended "
+                  f"({out['entries_duplicate']} already present), {out['entries_indexed']} entries and "
+                  f"{out['memory_files_indexed']} memory files indexed; {idx['new_chunks']} new chunks, "
+                  f"{idx['duplicate_chunks']} duplicates skipped, {idx['embedded_texts']} texts embedded, "
+                  f"{idx['failed_chunks']} held back after failed embedding; {out['seconds']:.1f} s")
+            for item in out["imports"]:
+                if item["repaired"] or item["unparsed"]:
+                    print(f"  {item['source']}: repaired {item['repaired']}, unparsed {len(item['unparsed'])}")
+            if out["quarantined_lines"]:
+                print(f"  {out['quarantined_lines']} line(s) quarantined: see `lca health`")
+        return 0 if not out["index"]["failed_chunks"] else 1
+    finally:
+        substrate.close()
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    substrate = _open(args)
+    try:
+        hits = substrate.search(args.query, k=args.k, mode=args.mode)
+        if args.json:
+            print(json.dumps({"query": args.query, "mode": args.mode, "embedder": substrate.embedder.embedder_id,
+                              "hits": [h.to_dict() for h in hits]}, indent=2))
+        else:
+            if not hits:
+                print("no results")
+            for rank, hit in enumerate(hits, 1):
+                text = " ".join(hit.text.split())
+                print(f"{rank:>2}. {hit.score:.4f}  {hit.pointer.key()}  {hit.timestamp or ''}\n    "
+                      f"{text[:300]}{'...' if len(text) > 300 else ''}")
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    substrate = _open(args)
+    try:
+        report = substrate.health()
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2, default=str))
+        else:
+            print(f"store {report.store}: {'healthy' if report.healthy else 'UNHEALTHY'}")
+            for check in report.checks:
+                print(f"  [{check.status.value:>4}] {check.name}: {check.detail}")
+                if check.name == "memory_files":
+                    for failure in check.data.get("failed", []):
+                        print(f"         {failure}")
+        return 0 if report.healthy else 1
+    finally:
+        substrate.close()
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    substrate = _open(args, progress=not args.quiet)
+    try:
+        report = substrate.reindex().to_dict()
+        print(f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
+              f"{report['entries_indexed']} transcript entries and {report['memory_files_indexed']} memory files "
+              f"in {report['seconds']:.1f} s")
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "index":
+        from protocols.bench.index_bench import run_index_bench
+
+        return run_index_bench(args)
+    raise SystemExit(f"unknown benchmark {args.bench}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lca", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help=f"the agent home (default ${HOME_ENV}, else ./.lca)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", parents=[common], help="import history and index what is new",
+                       description="Import a history file into the authoritative transcript and index what is "
+                                   "new. With no PATH, index whatever the transcript and memory files hold beyond "
+                                   "the watermarks.")
+    p.add_argument("path", nargs="?", help="file to import (plain, .gz or .xz)")
+    p.add_argument("--format", choices=["transcript", "locomo", "longmemeval"], default="transcript",
+                   help="the file's format (default: transcript, our JSONL wire format)")
+    p.add_argument("--sample", action="append", help="LoCoMo sample_id to import (repeatable; default all)")
+    p.add_argument("--question", action="append", help="LongMemEval question_id to import (repeatable)")
+    p.add_argument("--limit", type=int, help="LongMemEval: import the first N questions")
+    p.add_argument("--share-sessions", action="store_true",
+                   help="LongMemEval: import each distinct haystack session once, not once per question")
+    p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("search", parents=[common], help="hybrid search with source pointers")
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=10, help="results to return (default 10)")
+    p.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("health", parents=[common], help="the store's report on itself; exit 1 when unhealthy")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_health)
+
+    p = sub.add_parser("reindex", parents=[common],
+                       help="delete and rebuild every derived store from the transcript and memory files")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_reindex)
+
+    p = sub.add_parser("bench", help="benchmarks writing JSON under results/bench/")
+    bench = p.add_subparsers(dest="bench", required=True)
+    b = bench.add_parser("index", help="ingest throughput, bytes per chunk and hybrid search latency on a "
+                                       "store of the reference deployment's size, beside a numpy baseline")
+    b.add_argument("--data", help="LongMemEval_S file or a folder holding longmemeval/ (default $LCA_DATA, "
+                                  "then ../shared/data)")
+    b.add_argument("--chunks", type=int, default=35_000, help="transcript chunks to build (default 35000)")
+    b.add_argument("--memory", type=int, default=2_000, help="memory chunks to build (default 2000)")
+    b.add_argument("--queries", type=int, default=200, help="search queries to time (default 200)")
+    b.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
+    b.add_argument("--out", default="results/bench/index.json")
+    b.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from lca.errors import LCAError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (LCAError, FileNotFoundError) as exc:
+        print(f"lca: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
