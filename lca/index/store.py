@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from lca.errors import EmbedderMismatchError, LCAError
+from lca.errors import EmbedderMismatchError, EmbeddingFailedError, LCAError
 from lca.index.catalog import Catalog
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.vectors import FaissVectorIndex, vector_id_for
@@ -310,7 +310,7 @@ class IndexStore:
         pool = pool or max(self.pool, k)
         dense: list[tuple[float, int, Chunk]] = []
         if mode in ("hybrid", "dense") and len(self.vectors):
-            qvec = self.embedder.embed([query])[0]
+            qvec = self._embed_query(query)
             scores, ids = self.vectors.search(qvec, pool)
             by_vector = self.catalog_.chunks_for_vector_ids(ids.tolist())
             for score, vid in zip(scores.tolist(), ids.tolist()):
@@ -338,6 +338,17 @@ class IndexStore:
                                   d[1] if d else None, d[0] if d else None,
                                   lx[1] if lx else None, lx[0] if lx else None, chunk.timestamp))
         return hits
+
+    def _embed_query(self, query: str) -> np.ndarray:
+        """A query that cannot be embedded fails the search loudly; it is never searched as a zero vector."""
+        try:
+            vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        except Exception as exc:
+            raise EmbeddingFailedError(f"the query could not be embedded: {type(exc).__name__}: {exc}") from exc
+        norm = float(np.linalg.norm(vector))
+        if not np.all(np.isfinite(vector)) or norm < 1e-6:
+            raise EmbeddingFailedError("the query embedded to a zero or non-finite vector")
+        return vector / norm
 
     def _fuse(self, dense_rank: dict, lex_rank: dict, mode: str) -> dict[int, float]:
         if mode == "dense":

@@ -1,0 +1,1 @@
+"""Benchmarks run by ``lca bench``; each writes its measurements as JSON."""

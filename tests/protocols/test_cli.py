@@ -1,0 +1,81 @@
+"""The command line and the main job, end to end with the real embedder (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "data" / "fixtures" / "locomo_fixture.json"
+pytestmark = pytest.mark.slow
+
+
+def lca(*args: str, store: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if store is not None:
+        env["LCA_HOME"] = str(store)
+    result = subprocess.run([sys.executable, "-m", "protocols.cli", *args], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=300)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_ingest_search_health_and_errors_through_the_cli(tmp_path):
+    store = tmp_path / "store"
+    out = lca("ingest", "--format", "locomo", "--quiet", "--json", str(FIXTURE), store=store, check=True)
+    report = json.loads(out.stdout)
+    assert report["entries_appended"] == 16 and report["index"]["new_chunks"] == 16
+    assert report["imports"][0]["source_sha256"]
+
+    found = json.loads(lca("search", "Which climbing gym does Ben go to?", "-k", "3", "--json", store=store,
+                           check=True).stdout)
+    assert found["embedder"].startswith("sentence-transformers/all-MiniLM-L6-v2@")
+    gold = next(h for h in found["hits"] if "Granite Loft" in h["text"])  # the evidence turn, D1:6, in the top 3
+    assert gold["pointer"]["session_id"] == "locomo:fixture-1:session_1"
+    assert gold["pointer"]["entry_id"].endswith(":6") and gold["pointer"]["char_end"] > 0
+
+    health = lca("health", "--json", store=store)
+    assert health.returncode == 0 and json.loads(health.stdout)["healthy"] is True
+
+    (store / "memory").mkdir()
+    (store / "memory" / "broken.md").write_text("---\nid: broken\ntype: fact\n---\nno authority\n")
+    unhealthy = lca("health", store=store)
+    assert unhealthy.returncode == 1
+    assert "broken.md" in unhealthy.stdout and "authority" in unhealthy.stdout
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{")
+    failed = lca("ingest", "--format", "locomo", str(bad), store=store)
+    assert failed.returncode == 2 and "bad.json" in failed.stderr and "not valid JSON" in failed.stderr
+
+
+def test_reindex_through_the_cli_gives_identical_results(tmp_path):
+    store = tmp_path / "store"
+    lca("ingest", "--format", "locomo", "--quiet", str(FIXTURE), store=store, check=True)
+    queries = ["When is Clara moving?", "pottery teacher", "What did Ben injure?"]
+    before = [json.loads(lca("search", q, "--json", store=store, check=True).stdout)["hits"] for q in queries]
+    lca("reindex", "--quiet", store=store, check=True)
+    after = [json.loads(lca("search", q, "--json", store=store, check=True).stdout)["hits"] for q in queries]
+    for b, a in zip(before, after):
+        assert [h["chunk_id"] for h in b] == [h["chunk_id"] for h in a]
+        assert all(abs(x["score"] - y["score"]) <= 1e-6 for x, y in zip(b, a))
+        assert all(abs((x["dense_score"] or 0) - (y["dense_score"] or 0)) <= 1e-6 for x, y in zip(b, a))
+
+
+def test_main_job_runs_on_the_fixture_and_finds_the_evidence(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-m", "protocols.demo", "--data", str(FIXTURE), "--out", str(tmp_path)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["health"]["healthy"] is True
+    assert report["search"]["gold_evidence"] == ["D2:6"]
+    assert report["search"]["evidence_found_top5"] == ["D2:6"]
+    assert report["provenance"]["dataset_sha256"] and report["provenance"]["embedder"]
+    assert (tmp_path / "report.md").read_text().startswith("# LCA substrate demo")
