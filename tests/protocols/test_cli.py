@@ -33,7 +33,7 @@ def test_ingest_search_health_and_errors_through_the_cli(tmp_path):
     assert report["entries_appended"] == 16 and report["index"]["new_chunks"] == 16
     assert report["imports"][0]["source_sha256"]
 
-    found = json.loads(lca("search", "Which climbing gym does Ben go to?", "-k", "3", "--json", store=store,
+    found = json.loads(lca("search", "the climbing gym near the river", "-k", "3", "--json", store=store,
                            check=True).stdout)
     assert found["embedder"].startswith("sentence-transformers/all-MiniLM-L6-v2@")
     gold = next(h for h in found["hits"] if "Granite Loft" in h["text"])  # the evidence turn, D1:6, in the top 3
