@@ -63,7 +63,9 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
     # --- embedder identity ----------------------------------------------------------
     mismatch = index.embedder_mismatch()
     checks.append(HealthCheck(
-        "embedder", FAIL if mismatch else OK, mismatch or f"store and runtime agree: {substrate.embedder.embedder_id}",
+        "embedder", FAIL if mismatch else OK,
+        mismatch or (f"store and runtime agree: {substrate.embedder.embedder_id}" if index.stored_embedder_id()
+                     else f"no vectors yet; the running embedder is {substrate.embedder.embedder_id}"),
         {"stored": index.stored_embedder_id(), "running": substrate.embedder.embedder_id}))
 
     # --- index statistics -----------------------------------------------------------
