@@ -38,10 +38,16 @@ def data_root() -> Path | None:
     return None
 
 
+def _missing_data(message: str):
+    if os.environ.get("LCA_REQUIRE_DATA"):
+        pytest.fail(f"{message} (LCA_REQUIRE_DATA is set, LCA_DATA={os.environ.get('LCA_DATA')})")
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def locomo_file(data_root) -> Path:
     if data_root is None:
-        pytest.skip("no LoCoMo file: set LCA_DATA to a folder holding locomo/locomo10.json")
+        _missing_data("no LoCoMo file: set LCA_DATA to a folder holding locomo/locomo10.json")
     return data_root / "locomo" / "locomo10.json"
 
 
@@ -49,7 +55,7 @@ def locomo_file(data_root) -> Path:
 def longmemeval_oracle(data_root) -> Path:
     path = data_root / "longmemeval" / "longmemeval_oracle.json.gz" if data_root else None
     if path is None or not path.exists():
-        pytest.skip("no LongMemEval oracle file: set LCA_DATA")
+        _missing_data("no LongMemEval oracle file: set LCA_DATA")
     return path
 
 
