@@ -163,6 +163,7 @@ def memory_content_hash(record: MemoryRecord, body: str) -> str:
     return "sha256:" + hashlib.sha256(canonical_json({"front": data, "body": body}).encode()).hexdigest()
 
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster, same rules
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 
 
@@ -173,7 +174,7 @@ def parse_memory_text(text: str, *, path: str) -> tuple[MemoryRecord, str]:
         raise RecordFormatError("no YAML front matter (the file must start with '---' and close it with '---')",
                                 path=path)
     try:
-        front = yaml.safe_load(match.group(1))
+        front = yaml.load(match.group(1), Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else None

@@ -34,6 +34,9 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Shape (len(texts), dimension), float32, rows of unit norm."""
 
+    def embed_query(self, text: str) -> np.ndarray:
+        """One text on the latency path; equal to ``embed([text])[0]`` within 1e-6."""
+
 
 @runtime_checkable
 class TokenCounter(Protocol):

@@ -20,6 +20,11 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def text_digest(text: str) -> str:
+    """The content address of a chunk's text: 128 bits of SHA-256, as 32 hex digits."""
+    return sha256_hex(text)[:32]
+
+
 class EntryKind(str, Enum):
     """What one transcript entry records."""
 

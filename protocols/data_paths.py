@@ -25,10 +25,20 @@ def data_roots(explicit: str | Path | None = None) -> list[Path]:
 
 
 def find_data_file(name: str, explicit: str | Path | None = None) -> Path | None:
-    """A benchmark file by its known name, or the explicit path itself when it is a file."""
-    if explicit and Path(explicit).is_file():
-        return Path(explicit)
-    for root in data_roots(explicit):
+    """A benchmark file by its known name, or the explicit path itself when it is a file.
+
+    An explicit path is never second-guessed: if it is neither the file nor a folder
+    holding it, the answer is an error naming it, not a silent fall-back elsewhere.
+    """
+    if explicit:
+        path = Path(explicit)
+        if path.is_file():
+            return path
+        candidate = path / KNOWN_FILES[name]
+        if candidate.is_file():
+            return candidate
+        raise FileNotFoundError(f"{path}: neither a benchmark file nor a folder holding {KNOWN_FILES[name]}")
+    for root in data_roots():
         candidate = root / KNOWN_FILES[name]
         if candidate.is_file():
             return candidate

@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     from lca.provenance import code_version
     from lca.substrate import Substrate
 
-    source = find_data_file("locomo", args.data)
+    try:
+        source = find_data_file("locomo", args.data)
+    except FileNotFoundError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     dataset = "LoCoMo (locomo10.json)"
     if source is None:
         source, dataset = FIXTURE, "project fixture in LoCoMo format (no LoCoMo file found)"

@@ -53,6 +53,10 @@ class FakeHashingEmbedder:
         return out
 
 
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
 class FakeFlakyEmbedder(FakeHashingEmbedder):
     """Fails on any text containing a poison word; optionally returns a zero vector instead of raising."""
 

@@ -183,16 +183,10 @@ class Catalog:
             out.extend(self.db.execute(f"SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({marks})", part))
         return out
 
-    def chunks_for_vector_ids(self, ids: Sequence[int]) -> dict[int, list[tuple[int, Chunk]]]:
-        if not len(ids):
-            return {}
-        marks = ",".join("?" * len(ids))
-        out: dict[int, list[tuple[int, Chunk]]] = {}
-        for row in self.db.execute(
-                f"SELECT {_CHUNK_COLUMNS}, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash "
-                f"WHERE t.vector_id IN ({marks})", [int(x) for x in ids]):
-            out.setdefault(row[14], []).append(_row_to_chunk(row))
-        return out
+    def chunk_keys(self) -> list[tuple[int, int, str]]:
+        """(vector id, row, chunk id) for every chunk: the small part of the catalog ranking needs."""
+        return self.db.execute("SELECT t.vector_id, c.row, c.chunk_id FROM chunks c JOIN texts t "
+                               "ON c.text_hash=t.text_hash").fetchall()
 
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):

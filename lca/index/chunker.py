@@ -90,7 +90,7 @@ def _speaker_prefix(author: str | None) -> str:
 
 def entry_chunks(entry, chunker: Chunker) -> list:
     """Chunks of one transcript entry; a named speaker is kept as an indexed prefix."""
-    from lca.types import Chunk, SourcePointer, SourceType, sha256_hex
+    from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
     if not entry.content.strip():
         return []
@@ -101,14 +101,14 @@ def entry_chunks(entry, chunker: Chunker) -> list:
         pointer = SourcePointer(SourceType.TRANSCRIPT, session_id=entry.session_id, entry_id=entry.id,
                                 char_start=piece.start, char_end=piece.end)
         text = prefix + piece.text
-        out.append(Chunk(Chunk.make_id(text, pointer), text, sha256_hex(text), pointer, part, len(pieces),
+        out.append(Chunk(Chunk.make_id(text, pointer), text, text_digest(text), pointer, part, len(pieces),
                          entry.timestamp))
     return out
 
 
 def memory_chunks(memory_file, chunker: Chunker) -> list:
     """Chunks of one memory file's body, pointing at the memory id and file."""
-    from lca.types import Chunk, SourcePointer, SourceType, sha256_hex
+    from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
     body = memory_file.body
     if not body.strip():
@@ -119,6 +119,6 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
     for part, piece in enumerate(pieces):
         pointer = SourcePointer(SourceType.MEMORY, memory_id=memory_file.record.id,
                                 path=memory_file.path.name, char_start=piece.start, char_end=piece.end)
-        out.append(Chunk(Chunk.make_id(piece.text, pointer), piece.text, sha256_hex(piece.text), pointer, part,
+        out.append(Chunk(Chunk.make_id(piece.text, pointer), piece.text, text_digest(piece.text), pointer, part,
                          len(pieces), created))
     return out

@@ -83,6 +83,8 @@ class IndexStore:
         self._vectors: FaissVectorIndex | None = None
         self._lexical: Bm25LexicalIndex | None = None
         self._lexical_dirty = False
+        self._vectors_dirty = False
+        self._maps: tuple | None = None
 
     def close(self) -> None:
         self.catalog_.close()
@@ -184,8 +186,10 @@ class IndexStore:
             if chunk.text_hash not in have:
                 need.setdefault(chunk.text_hash, chunk.text)
         vectors, errors = self._embed_fail_closed(list(need.items()))
-        self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
-                         np.vstack(list(vectors.values())) if vectors else np.empty((0, 1), np.float32))
+        if vectors:
+            self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
+                             np.vstack(list(vectors.values())))
+            self._vectors_dirty = True
         self.catalog_.begin()
         try:
             for text_hash, vector in vectors.items():
@@ -274,7 +278,9 @@ class IndexStore:
         """Bring faiss in line with the catalog after a crash: drop orphans, re-embed missing vectors."""
         catalog_ids = np.asarray(self.catalog_.vector_ids(), dtype=np.int64)
         orphans = np.setdiff1d(self.vectors.ids(), catalog_ids)
-        self.vectors.remove(orphans)
+        if len(orphans):
+            self.vectors.remove(orphans)
+            self._vectors_dirty = True
         missing = np.setdiff1d(catalog_ids, self.vectors.ids())
         reembedded = 0
         if len(missing):
@@ -283,6 +289,7 @@ class IndexStore:
             if vectors:
                 self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
                                  np.vstack(list(vectors.values())))
+                self._vectors_dirty = True
             reembedded = len(vectors)
         return {"orphans_removed": int(len(orphans)), "vectors_reembedded": reembedded}
 
@@ -294,41 +301,54 @@ class IndexStore:
             self.catalog_.delete_texts([h for h, _ in orphans])
             self.catalog_.commit()
             self.vectors.remove(np.asarray([v for _, v in orphans], dtype=np.int64))
+            self._vectors_dirty = True
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self._vectors is not None:
+        if self._vectors is not None and (self._vectors_dirty or not (self.dir / "vectors.faiss").exists()):
             self._vectors.save(self.dir / "vectors.faiss")
+            self._vectors_dirty = False
         lexical = self.lexical  # rebuilds if the generation moved
         if self._lexical_dirty or not (self.dir / "lexical").exists():
             lexical.save(self.dir / "lexical")
             self._lexical_dirty = False
 
     # ---- searching ---------------------------------------------------------------
+    def _row_maps(self) -> tuple[dict[int, list[tuple[int, str]]], dict[int, str]]:
+        """vector id -> [(row, chunk id)] and row -> chunk id, held in memory per catalog generation,
+        so ranking touches SQLite only to fetch the final k chunks."""
+        generation = self.catalog_.get_meta("chunks_generation") or ""
+        cached = self._maps
+        if cached is None or cached[0] != generation:
+            by_vector: dict[int, list[tuple[int, str]]] = {}
+            by_row: dict[int, str] = {}
+            for vector_id, row, chunk_id in self.catalog_.chunk_keys():
+                by_vector.setdefault(vector_id, []).append((row, chunk_id))
+                by_row[row] = chunk_id
+            for rows in by_vector.values():
+                rows.sort(key=lambda rc: rc[1])
+            cached = self._maps = (generation, by_vector, by_row)
+        return cached[1], cached[2]
+
     def search(self, query: str, *, k: int = 10, pool: int | None = None, mode: str = "hybrid") -> list[SearchHit]:
         if mode not in ("hybrid", "dense", "lexical"):
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
         pool = pool or max(self.pool, k)
-        dense: list[tuple[float, int, Chunk]] = []
+        by_vector, by_row = self._row_maps()
+        dense: list[tuple[float, int]] = []
         if mode in ("hybrid", "dense") and len(self.vectors):
-            qvec = self._embed_query(query)
-            scores, ids = self.vectors.search(qvec, pool)
-            by_vector = self.catalog_.chunks_for_vector_ids(ids.tolist())
+            scores, ids = self.vectors.search(self._embed_query(query), pool)
             for score, vid in zip(scores.tolist(), ids.tolist()):
-                for row, chunk in sorted(by_vector.get(vid, []), key=lambda rc: rc[1].chunk_id):
-                    dense.append((score, row, chunk))
+                dense.extend((score, row) for row, _ in by_vector.get(vid, ()))
             dense = dense[:pool]
         lexical: list[tuple[float, int]] = []
         if mode in ("hybrid", "lexical"):
             scores, rows = self.lexical.search(query, pool)
-            lexical = list(zip(scores.tolist(), rows.tolist()))
-        chunks: dict[int, Chunk] = {row: chunk for _, row, chunk in dense}
-        missing = [row for _, row in lexical if row not in chunks]
-        chunks.update(self.catalog_.chunks_by_rows(missing))
-        dense_rank = {row: (i + 1, s) for i, (s, row, _) in enumerate(dense)}
-        lex_order = sorted(lexical, key=lambda sr: (-sr[0], chunks[sr[1]].chunk_id))
-        lex_rank = {row: (i + 1, s) for i, (s, row) in enumerate(lex_order)}
+            lexical = sorted(zip(scores.tolist(), rows.tolist()), key=lambda sr: (-sr[0], by_row[sr[1]]))
+        dense_rank = {row: (i + 1, s) for i, (s, row) in enumerate(dense)}
+        lex_rank = {row: (i + 1, s) for i, (s, row) in enumerate(lexical)}
         fused = self._fuse(dense_rank, lex_rank, mode)
-        ordered = sorted(fused.items(), key=lambda item: (-item[1], chunks[item[0]].chunk_id))[:k]
+        ordered = sorted(fused.items(), key=lambda item: (-item[1], by_row[item[0]]))[:k]
+        chunks = self.catalog_.chunks_by_rows([row for row, _ in ordered])
         hits = []
         for row, score in ordered:
             chunk = chunks[row]
@@ -342,7 +362,7 @@ class IndexStore:
     def _embed_query(self, query: str) -> np.ndarray:
         """A query that cannot be embedded fails the search loudly; it is never searched as a zero vector."""
         try:
-            vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+            vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         except Exception as exc:
             raise EmbeddingFailedError(f"the query could not be embedded: {type(exc).__name__}: {exc}") from exc
         norm = float(np.linalg.norm(vector))

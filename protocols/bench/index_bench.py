@@ -118,6 +118,20 @@ class _CpuWatch:
                 "other_cpu_seconds": round(other, 3), "other_cores": round(other / wall, 3) if wall else 0.0}
 
 
+def _one_blas_thread():
+    """A context limiting BLAS libraries to one thread, and a note saying what it did."""
+    import contextlib
+
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext(), {"limited": False, "why": "threadpoolctl is not installed"}
+    before = [{"library": Path(i.get("filepath", "")).name, "api": i.get("internal_api"),
+               "threads": i.get("num_threads")} for i in threadpool_info()]
+    return threadpool_limits(limits=1, user_api="blas"), {"limited": True, "limit": 1, "user_api": "blas",
+                                                          "pools_by_default": before}
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -164,7 +178,7 @@ def run_index_bench(args) -> int:
     from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, TranscriptSpan
     from lca.provenance import code_version
     from lca.substrate import Substrate
-    from lca.types import EntryKind, sha256_hex
+    from lca.types import EntryKind, text_digest
 
     work = Path(args.work) if args.work else DEFAULT_WORK
     if args.fresh and work.exists():
@@ -328,8 +342,8 @@ def run_index_bench(args) -> int:
         result["store"] = {
             "catalog_stats": stats, "vectors": len(index.vectors), "dimension": index.vectors.dimension,
             "approximate_index": index.vectors.approximate,
-            "transcript_bytes": sum(p.stat().st_size for p in (work / "transcript").rglob("*") if p.is_file())
-            if (work / "transcript").exists() else None,
+            "transcript_bytes": sum(p.stat().st_size for p in substrate.transcript.sessions_dir.rglob("*")
+                                    if p.is_file()),
             "memory_dir_bytes": sum(p.stat().st_size for p in (work / "memory").rglob("*") if p.is_file()),
         }
         result["index_size"] = {
@@ -385,10 +399,10 @@ def run_index_bench(args) -> int:
             reader.search(q, k=TOP_K)
 
         def op_baseline(q: str, qvec: np.ndarray) -> None:
-            numpy_topk(embedder.embed([q])[0])
+            numpy_topk(embedder.embed_query(q))
 
         def op_embed(q: str, qvec: np.ndarray) -> None:
-            embedder.embed([q])
+            embedder.embed_query(q)
 
         def op_numpy(q: str, qvec: np.ndarray) -> None:
             numpy_topk(qvec)
@@ -403,9 +417,9 @@ def run_index_bench(args) -> int:
 
         def op_catalog(q: str, qvec: np.ndarray) -> None:
             ids, rows = fetch_inputs[q]
-            by_vector = rcatalog.chunks_for_vector_ids(ids)
-            have = {row for pairs in by_vector.values() for row, _ in pairs}
-            rcatalog.chunks_by_rows([r for r in rows if r not in have])
+            by_vector, _ = rindex._row_maps()
+            candidates = [row for vid in ids for row, _ in by_vector.get(vid, ())] + rows
+            rcatalog.chunks_by_rows(candidates[:TOP_K])
 
         ops = {"hybrid": op_hybrid, "baseline_numpy": op_baseline, "query_embedding": op_embed,
                "numpy_matmul_topk": op_numpy, "faiss_search": op_faiss, "bm25_search": op_bm25,
@@ -414,56 +428,75 @@ def run_index_bench(args) -> int:
 
         def prepare(q: str) -> np.ndarray:
             if q not in qvecs:
-                qvecs[q] = embedder.embed([q])[0]
+                qvecs[q] = embedder.embed_query(q)
                 _, ids = vectors.search(qvecs[q], pool)
                 _, rows = lexical.search(q, pool)
                 fetch_inputs[q] = (ids.tolist(), rows.tolist())
             return qvecs[q]
 
-        for q in queries[:WARMUP_QUERIES]:
-            qvec = prepare(q)
-            for op in ops.values():
-                op(q, qvec)
-        times: dict[str, list[float]] = {name: [] for name in ops}
-        order_rng = random.Random(SEED)
-        overlap_dense, overlap_faiss, overlap_hybrid = [], [], []
-        other_cores: list[float] = []
-        loop_watch = _CpuWatch()
-        query_watch = _CpuWatch()
-        for q in tqdm(queries, desc="queries", unit="query"):
-            qvec = prepare(q)
-            names = list(ops)
-            order_rng.shuffle(names)  # no op always runs first (or right after another)
-            query_watch.restart()
-            for name in names:
-                t0 = time.perf_counter()
-                ops[name](q, qvec)
-                times[name].append((time.perf_counter() - t0) * 1000)
-            other_cores.append(query_watch.read()["other_cores"])
-            base = set(row_ids[numpy_topk(qvec)].tolist())
-            dense_ids = {vector_id_for(sha256_hex(h.text)) for h in reader.search(q, k=TOP_K, mode="dense")}
-            hybrid_ids = {vector_id_for(sha256_hex(h.text)) for h in reader.search(q, k=TOP_K)}
-            _, fids = vectors.search(qvec, TOP_K)
-            overlap_dense.append(len(dense_ids & base) / len(dense_ids) if dense_ids else 0.0)
-            overlap_faiss.append(len(set(fids.tolist()) & base) / TOP_K)
-            overlap_hybrid.append(len(hybrid_ids & base) / len(hybrid_ids) if hybrid_ids else 0.0)
+        # numpy's OpenBLAS threads busy-wait after each call; on 2 cores they fight torch's
+        # OpenMP threads and an embed right after a matmul can take ~10x longer. A one-query
+        # gemv gains nothing from threads, so the baseline (and every op in the interleaved
+        # loop, which would otherwise slow the hybrid search timed next to it) runs with BLAS
+        # limited to one thread; the default-thread baseline is timed on its own afterwards.
+        blas_limit, blas_note = _one_blas_thread()
+        with blas_limit:
+            for q in queries[:WARMUP_QUERIES]:
+                qvec = prepare(q)
+                for op in ops.values():
+                    op(q, qvec)
+            times: dict[str, list[float]] = {name: [] for name in ops}
+            order_rng = random.Random(SEED)
+            overlap_dense, overlap_faiss, overlap_hybrid = [], [], []
+            other_cores: list[float] = []
+            loop_watch = _CpuWatch()
+            query_watch = _CpuWatch()
+            for q in tqdm(queries, desc="queries", unit="query"):
+                qvec = prepare(q)
+                names = list(ops)
+                order_rng.shuffle(names)  # no op always runs first (or right after another)
+                query_watch.restart()
+                for name in names:
+                    t0 = time.perf_counter()
+                    ops[name](q, qvec)
+                    times[name].append((time.perf_counter() - t0) * 1000)
+                other_cores.append(query_watch.read()["other_cores"])
+                base = set(row_ids[numpy_topk(qvec)].tolist())
+                dense_ids = {vector_id_for(text_digest(h.text)) for h in reader.search(q, k=TOP_K, mode="dense")}
+                hybrid_ids = {vector_id_for(text_digest(h.text)) for h in reader.search(q, k=TOP_K)}
+                _, fids = vectors.search(qvec, TOP_K)
+                overlap_dense.append(len(dense_ids & base) / len(dense_ids) if dense_ids else 0.0)
+                overlap_faiss.append(len(set(fids.tolist()) & base) / TOP_K)
+                overlap_hybrid.append(len(hybrid_ids & base) / len(hybrid_ids) if hybrid_ids else 0.0)
 
-        loop_cpu = loop_watch.read()
+            loop_cpu = loop_watch.read()
 
-        # The same operations each in its own back-to-back loop: no other thread pool
-        # (torch, faiss, BLAS) ran just before, so the gap to the interleaved numbers is the
-        # cost of switching between them, which a real search pays between embed and faiss.
-        sequential_watch = _CpuWatch()
-        sequential: dict[str, dict[str, float]] = {}
-        for name in SEQUENTIAL_OPS:
+            # The same operations each in its own back-to-back loop: no other thread pool
+            # (torch, faiss, BLAS) ran just before, so the gap to the interleaved numbers is the
+            # cost of switching between them, which a real search pays between embed and faiss.
+            sequential_watch = _CpuWatch()
+            sequential: dict[str, dict[str, float]] = {}
+            for name in SEQUENTIAL_OPS:
+                values = []
+                for q in queries:
+                    qvec = qvecs[q]
+                    t0 = time.perf_counter()
+                    ops[name](q, qvec)
+                    values.append((time.perf_counter() - t0) * 1000)
+                sequential[name] = _summary(values)
+            sequential_cpu = sequential_watch.read()
+
+        # Outside the limit: the baseline as numpy runs it by default, and hybrid beside it.
+        default_watch = _CpuWatch()
+        default_blas: dict[str, dict[str, float]] = {}
+        for name in ("hybrid", "baseline_numpy"):
             values = []
             for q in queries:
-                qvec = qvecs[q]
                 t0 = time.perf_counter()
-                ops[name](q, qvec)
+                ops[name](q, qvecs[q])
                 values.append((time.perf_counter() - t0) * 1000)
-            sequential[name] = _summary(values)
-        sequential_cpu = sequential_watch.read()
+            default_blas[name] = _summary(values)
+        default_cpu = default_watch.read()
         latency = {name: _summary(values) for name, values in times.items()}
         quiet = [i for i, load in enumerate(other_cores) if load < QUIET_OTHER_CORES]
         quiet_latency = ({name: _summary([values[i] for i in quiet]) for name, values in times.items()}
@@ -487,7 +520,9 @@ def run_index_bench(args) -> int:
                 "hybrid_vs_numpy_mean": round(float(np.mean(overlap_hybrid)), 4),
             },
             "query_chars_mean": round(float(np.mean([len(q) for q in queries])), 1),
+            "blas_threads": blas_note,
             "sequential_loops": {"stats": sequential, "cpu": sequential_cpu},
+            "sequential_loops_default_blas_threads": {"stats": default_blas, "cpu": default_cpu},
             "cpu": loop_cpu, "loadavg_before_ingest": load_before, "loadavg_after_queries": _loadavg(),
             "queries_with_other_cores_below": {"threshold": QUIET_OTHER_CORES, "count": len(quiet),
                                                "stats": quiet_latency},
@@ -554,6 +589,8 @@ def _provenance(args, data: Path, dataset_sha: str, embedder, version: str, work
         affinity = None
     return {
         "code_version": version, "embedder_id": embedder.embedder_id,
+        "query_embedding_path": getattr(embedder, "query_path", None),
+        "vector_storage": "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors",
         "dataset": {"path": str(data), "sha256": dataset_sha, "questions_sessions_distinct": total_sessions,
                     "load_seconds": round(load_seconds, 2), "repaired": dict(import_report.repaired),
                     "unparsed": len(import_report.unparsed)},
@@ -593,8 +630,12 @@ def _print_table(result: dict[str, Any], out: Path) -> None:
                  if name in quiet_stats else "")
         print(f"  {name:<22}{row['p50_ms']:>9.2f}{row['p95_ms']:>9.2f}{row['mean_ms']:>9.2f}{extra}")
     seq = lat["sequential_loops"]["stats"]
-    print("  back-to-back loops " + ", ".join(f"{k} {v['p50_ms']:.2f}/{v['p95_ms']:.2f}" for k, v in seq.items())
+    print("  back-to-back      " + ", ".join(f"{k} {v['p50_ms']:.2f}/{v['p95_ms']:.2f}" for k, v in seq.items())
           + " (p50/p95 ms)")
+    dflt = lat["sequential_loops_default_blas_threads"]["stats"]
+    print(f"  default BLAS threads hybrid {dflt['hybrid']['p50_ms']:.2f}/{dflt['hybrid']['p95_ms']:.2f}, "
+          f"baseline_numpy {dflt['baseline_numpy']['p50_ms']:.2f}/{dflt['baseline_numpy']['p95_ms']:.2f} "
+          f"(p50/p95 ms; the loops above limit BLAS to 1 thread: {lat['blas_threads'].get('limited')})")
     print(f"  other processes    {t['cpu']['other_cores']} cores busy during transcript ingest, "
           f"{lat['cpu']['other_cores']} during the query loop (targets assume an idle machine)")
     print(f"  hybrid / baseline  p50 x{lat['hybrid_over_baseline_p50']}, p95 x{lat['hybrid_over_baseline_p95']}; "

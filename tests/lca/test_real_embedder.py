@@ -28,3 +28,16 @@ def test_long_text_is_split_to_the_real_limit_without_loss(real_embedder):
     counts = real_embedder.count_tokens(["Caroline: " + p.text for p in pieces])
     assert max(counts) <= real_embedder.max_input_tokens
     assert pieces[0].text.endswith(". ")
+
+
+def test_query_path_equals_the_batch_path_and_never_truncates(real_embedder):
+    query = "What was the first issue I had with my new car after its first service?"
+    assert np.allclose(real_embedder.embed_query(query), real_embedder.embed([query])[0], atol=1e-6)
+    assert real_embedder.query_path == "traced"  # the fast path is the one that was just checked
+    for other in ("hi", "a much longer question about the deployment schedule and who approved it " * 4):
+        assert np.allclose(real_embedder.embed_query(other), real_embedder.embed([other])[0], atol=1e-6)
+    long_query = "tell me about the fencing epoch and the migration plan " * 60
+    assert real_embedder.count_tokens([long_query])[0] > real_embedder.max_input_tokens
+    vector = real_embedder.embed_query(long_query)
+    assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    assert not np.allclose(vector, real_embedder.embed([long_query])[0], atol=1e-3)  # not the truncated vector
