@@ -15,9 +15,11 @@ SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS embedders (code INTEGER PRIMARY KEY, embedder_id TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS texts (
     text_hash TEXT PRIMARY KEY,
     vector_id INTEGER NOT NULL UNIQUE,
+    embedder INTEGER NOT NULL REFERENCES embedders(code),
     text TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunks (
@@ -147,12 +149,23 @@ class Catalog:
             found.update(r[0] for r in self.db.execute(f"SELECT text_hash FROM texts WHERE text_hash IN ({marks})", part))
         return found
 
-    def insert_text(self, text_hash: str, vector_id: int, text: str) -> None:
+    def embedder_code(self, embedder_id: str) -> int:
+        """A small integer standing for an embedder id, so every vector records its model cheaply."""
+        row = self.db.execute("SELECT code FROM embedders WHERE embedder_id=?", (embedder_id,)).fetchone()
+        if row:
+            return row[0]
+        return self.db.execute("INSERT INTO embedders(embedder_id) VALUES(?)", (embedder_id,)).lastrowid
+
+    def vectors_by_embedder(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT e.embedder_id, count(*) FROM texts t JOIN embedders e "
+                                    "ON t.embedder=e.code GROUP BY e.embedder_id").fetchall())
+
+    def insert_text(self, text_hash: str, vector_id: int, text: str, embedder_code: int) -> None:
         existing = self.db.execute("SELECT text_hash FROM texts WHERE vector_id=?", (vector_id,)).fetchone()
         if existing and existing[0] != text_hash:
             raise RuntimeError(f"vector id collision between texts {existing[0]} and {text_hash}")
-        self.db.execute("INSERT OR IGNORE INTO texts(text_hash, vector_id, text) VALUES(?, ?, ?)",
-                        (text_hash, vector_id, text))
+        self.db.execute("INSERT OR IGNORE INTO texts(text_hash, vector_id, embedder, text) VALUES(?, ?, ?, ?)",
+                        (text_hash, vector_id, embedder_code, text))
 
     def insert_chunk(self, chunk: Chunk) -> None:
         p = chunk.pointer

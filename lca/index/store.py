@@ -85,6 +85,8 @@ class IndexStore:
         self._lexical_dirty = False
         self._vectors_dirty = False
         self._maps: tuple | None = None
+        self._models: dict[str, int] = {}
+        self._models_checked: str | None = "unchecked"
 
     def close(self) -> None:
         self.catalog_.close()
@@ -98,6 +100,15 @@ class IndexStore:
         if stored is not None and stored != self.embedder.embedder_id:
             return (f"the store at {self.root} was embedded by '{stored}', the running embedder is "
                     f"'{self.embedder.embedder_id}'; vectors are never mixed: run `lca reindex` to re-embed")
+        generation = self.catalog_.get_meta("chunks_generation")
+        if self._models_checked != generation:  # a full scan, so once per catalog generation
+            self._models = self.catalog_.vectors_by_embedder()
+            self._models_checked = generation
+        by_model = self._models
+        foreign = {name: n for name, n in by_model.items() if name != stored}
+        if foreign:
+            return (f"the store at {self.root} holds vectors from more than one embedder ({by_model}); "
+                    "run `lca reindex` to re-embed")
         return None
 
     def _require_embedder(self) -> None:
@@ -192,8 +203,9 @@ class IndexStore:
             self._vectors_dirty = True
         self.catalog_.begin()
         try:
+            code = self.catalog_.embedder_code(self.embedder.embedder_id)
             for text_hash, vector in vectors.items():
-                self.catalog_.insert_text(text_hash, vector_id_for(text_hash), need[text_hash])
+                self.catalog_.insert_text(text_hash, vector_id_for(text_hash), need[text_hash], code)
             for chunk in batch:
                 if chunk.text_hash in have or chunk.text_hash in vectors:
                     self.catalog_.insert_chunk(chunk)

@@ -137,6 +137,17 @@ def test_store_embedded_by_another_model_is_reported_not_mixed(tmp_path):
         assert s.search("cat", k=1)
 
 
+def test_every_vector_records_its_embedder_and_a_mixed_store_is_refused(tmp_path):
+    with fixture_store(tmp_path) as s:
+        assert s.index.catalog_.vectors_by_embedder() == {s.embedder.embedder_id: 16}
+        catalog = s.index.catalog_
+        code = catalog.embedder_code("smuggled-model")
+        catalog.db.execute("UPDATE texts SET embedder=? WHERE rowid IN (SELECT rowid FROM texts LIMIT 3)", (code,))
+        with pytest.raises(EmbedderMismatchError, match="more than one embedder"):
+            s.search("cat")
+        assert s.health().check("embedder").status is HealthStatus.FAIL
+
+
 def test_reindex_returns_the_same_results(tmp_path):
     queries = ["pottery class teacher", "Clara Lisbon visa", "sprained wrist", "custard tarts", "cat name"]
     with fixture_store(tmp_path) as s:
