@@ -6,13 +6,15 @@ reindex) holds ``<home>/write.lock``; readers need no lock.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from lca.errors import RecordFormatError
+from lca.experience import ExperienceLog
 from lca.fileio import exclusive_lock
 from lca.importers import ImportedSession, ImportReport
 from lca.index.chunker import Chunker, entry_chunks, memory_chunks
@@ -20,6 +22,7 @@ from lca.index.store import AddResult, IndexStore
 from lca.memory import MemoryStore
 from lca.ports import Embedder
 from lca.provenance import code_version
+from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
 from lca.transcript import AppendResult, TranscriptStore
 from lca.types import SearchHit, TranscriptEntry
 
@@ -54,7 +57,8 @@ class Substrate:
     """One agent home: transcript, memory files and the derived index, under ``home``."""
 
     def __init__(self, home: Path | str, *, embedder: Embedder | None = None, lock_timeout: float = 600.0,
-                 progress: bool = False, **index_params: Any) -> None:
+                 progress: bool = False, recall_config: RecallConfig | None = None,
+                 token_counter: Callable[[str], int] | None = None, **index_params: Any) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if embedder is None:
@@ -68,7 +72,11 @@ class Substrate:
         self.transcript = TranscriptStore(self.home)
         self.memory = MemoryStore(self.home)
         self.chunker = Chunker(embedder)
+        self.experience = ExperienceLog(self.home)
+        self.recall_config = recall_config or RecallConfig()
+        self.token_counter = token_counter
         self._index: IndexStore | None = None
+        self._memory_cache: tuple | None = None
 
     @property
     def index(self) -> IndexStore:
@@ -198,6 +206,34 @@ class Substrate:
     # ---- reads -------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", pool: int | None = None) -> list[SearchHit]:
         return self.index.search(query, k=k, mode=mode, pool=pool)
+
+    def memory_files(self) -> dict[str, Any]:
+        """Loaded memory files by id, reloaded only when a file's name, size or mtime changes."""
+        directory = self.memory.dir
+        signature = tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                                 for e in os.scandir(directory) if e.name.endswith(".md"))) if directory.exists() else ()
+        if self._memory_cache is None or self._memory_cache[0] != signature:
+            loaded = self.memory.load()
+            self._memory_cache = (signature, {f.record.id: f for f in loaded.files})
+        return self._memory_cache[1]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` for budgets: the host's counter when given, else the embedder's
+        tokenizer without its special tokens (an approximation of the host model's count)."""
+        if self.token_counter is not None:
+            return int(self.token_counter(text))
+        return max(0, self.embedder.count_tokens([text])[0] - 2)
+
+    def recaller(self, config: RecallConfig | None = None) -> Recaller:
+        return Recaller(self.index, memory_files=self.memory_files, experience=self.experience.counts,
+                        count_tokens=self.count_tokens, config=config or self.recall_config,
+                        log_path=self.home / "logs" / "recall.jsonl")
+
+    def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
+        """Resonance-weighted recall for one turn; see lca.recall."""
+        if isinstance(context, str):
+            context = RecallContext(query=context)
+        return self.recaller(config).recall(context)
 
     def health(self):
         from lca.health import substrate_health

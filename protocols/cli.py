@@ -86,6 +86,68 @@ def cmd_search(args: argparse.Namespace) -> int:
         substrate.close()
 
 
+def _recall_config(args: argparse.Namespace):
+    from dataclasses import replace
+
+    from lca.errors import RecordFormatError
+    from lca.recall import RecallConfig
+
+    config = RecallConfig.from_file(args.config) if args.config else RecallConfig()
+    overrides = {}
+    for item in args.weight or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise RecordFormatError(f"--weight takes TERM=VALUE, got {item!r}", field="--weight")
+        try:
+            overrides[name.strip()] = float(value)
+        except ValueError:
+            raise RecordFormatError(f"not a number: {value!r}", field=f"--weight {name.strip()}") from None
+    changes = {k: v for k, v in {"token_budget": args.budget, "policy": args.policy, "floor": args.floor,
+                                  "pool": args.pool}.items() if v is not None}
+    if overrides:
+        changes["weights"] = config.weights.with_overrides(overrides)
+    return replace(config, **changes) if changes else config
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from lca.recall import TERMS, RecallContext
+
+    config = _recall_config(args)
+    context = RecallContext(query=args.query, role=args.role, project=args.project, channel=args.channel,
+                            command=args.command_name, public_channel=args.public,
+                            as_of=datetime.fromisoformat(args.as_of) if args.as_of else None,
+                            about_history=args.about_history, exact_wording=args.exact)
+    substrate = _open(args)
+    try:
+        result = substrate.recall(context, config=config)
+        if args.json:
+            print(json.dumps({
+                "query": args.query, "policy": result.policy, "action": result.action, "tokens": result.tokens,
+                "budget": result.budget, "latency_ms": result.latency_ms, "block": result.block,
+                "weights": config.weights.__dict__,
+                "candidates": [{"source": c.source, "injected": c.injected, "why_not": c.why_not, "score": c.score,
+                                "cosine": c.cosine, "terms": dict(c.terms), "tokens": c.tokens}
+                               for c in result.candidates]}, indent=2))
+            return 0
+        print(result.block, end="")
+        if args.explain:
+            w = config.weights
+            print(f"\n{len(result.candidates)} candidates; weights " +
+                  ", ".join(f"{t}={getattr(w, t):g}" for t in TERMS) + f"; tilt bound {w.tilt_bound:g}")
+            header = f"{'rank':>4} {'score':>7} " + " ".join(f"{t[:5]:>6}" for t in TERMS) + "  source / why not"
+            print(header)
+            for rank, c in enumerate(result.candidates, 1):
+                contrib = c.contribution(w)
+                cells = " ".join(f"{contrib[t]:>6.3f}" for t in TERMS)
+                status = "INJECTED" if c.injected else c.why_not
+                print(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
+        return 0
+    finally:
+        substrate.close()
+
+
 def cmd_health(args: argparse.Namespace) -> int:
     substrate = _open(args)
     try:
@@ -152,6 +214,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("recall", parents=[common], help="resonance-weighted recall for one turn",
+                       description="Resonance-weighted recall: the block a model would receive, and with "
+                                   "--explain every candidate's term contributions and why it was or was not injected.")
+    p.add_argument("query")
+    p.add_argument("--role")
+    p.add_argument("--project")
+    p.add_argument("--channel")
+    p.add_argument("--command", dest="command_name", help="the current command or skill")
+    p.add_argument("--public", action="store_true", help="the channel is public: private memories are filtered")
+    p.add_argument("--as-of", help="evaluate validity intervals at this ISO time (default now)")
+    p.add_argument("--about-history", action="store_true", help="the question is about history: superseded "
+                                                                  "memories become candidates")
+    p.add_argument("--exact", action="store_true", help="exact wording asked: the raw transcript outranks summaries")
+    p.add_argument("--budget", type=int, help="token budget (default 1200)")
+    p.add_argument("--policy", choices=["fixed-k", "adaptive", "none"])
+    p.add_argument("--floor", type=float, help="similarity floor on cosine (default 0.50)")
+    p.add_argument("--pool", type=int, help="candidate pool (default 50)")
+    p.add_argument("--config", help="YAML/JSON recall settings with a 'weights' mapping")
+    p.add_argument("--weight", action="append", metavar="TERM=VALUE",
+                   help="override one weight (similarity, experience, temporal, authority, task, risk); repeatable")
+    p.add_argument("--explain", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("health", parents=[common], help="the store's report on itself; exit 1 when unhealthy")
     p.add_argument("--json", action="store_true")

@@ -20,7 +20,7 @@ from lca.index.catalog import Catalog
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.vectors import FaissVectorIndex, vector_id_for
 from lca.ports import Embedder
-from lca.types import Chunk, SearchHit
+from lca.types import Chunk, SearchHit, text_digest
 
 ProgressFn = Callable[[int], None]
 
@@ -340,7 +340,17 @@ class IndexStore:
             cached = self._maps = (generation, by_vector, by_row)
         return cached[1], cached[2]
 
-    def search(self, query: str, *, k: int = 10, pool: int | None = None, mode: str = "hybrid") -> list[SearchHit]:
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's unit vector from the store's own embedder (refused if the store's differs)."""
+        self._require_embedder()
+        return self._embed_query(query)
+
+    def vectors_for_hits(self, hits: Sequence[SearchHit]) -> dict[str, np.ndarray]:
+        """Each hit's stored vector (as the index holds it), by chunk id."""
+        return {h.chunk_id: self.vectors.index_.reconstruct(vector_id_for(text_digest(h.text))) for h in hits}
+
+    def search(self, query: str, *, k: int = 10, pool: int | None = None, mode: str = "hybrid",
+               query_vector: np.ndarray | None = None) -> list[SearchHit]:
         if mode not in ("hybrid", "dense", "lexical"):
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
@@ -348,7 +358,8 @@ class IndexStore:
         by_vector, by_row = self._row_maps()
         dense: list[tuple[float, int]] = []
         if mode in ("hybrid", "dense") and len(self.vectors):
-            scores, ids = self.vectors.search(self._embed_query(query), pool)
+            qvec = self._embed_query(query) if query_vector is None else query_vector
+            scores, ids = self.vectors.search(qvec, pool)
             for score, vid in zip(scores.tolist(), ids.tolist()):
                 dense.extend((score, row) for row, _ in by_vector.get(vid, ()))
             dense = dense[:pool]

@@ -79,3 +79,20 @@ def test_main_job_runs_on_the_fixture_and_finds_the_evidence(tmp_path):
     assert report["search"]["evidence_found_top5"] == ["D2:6"]
     assert report["provenance"]["dataset_sha256"] and report["provenance"]["embedder"]
     assert (tmp_path / "report.md").read_text().startswith("# LCA substrate demo")
+
+
+def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
+    store = tmp_path / "store"
+    lca("ingest", "--format", "locomo", "--quiet", str(FIXTURE), store=store, check=True)
+    out = lca("recall", "Ana adopted a grey cat from the shelter and named her", "--explain", "--floor", "0.3",
+              store=store, check=True).stdout
+    assert out.startswith("<recalled-context") and "Pebble" in out.split("</recalled-context>")[0]
+    assert "simil" in out and "risk" in out and "INJECTED" in out and "tilt bound" in out
+    data = json.loads(lca("recall", "Pebble the cat", "--json", "--weight", "temporal=0", store=store,
+                          check=True).stdout)
+    assert data["weights"]["temporal"] == 0.0
+    assert all(c["injected"] or c["why_not"] for c in data["candidates"])
+    bad = lca("recall", "cat", "--weight", "gravity=1", store=store)
+    assert bad.returncode == 2 and "gravity" in bad.stderr
+    negative = lca("recall", "cat", "--budget", "-1", store=store)
+    assert negative.returncode == 2 and "token_budget" in negative.stderr

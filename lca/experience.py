@@ -1,0 +1,63 @@
+"""The experience event log: what happened to each memory (used, approved, corrected, ...).
+
+Append-only JSONL under ``<home>/events/experience.jsonl``; the experiential term E is
+computed from it and never from, or into, a memory's content. Learned state is its
+history: counts are a replay of the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from lca.errors import RecordFormatError
+from lca.fileio import write_all
+from lca.recall import EXPERIENCE_EVENT_WEIGHTS
+
+
+@dataclass(frozen=True)
+class ExperienceEvent:
+    target: str        # a memory id ("memory:<id>") or a transcript source key
+    kind: str          # one of EXPERIENCE_EVENT_WEIGHTS
+    at: float
+    span: str | None = None  # the transcript span that evidences it (required for prevented_mistake)
+
+
+class ExperienceLog:
+    def __init__(self, root: Path | str) -> None:
+        self.path = Path(root) / "events" / "experience.jsonl"
+        self._cache: tuple[int, dict[str, Counter]] | None = None
+
+    def record(self, target: str, kind: str, *, span: str | None = None, at: float | None = None) -> ExperienceEvent:
+        if kind not in EXPERIENCE_EVENT_WEIGHTS:
+            raise RecordFormatError(f"unknown event kind {kind!r}; known: {', '.join(EXPERIENCE_EVENT_WEIGHTS)}",
+                                    field="kind")
+        if kind == "prevented_mistake" and not span:
+            raise RecordFormatError("a prevented mistake must cite the transcript span of the action it changed",
+                                    field="span")
+        event = ExperienceEvent(target, kind, time.time() if at is None else at, span)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            write_all(fd, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return event
+
+    def counts(self) -> dict[str, Counter]:
+        """target -> Counter of event kinds, replayed from the log (cached by the log's size)."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if self._cache is None or self._cache[0] != size:
+            out: dict[str, Counter] = defaultdict(Counter)
+            if size:
+                for line in self.path.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        event = json.loads(line)
+                        out[event["target"]][event["kind"]] += 1
+            self._cache = (size, dict(out))
+        return self._cache[1]

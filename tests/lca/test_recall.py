@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lca.errors import EmbedderMismatchError, RecordFormatError
+from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, Supersession
+from lca.recall import (TERMS, RecallConfig, RecallContext, ResonanceWeights, contains_secret, experience_term,
+                        resonance_score, temporal_term)
+from lca.substrate import Substrate
+from tests.conftest import make_entry
+from tests.fakes import FakeHashingEmbedder
+
+LOW_FLOOR = RecallConfig(floor=0.05)
+
+
+def memory(id_: str, **kw) -> MemoryRecord:
+    return MemoryRecord(id=id_, type=kw.pop("type", MemoryType.FACT), created=kw.pop("created", datetime(2026, 1, 1)),
+                        authority=kw.pop("authority", Authority.APPROVED), privacy=kw.pop("privacy", Privacy.PUBLIC),
+                        **kw)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=LOW_FLOOR) as s:
+        yield s
+
+
+def test_weights_and_settings_are_validated_by_name(tmp_path):
+    with pytest.raises(RecordFormatError) as info:
+        ResonanceWeights.from_mapping({"similarity": 1.0, "gravity": 0.3})
+    assert info.value.field == "gravity" and "known:" in str(info.value)
+    for bad in (float("nan"), -0.1, float("inf"), "high"):
+        with pytest.raises(RecordFormatError) as info:
+            ResonanceWeights(temporal=bad)
+        assert info.value.field == "temporal"
+    with pytest.raises(RecordFormatError) as info:
+        RecallConfig(token_budget=-5)
+    assert info.value.field == "token_budget"
+    path = tmp_path / "weights.yaml"
+    path.write_text("pool: 20\nweights:\n  similarity: 1\n  risk: .nan\n")
+    with pytest.raises(RecordFormatError) as info:
+        RecallConfig.from_file(path)
+    assert info.value.field == "risk" and str(path) in str(info.value)
+    path.write_text("pool: 20\nmmr: 0.5\n")
+    with pytest.raises(RecordFormatError, match="unknown setting"):
+        RecallConfig.from_file(path)
+    path.write_text("pool: 20\nfloor: 0.4\nweights:\n  experience: 0\n")
+    loaded = RecallConfig.from_file(path)
+    assert loaded.pool == 20 and loaded.floor == 0.4 and loaded.weights.experience == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(s_rel=st.floats(0, 1), s_irr=st.floats(0, 1), learned=st.lists(st.floats(0, 1), min_size=4, max_size=4),
+       w=st.lists(st.floats(0, 2), min_size=4, max_size=4), alpha=st.floats(0.1, 3))
+def test_relevance_dominates_learned_signals_only_tilt(s_rel, s_irr, learned, w, alpha):
+    weights = ResonanceWeights(similarity=alpha, experience=w[0], temporal=w[1], authority=w[2], task=w[3])
+    relevant = {"similarity": s_rel, "experience": 0, "temporal": 0, "authority": 0, "task": 0, "risk": 0}
+    favoured = dict(zip(("experience", "temporal", "authority", "task"), learned), similarity=s_irr, risk=0)
+    if alpha * (s_rel - s_irr) > weights.tilt_bound + 1e-12:
+        assert resonance_score(relevant, weights) > resonance_score(favoured, weights)
+
+
+def test_term_functions_are_bounded_and_behave():
+    assert experience_term({}) == pytest.approx(0.5)
+    assert experience_term({"used": 10_000, "approved": 10_000}) <= 1.0
+    assert experience_term({"contradicted": 5}) < 0.5 < experience_term({"used": 5})
+    assert experience_term({"used": 50}, normalization="log") <= 1.0
+    with pytest.raises(RecordFormatError):
+        experience_term({}, normalization="magic")
+    plain = temporal_term(60, 0.5, half_life_days=30)
+    assert plain == pytest.approx(0.25)
+    assert temporal_term(60, 0.95, half_life_days=30) > plain  # experience stretches the half-life
+    assert temporal_term(None, 0.5, half_life_days=30) == 0.0
+    assert contains_secret("deploy with key AKIAABCDEFGHIJKLMNOP please")
+    assert contains_secret("password: hunter22")
+    assert not contains_secret("the password policy changed last week")
+
+
+def test_empty_store_returns_an_empty_well_formed_block(store):
+    result = store.recall("anything at all")
+    assert result.items == () and result.candidates == ()
+    assert result.block.startswith("<recalled-context") and result.block.rstrip().endswith("</recalled-context>")
+
+
+def test_every_item_carries_its_source_and_the_block_names_it(store):
+    store.memory.write(memory("deploy-rule", tags=("ops",)), "Always deploy through staging first.")
+    store.append([make_entry("s", 1, "we deployed through staging on Monday")])
+    result = store.recall(RecallContext("how do we deploy through staging"))
+    assert {i.source_type for i in result.items} == {"memory", "transcript"}
+    for item in result.items:
+        assert item.source in result.block and item.injected and item.tokens > 0
+    assert result.tokens == sum(i.tokens for i in result.items) <= result.budget
+
+
+def test_floor_filters_and_explains(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.6)) as s:
+        s.append([make_entry("s", 1, "rotate the deploy key every friday"),
+                  make_entry("s", 2, "lunch was pasta and salad today")])
+        result = s.recall("rotate the deploy key every friday")
+        assert [i.source for i in result.items] == [result.candidates[0].source]
+        omitted = {c.text: c.why_not for c in result.omitted}
+        assert "below the similarity floor" in omitted["lunch was pasta and salad today"]
+
+
+def test_secrets_and_private_facts_are_never_injected_where_they_must_not_be(store):
+    store.append([make_entry("s", 1, "the staging token: sk-abcdefghijklmnopqrstuvwx123 works")])
+    store.memory.write(memory("salary", privacy=Privacy.PRIVATE), "staging salary details for the team")
+    store.ingest()
+    public = store.recall(RecallContext("staging token salary details", public_channel=True))
+    assert public.items == ()
+    reasons = {c.source: c.why_not for c in public.omitted}
+    assert any("secret" in r for r in reasons.values()) and any("private" in r for r in reasons.values())
+    private = store.recall(RecallContext("staging token salary details", public_channel=False))
+    assert [i.source for i in private.items] == ["memory:salary[0:35]"]
+
+
+def test_superseded_memory_is_a_candidate_only_for_history_questions(store):
+    store.memory.write(memory("old-rule", superseded_by=Supersession(id="new-rule", reason="new process")),
+                       "deploys need one approval")
+    store.memory.write(memory("new-rule"), "deploys need two approvals")
+    store.ingest()
+    now = store.recall(RecallContext("how many approvals do deploys need"))
+    assert [i.source.split("[")[0] for i in now.items] == ["memory:new-rule"]
+    history = store.recall(RecallContext("how many approvals did deploys need before", about_history=True))
+    assert {i.source.split("[")[0] for i in history.items} == {"memory:new-rule", "memory:old-rule"}
+
+
+def test_expired_memory_is_filtered_at_the_as_of_time(store):
+    store.memory.write(memory("promo", valid_to=datetime(2026, 3, 1)), "the discount code is SPRING")
+    store.ingest()
+    before = store.recall(RecallContext("discount code", as_of=datetime(2026, 2, 1)))
+    after = store.recall(RecallContext("discount code", as_of=datetime(2026, 4, 1)))
+    assert len(before.items) == 1 and after.items == ()
+    assert "expired" in after.omitted[0].why_not
+
+
+def test_quotas_budget_and_character_cap(tmp_path):
+    config = RecallConfig(floor=0.0, memory_quota=2, transcript_quota=1, token_budget=60, item_char_cap=60)
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(max_input_tokens=400), recall_config=config) as s:
+        for n in range(5):
+            s.memory.write(memory(f"m{n}"), f"note {n} about the release train schedule " + "detail " * (3 * n))
+        s.append([make_entry("s", n, f"release train chat {n}") for n in range(1, 5)])
+        s.ingest()
+        roomy = s.recall("release train schedule", config=replace(config, token_budget=1000))
+        kinds = [i.source_type for i in roomy.items]
+        assert kinds.count("memory") == 2 and kinds.count("transcript") == 1
+        assert "quota" in " ".join(c.why_not or "" for c in roomy.omitted)
+        result = s.recall("release train schedule")
+        assert 0 < result.tokens <= 60
+        assert all(len(i.text) <= 60 for i in result.items)
+        assert all(i.text.endswith(" [...]") == i.trimmed for i in result.items)
+        assert "token budget" in " ".join(c.why_not or "" for c in result.omitted)
+
+
+def test_trim_marks_and_cuts_at_a_word():
+    from lca.recall import _trim
+
+    text, trimmed = _trim("alpha beta gamma delta epsilon zeta eta theta", 30)
+    assert trimmed and text.endswith(" [...]") and len(text) <= 30 and "gam" in text
+    assert _trim("short", 30) == ("short", False)
+
+
+def test_policies_none_and_adaptive(store):
+    store.append([make_entry("s", 1, "the migration runbook lives in the ops wiki")])
+    assert store.recall(RecallContext("migration runbook"), config=RecallConfig(policy="none", floor=0.05)).items == ()
+    adaptive = RecallConfig(policy="adaptive", floor=0.99)
+    skipped = store.recall(RecallContext("something unrelated entirely"), config=adaptive)
+    assert skipped.action == "skip" and skipped.items == ()
+    shrink = store.recall(RecallContext("migration runbook", continues_previous_task=True,
+                                        previous_injection_used=False),
+                          config=RecallConfig(policy="adaptive", floor=0.05))
+    assert shrink.action == "shrink" and shrink.budget == RecallConfig().token_budget // 2
+
+
+def test_experience_tilts_but_ablation_switches_it_off(store):
+    store.memory.write(memory("a"), "backup schedule nightly")
+    store.memory.write(memory("b"), "backup schedule weekly")
+    store.ingest()
+    base = store.recall("backup schedule")
+    loser = base.items[-1].source.split("[")[0]
+    for _ in range(20):
+        store.experience.record(loser, "approved")
+    tilted = store.recall("backup schedule")
+    winner = next(c for c in tilted.candidates if c.source.startswith(loser))
+    assert winner.terms["experience"] > 0.9
+    ablated = store.recall("backup schedule", config=RecallConfig(floor=0.05, weights=ResonanceWeights(experience=0)))
+    assert [c.source for c in ablated.candidates] == [c.source for c in base.candidates]
+    with pytest.raises(RecordFormatError, match="must cite"):
+        store.experience.record(loser, "prevented_mistake")
+
+
+def test_every_recall_is_logged_per_candidate(store):
+    store.append([make_entry("s", n, f"incident {n} postmortem notes") for n in range(1, 4)])
+    result = store.recall("incident postmortem")
+    lines = (store.home / "logs" / "recall.jsonl").read_text().splitlines()
+    record = json.loads(lines[-1])
+    assert len(record["candidates"]) == len(result.candidates)
+    assert set(record["candidates"][0]["terms"]) == set(TERMS)
+    assert sum(c["injected"] for c in record["candidates"]) == len(result.items)
+    assert all(c["injected"] or c["why_not"] for c in record["candidates"])
+
+
+def test_recall_refuses_a_store_embedded_by_another_model(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", 1, "hello")])
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(name="other")) as s:
+        with pytest.raises(EmbedderMismatchError, match="reindex"):
+            s.recall("hello")
+
+
+def test_scores_are_finite_and_terms_in_range(store):
+    store.append([make_entry("s", n, f"topic {n} words here") for n in range(1, 8)])
+    for c in store.recall("topic words").candidates:
+        assert math.isfinite(c.score)
+        assert all(0.0 <= v <= 1.0 for v in c.terms.values())
