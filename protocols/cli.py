@@ -183,6 +183,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from protocols.bench.index_bench import run_index_bench
 
         return run_index_bench(args)
+    if args.bench == "gravity-well":
+        from protocols.bench.gravity_well import run_gravity_well_bench
+
+        return run_gravity_well_bench(args)
     raise SystemExit(f"unknown benchmark {args.bench}")
 
 
@@ -260,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
     b.add_argument("--out", default="results/bench/index.json")
     b.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
+    g = bench.add_parser("gravity-well", help="share of recalls taken by the top 1%% of records: pure "
+                                              "use-weighting versus saturation + diversity + wildcards")
+    g.add_argument("--queries", type=int, default=5000)
+    g.add_argument("--records", type=int, default=2000)
+    g.add_argument("--seed", type=int, default=11)
+    g.add_argument("--out", default="results/bench/gravity-well.json")
     p.set_defaults(func=cmd_bench)
     return parser
 

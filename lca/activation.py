@@ -1,0 +1,118 @@
+"""Living-memory dynamics: base-level activation with diversity weighting, and UCB wildcards.
+
+Base-level activation follows ACT-R: ``B = ln(sum_j w_j * t_j^-d)`` over a record's whole
+access history, with power-law decay (``d`` = 0.5) and logarithmic saturation built in.
+The weight ``w_j`` is the query-diversity correction: each access counts ``1 / n`` where
+``n`` is how often the record was reached by queries of the same shape, so fifty
+differently-shaped queries earn more than one query asked fifty times. The shape of a
+query is a 16-bit random-hyperplane hash of its vector.
+
+Wildcards reserve a mode-dependent share of the injected items for relevant but dormant
+records, chosen by an upper-confidence bonus that shrinks as a record is examined;
+precision mode runs at zero temperature (no wildcards). Wildcards are always labeled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from lca.fileio import write_all
+
+DECAY = 0.5
+WILDCARD_MODES = {"precision": (0.0, 0.0), "balanced": (0.2, 0.3), "explore": (0.4, 1.0)}  # share, temperature
+
+
+def query_shape(vector: np.ndarray, *, bits: int = 16, seed: int = 7) -> int:
+    """A coarse, stable signature of a query: which side of ``bits`` fixed random hyperplanes it lies on."""
+    planes = np.random.default_rng(seed).standard_normal((bits, vector.shape[0])).astype(np.float32)
+    signs = (planes @ vector) > 0
+    return int(sum(1 << i for i, s in enumerate(signs) if s))
+
+
+@dataclass(frozen=True)
+class Access:
+    target: str
+    at: float
+    shape: int
+    wildcard: bool = False
+
+
+def base_level_activation(accesses: Sequence[Access], now: float, *, decay: float = DECAY,
+                          diversity: bool = True, min_age_s: float = 1.0) -> float:
+    """ACT-R base level, ln of decayed, diversity-weighted accesses; -inf for a record never accessed."""
+    if not accesses:
+        return float("-inf")
+    per_shape = Counter(a.shape for a in accesses)
+    total = 0.0
+    for a in accesses:
+        weight = 1.0 / per_shape[a.shape] if diversity else 1.0
+        total += weight * max(min_age_s, now - a.at) ** (-decay)
+    return math.log(total)
+
+
+def activation_term(activation: float, *, center: float = -6.0, scale: float = 1.5) -> float:
+    """Map a base level to [0, 1] with a logistic; a never-accessed record scores 0."""
+    if activation == float("-inf"):
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-(activation - center) / scale))
+
+
+def ucb_bonus(examined: int, total_examinations: int, temperature: float) -> float:
+    """Upper-confidence exploration bonus: large for rarely examined records, decays as they are examined."""
+    if temperature <= 0:
+        return 0.0
+    return temperature * math.sqrt(math.log(total_examinations + 2) / (examined + 1))
+
+
+class RetrievalLog:
+    """Append-only log of which records recall injected, when, for which query shape."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.path = Path(root) / "events" / "retrievals.jsonl"
+        self._cache: tuple[int, dict[str, list[Access]]] | None = None
+
+    def record(self, accesses: Iterable[Access]) -> None:
+        lines = "".join(json.dumps(a.__dict__, sort_keys=True) + "\n" for a in accesses)
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            write_all(fd, lines.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def by_target(self) -> dict[str, list[Access]]:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if self._cache is None or self._cache[0] != size:
+            out: dict[str, list[Access]] = defaultdict(list)
+            if size:
+                for line in self.path.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        access = Access(**json.loads(line))
+                        out[access.target].append(access)
+            self._cache = (size, dict(out))
+        return self._cache[1]
+
+
+def now() -> float:
+    return time.time()
+
+
+def top_share(counts: Mapping[str, int], n_records: int, fraction: float = 0.01) -> float:
+    """Share of all recalls taken by the top ``fraction`` of records (the gravity-well figure)."""
+    total = sum(counts.values())
+    if not total:
+        return 0.0
+    k = max(1, int(round(n_records * fraction)))
+    return sum(sorted(counts.values(), reverse=True)[:k]) / total
