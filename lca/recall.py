@@ -28,10 +28,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
 from lca.errors import RecordFormatError
 from lca.types import SourceType
 
-TERMS = ("similarity", "experience", "temporal", "authority", "task", "risk")
+TERMS = ("similarity", "experience", "temporal", "authority", "task", "activation", "risk")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class ResonanceWeights:
     temporal: float = 0.05    # gamma
     authority: float = 0.05   # delta
     task: float = 0.05        # epsilon
+    activation: float = 0.0   # zeta: living-memory base-level activation, off unless the variant asks
     risk: float = 1.0         # lambda
 
     def __post_init__(self) -> None:
@@ -55,8 +57,8 @@ class ResonanceWeights:
 
     @property
     def tilt_bound(self) -> float:
-        """The most E, T, A and Q together can add to a candidate's score."""
-        return self.experience + self.temporal + self.authority + self.task
+        """The most E, T, A, Q and activation together can add to a candidate's score."""
+        return self.experience + self.temporal + self.authority + self.task + self.activation
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> "ResonanceWeights":
@@ -88,6 +90,7 @@ class RecallConfig:
     lexical_share: float = 0.25  # S = (1 - share) * cosine + share * BM25 normalized within the pool
     half_life_days: float = 30.0
     policy: str = "fixed-k"
+    wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
 
     def __post_init__(self) -> None:
         checks = {"pool": self.pool >= 1, "memory_quota": self.memory_quota >= 0,
@@ -99,6 +102,9 @@ class RecallConfig:
             value = getattr(self, name)
             if isinstance(value, float) and not math.isfinite(value) or not ok:
                 raise RecordFormatError(f"invalid value {value!r}", field=name)
+        if self.wildcard_mode not in ("precision", "balanced", "explore"):
+            raise RecordFormatError(f"unknown wildcard mode {self.wildcard_mode!r}; known: precision, balanced, "
+                                    "explore", field="wildcard_mode")
         if self.policy not in POLICIES:
             raise RecordFormatError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}", field="policy")
 
@@ -230,7 +236,8 @@ def resonance_score(terms: Mapping[str, float], weights: ResonanceWeights) -> fl
     """R = alpha*S + beta*E + gamma*T + delta*A + epsilon*Q - lambda*K."""
     return (weights.similarity * terms["similarity"] + weights.experience * terms["experience"]
             + weights.temporal * terms["temporal"] + weights.authority * terms["authority"]
-            + weights.task * terms["task"] - weights.risk * terms["risk"])
+            + weights.task * terms["task"] + weights.activation * terms.get("activation", 0.0)
+            - weights.risk * terms["risk"])
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -272,6 +279,7 @@ class ScoredCandidate:
     why_not: str | None = None
     tokens: int = 0
     trimmed: bool = False
+    wildcard: bool = False
 
     def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
         return {name: (-1 if name == "risk" else 1) * getattr(weights, name) * self.terms[name] for name in TERMS}
@@ -328,8 +336,9 @@ class Recaller:
 
     def __init__(self, index, *, memory_files: Callable[[], Mapping[str, Any]],
                  experience: Callable[[], Mapping[str, Mapping[str, int]]], count_tokens: Callable[[str], int],
-                 config: RecallConfig | None = None, log_path: Path | None = None) -> None:
+                 config: RecallConfig | None = None, log_path: Path | None = None, retrievals=None) -> None:
         self.index = index
+        self.retrievals = retrievals
         self.memory_files = memory_files
         self.experience = experience
         self.count_tokens = count_tokens
@@ -376,6 +385,8 @@ class Recaller:
         experience = self.experience()
         markers = context.task_markers()
         weights = cfg.weights
+        history = self.retrievals.by_target() if self.retrievals is not None else {}
+        now_s = time.time()
         out: list[ScoredCandidate] = []
         for hit in hits:
             cosine = float(vectors[hit.chunk_id] @ qvec)
@@ -405,7 +416,11 @@ class Recaller:
             q = task_term(tags, markers)
             k, reasons = risk_term(private_in_public=private_in_public, secret=contains_secret(hit.text),
                                    superseded=superseded, expired=expired, about_history=context.about_history)
-            terms = {"similarity": s, "experience": e, "temporal": t, "authority": a, "task": q, "risk": k}
+            act = 0.0
+            if weights.activation > 0 or cfg.wildcard_mode != "precision":
+                act = activation_term(base_level_activation(history.get(hit.pointer.key(), []), now_s))
+            terms = {"similarity": s, "experience": e, "temporal": t, "authority": a, "task": q, "activation": act,
+                     "risk": k}
             score = resonance_score(terms, weights)
             why_not = None
             if {"secret or credential", "private in a public channel"} & set(reasons):
@@ -417,6 +432,7 @@ class Recaller:
             out.append(ScoredCandidate(hit.chunk_id, hit.pointer.key(), source_type, authority_key, hit.text,
                                        hit.timestamp, cosine, terms, score, tuple(reasons), why_not=why_not))
         out.sort(key=lambda c: (-c.score, c.chunk_id))
+        self._query_shape = query_shape(qvec)
         return out, vectors
 
     # -- selection
@@ -428,7 +444,10 @@ class Recaller:
         used = {"memory": 0, "transcript": 0}
         tokens = 0
         remaining = list(eligible)
-        while remaining:
+        share, temperature = WILDCARD_MODES[cfg.wildcard_mode]
+        n_wild = int(round(share * sum(quotas.values())))
+        main_slots = sum(quotas.values()) - n_wild
+        while remaining and len(chosen) < main_slots:
             # MMR: relevance against redundancy with what is already chosen
             def mmr(c: ScoredCandidate) -> float:
                 if not chosen:
@@ -451,13 +470,53 @@ class Recaller:
             tokens += cost
             used[best.source_type] += 1
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
+        if n_wild:
+            chosen, tokens = self._wildcards(remaining, decided, chosen, used, quotas, tokens, budget, n_wild,
+                                             temperature, cfg)
+        picked = {x.chunk_id for x in chosen}
+        for c in remaining:
+            if c.chunk_id in decided or c.chunk_id in picked:
+                continue
+            if used[c.source_type] >= quotas[c.source_type]:
+                reason = f"{c.source_type} quota ({quotas[c.source_type]}) reached"
+            else:
+                reason = "not picked: the remaining slots are reserved for wildcards"
+            decided[c.chunk_id] = replace(c, why_not=reason)
         rest = [decided[c.chunk_id] for c in scored if c.chunk_id in decided]
         return chosen, rest
+
+    def _wildcards(self, remaining, decided, chosen, used, quotas, tokens, budget, n_wild, temperature, cfg):
+        """Reserved slots for relevant but dormant records, by an exploration bonus that decays as
+        a record is examined; each pick is labeled a wildcard."""
+        history = self.retrievals.by_target() if self.retrievals is not None else {}
+        examined = {key: sum(1 for a in accesses if a.wildcard) for key, accesses in history.items()}
+        total = sum(examined.values())
+        dormant = [c for c in remaining if c.terms.get("activation", 0.0) < 0.5]
+        dormant.sort(key=lambda c: (-(c.score + ucb_bonus(examined.get(c.source, 0), total, temperature)),
+                                    c.chunk_id))
+        picked = 0
+        for c in dormant:
+            if picked >= n_wild:
+                break
+            if used[c.source_type] >= quotas[c.source_type]:
+                continue
+            text, trimmed = _trim(c.text, cfg.item_char_cap)
+            item = replace(c, wildcard=True)
+            cost = self.count_tokens(self._render_item(len(chosen) + 1, item, text))
+            if tokens + cost > budget:
+                decided[c.chunk_id] = replace(c, why_not=f"token budget (wildcard): needs {cost}")
+                continue
+            tokens += cost
+            used[c.source_type] += 1
+            picked += 1
+            chosen.append(replace(item, injected=True, tokens=cost, trimmed=trimmed, text=text))
+        return chosen, tokens
 
     @staticmethod
     def _render_item(number: int, item: ScoredCandidate, text: str) -> str:
         when = f", {item.timestamp}" if item.timestamp else ""
-        return (f"[{number}] {item.source} ({item.authority_key}, weight {item.score:.3f}{when})\n{text}\n")
+        label = "wildcard: dormant record offered for exploration, " if item.wildcard else ""
+        return (f"[{number}] {item.source} ({label}{item.authority_key}, weight {item.score:.3f}{when})\n{text}\n")
 
     def _finish(self, context: RecallContext, cfg: RecallConfig, action: str, items: list[ScoredCandidate],
                 rest: list[ScoredCandidate], started: float, budget: int | None = None) -> RecallResult:
@@ -471,6 +530,9 @@ class Recaller:
                               (time.perf_counter() - started) * 1000.0, block)
         if self.log_path is not None:
             self._log(result, cfg)
+        if self.retrievals is not None and items:
+            shape = getattr(self, "_query_shape", 0)
+            self.retrievals.record(Access(i.source, time.time(), shape, i.wildcard) for i in items)
         return result
 
     def _log(self, result: RecallResult, cfg: RecallConfig) -> None:
@@ -482,7 +544,8 @@ class Recaller:
             "latency_ms": round(result.latency_ms, 3),
             "candidates": [{"chunk_id": c.chunk_id, "source": c.source, "cosine": round(c.cosine, 6),
                             "terms": {k: round(v, 6) for k, v in c.terms.items()}, "score": round(c.score, 6),
-                            "injected": c.injected, "why_not": c.why_not} for c in result.candidates],
+                            "injected": c.injected, "wildcard": c.wildcard, "why_not": c.why_not}
+                           for c in result.candidates],
         }
         with open(self.log_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from lca.activation import RetrievalLog
 from lca.errors import RecordFormatError
 from lca.experience import ExperienceLog
 from lca.fileio import exclusive_lock
@@ -73,6 +74,7 @@ class Substrate:
         self.memory = MemoryStore(self.home)
         self.chunker = Chunker(embedder)
         self.experience = ExperienceLog(self.home)
+        self.retrievals = RetrievalLog(self.home)
         self.recall_config = recall_config or RecallConfig()
         self.token_counter = token_counter
         self._index: IndexStore | None = None
@@ -227,7 +229,7 @@ class Substrate:
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
         return Recaller(self.index, memory_files=self.memory_files, experience=self.experience.counts,
                         count_tokens=self.count_tokens, config=config or self.recall_config,
-                        log_path=self.home / "logs" / "recall.jsonl")
+                        log_path=self.home / "logs" / "recall.jsonl", retrievals=self.retrievals)
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
         """Resonance-weighted recall for one turn; see lca.recall."""

@@ -57,12 +57,14 @@ def test_weights_and_settings_are_validated_by_name(tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(s_rel=st.floats(0, 1), s_irr=st.floats(0, 1), learned=st.lists(st.floats(0, 1), min_size=4, max_size=4),
-       w=st.lists(st.floats(0, 2), min_size=4, max_size=4), alpha=st.floats(0.1, 3))
+@given(s_rel=st.floats(0, 1), s_irr=st.floats(0, 1), learned=st.lists(st.floats(0, 1), min_size=5, max_size=5),
+       w=st.lists(st.floats(0, 2), min_size=5, max_size=5), alpha=st.floats(0.1, 3))
 def test_relevance_dominates_learned_signals_only_tilt(s_rel, s_irr, learned, w, alpha):
-    weights = ResonanceWeights(similarity=alpha, experience=w[0], temporal=w[1], authority=w[2], task=w[3])
-    relevant = {"similarity": s_rel, "experience": 0, "temporal": 0, "authority": 0, "task": 0, "risk": 0}
-    favoured = dict(zip(("experience", "temporal", "authority", "task"), learned), similarity=s_irr, risk=0)
+    weights = ResonanceWeights(similarity=alpha, experience=w[0], temporal=w[1], authority=w[2], task=w[3],
+                               activation=w[4])
+    tilting = ("experience", "temporal", "authority", "task", "activation")
+    relevant = {"similarity": s_rel, "risk": 0, **{t: 0.0 for t in tilting}}
+    favoured = dict(zip(tilting, learned), similarity=s_irr, risk=0)
     if alpha * (s_rel - s_irr) > weights.tilt_bound + 1e-12:
         assert resonance_score(relevant, weights) > resonance_score(favoured, weights)
 
@@ -220,3 +222,31 @@ def test_scores_are_finite_and_terms_in_range(store):
     for c in store.recall("topic words").candidates:
         assert math.isfinite(c.score)
         assert all(0.0 <= v <= 1.0 for v in c.terms.values())
+
+
+def test_living_memory_variant_labels_wildcards_and_records_accesses(tmp_path):
+    config = RecallConfig(floor=0.0, memory_quota=5, transcript_quota=0, wildcard_mode="explore",
+                          weights=ResonanceWeights(activation=0.1))
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=config) as s:
+        for n in range(8):
+            s.memory.write(memory(f"m{n}"), f"garden watering schedule variant {n}")
+        s.ingest()
+        first = s.recall("garden watering schedule")
+        wild = [i for i in first.items if i.wildcard]
+        assert len(wild) == 2  # round(0.4 * 5 slots)
+        assert "wildcard: dormant record offered for exploration" in first.block
+        assert all(0.0 <= c.terms["activation"] <= 1.0 for c in first.candidates)
+        history = s.retrievals.by_target()
+        assert sorted(history) == sorted(i.source for i in first.items)
+        assert {i.source for i in wild} == {k for k, v in history.items() if v[0].wildcard}
+        second = s.recall("garden watering schedule")
+        injected_before = {i.source for i in first.items if not i.wildcard}
+        for c in second.candidates:
+            if c.source in injected_before:
+                assert c.terms["activation"] > 0.0  # accessed records gain activation
+    precision = RecallConfig(floor=0.0, wildcard_mode="precision")
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=precision) as s:
+        assert not any(i.wildcard for i in s.recall("garden watering schedule").items)
+    with pytest.raises(RecordFormatError) as info:
+        RecallConfig(wildcard_mode="chaos")
+    assert info.value.field == "wildcard_mode"
