@@ -74,11 +74,17 @@ def ucb_bonus(examined: int, total_examinations: int, temperature: float) -> flo
 
 
 class RetrievalLog:
-    """Append-only log of which records recall injected, when, for which query shape."""
+    """Append-only log of which records recall injected, when, for which query shape.
+
+    Written on the recall path, so appends are not fsync'd: a crash may lose the last few
+    access events (derived learning signal), never transcript history. Reads are
+    incremental: only bytes appended since the last read are parsed.
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.path = Path(root) / "events" / "retrievals.jsonl"
-        self._cache: tuple[int, dict[str, list[Access]]] | None = None
+        self._offset = 0
+        self._by_target: dict[str, list[Access]] = defaultdict(list)
 
     def record(self, accesses: Iterable[Access]) -> None:
         lines = "".join(json.dumps(a.__dict__, sort_keys=True) + "\n" for a in accesses)
@@ -88,21 +94,24 @@ class RetrievalLog:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             write_all(fd, lines.encode())
-            os.fsync(fd)
         finally:
             os.close(fd)
 
     def by_target(self) -> dict[str, list[Access]]:
         size = self.path.stat().st_size if self.path.exists() else 0
-        if self._cache is None or self._cache[0] != size:
-            out: dict[str, list[Access]] = defaultdict(list)
-            if size:
-                for line in self.path.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        access = Access(**json.loads(line))
-                        out[access.target].append(access)
-            self._cache = (size, dict(out))
-        return self._cache[1]
+        if size < self._offset:  # replaced by a shorter log: replay from the start
+            self._offset, self._by_target = 0, defaultdict(list)
+        if size > self._offset:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read(size - self._offset)
+            complete = data[: data.rfind(b"\n") + 1]
+            for line in complete.decode("utf-8").splitlines():
+                if line.strip():
+                    access = Access(**json.loads(line))
+                    self._by_target[access.target].append(access)
+            self._offset += len(complete)
+        return self._by_target
 
 
 def now() -> float:

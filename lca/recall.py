@@ -203,12 +203,24 @@ SECRET_PATTERNS = (
     re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),            # Slack tokens
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),           # PEM private keys
     re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\b"),  # JWTs
-    re.compile(r"(?i)\b(password|passwd|secret|api[_-]?key|token)\s*[:=]\s*\S{6,}"),
+    re.compile(r"\b(?i:password|passwd|secret|api[_-]?key|token)\s*[:=]\s*\S{6,}"),
 )
 
 
+_ANY_SECRET = re.compile("|".join(f"(?:{p.pattern})" for p in SECRET_PATTERNS))
+
+
+_SECRET_HINTS = ("akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "xox", "-----begin", "eyj", "passw",
+                 "secret", "api", "token")
+
+
 def contains_secret(text: str) -> bool:
-    return any(p.search(text) for p in SECRET_PATTERNS)
+    """Any of SECRET_PATTERNS. A substring prefilter skips the regex for the (usual) text that
+    holds none of the patterns' anchors; this check runs on every candidate of every recall."""
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _SECRET_HINTS):
+        return False
+    return _ANY_SECRET.search(text) is not None
 
 
 def risk_term(*, private_in_public: bool, secret: bool, superseded: bool, expired: bool,

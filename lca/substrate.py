@@ -28,6 +28,7 @@ from lca.transcript import AppendResult, TranscriptStore
 from lca.types import SearchHit, TranscriptEntry
 
 TRANSCRIPT_MARK = "transcript:"
+MEMORY_RESCAN_SECONDS = 2.0
 MEMORY_MARK = "memory:"
 
 
@@ -210,14 +211,24 @@ class Substrate:
         return self.index.search(query, k=k, mode=mode, pool=pool)
 
     def memory_files(self) -> dict[str, Any]:
-        """Loaded memory files by id, reloaded only when a file's name, size or mtime changes."""
+        """Loaded memory files by id. Reloaded when the folder changes (every write through the API
+        renames a file into it); files edited in place are caught by a full stat scan at most
+        every ``MEMORY_RESCAN_SECONDS``, which keeps this off the recall latency path."""
         directory = self.memory.dir
+        folder = directory.stat().st_mtime_ns if directory.exists() else 0
+        now = time.monotonic()
+        cache = self._memory_cache
+        if cache is not None and cache[0] == folder and now - cache[1] < MEMORY_RESCAN_SECONDS:
+            return cache[3]
         signature = tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size)
-                                 for e in os.scandir(directory) if e.name.endswith(".md"))) if directory.exists() else ()
-        if self._memory_cache is None or self._memory_cache[0] != signature:
+                                 for e in os.scandir(directory) if e.name.endswith(".md"))) if folder else ()
+        if cache is None or cache[2] != signature:
             loaded = self.memory.load()
-            self._memory_cache = (signature, {f.record.id: f for f in loaded.files})
-        return self._memory_cache[1]
+            files = {f.record.id: f for f in loaded.files}
+        else:
+            files = cache[3]
+        self._memory_cache = (folder, now, signature, files)
+        return files
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for budgets: the host's counter when given, else the embedder's

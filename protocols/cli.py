@@ -183,6 +183,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from protocols.bench.index_bench import run_index_bench
 
         return run_index_bench(args)
+    if args.bench == "recall":
+        from protocols.bench.recall_bench import run_recall_bench
+
+        return run_recall_bench(args)
     if args.bench == "gravity-well":
         from protocols.bench.gravity_well import run_gravity_well_bench
 
@@ -264,6 +268,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
     b.add_argument("--out", default="results/bench/index.json")
     b.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
+    r = bench.add_parser("recall", help="full resonance recall beside plain hybrid search on the index "
+                                        "benchmark's store; tokens per policy; gravity-well figures")
+    r.add_argument("--work", default="results/bench/work-index", help="the store (default: lca bench index's)")
+    r.add_argument("--data", help="LongMemEval_S dev file or data folder (for the queries)")
+    r.add_argument("--queries", type=int, default=200)
+    r.add_argument("--token-queries", type=int, default=100)
+    r.add_argument("--gravity-queries", type=int, default=5000)
+    r.add_argument("--out", default="results/bench/recall.json")
     g = bench.add_parser("gravity-well", help="share of recalls taken by the top 1%% of records: pure "
                                               "use-weighting versus saturation + diversity + wildcards")
     g.add_argument("--queries", type=int, default=5000)

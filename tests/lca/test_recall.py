@@ -250,3 +250,10 @@ def test_living_memory_variant_labels_wildcards_and_records_accesses(tmp_path):
     with pytest.raises(RecordFormatError) as info:
         RecallConfig(wildcard_mode="chaos")
     assert info.value.field == "wildcard_mode"
+
+
+@pytest.mark.parametrize("text", ["AKIAABCDEFGHIJKLMNOP", "ghp_" + "a" * 36, "sk-" + "b" * 24, "xoxb-1234567890-abc",
+                                  "-----BEGIN RSA PRIVATE KEY-----", "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4",
+                                  "API_KEY = abcdef123456", "Password: correct-horse"])
+def test_each_secret_shape_is_caught_through_the_prefilter(text):
+    assert contains_secret(f"before {text} after")
