@@ -118,19 +118,24 @@ class RecallConfig:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise RecordFormatError(f"not valid YAML/JSON: {exc}", path=str(path)) from None
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str | None = None) -> "RecallConfig":
         if not isinstance(data, dict):
-            raise RecordFormatError("expected a mapping", path=str(path))
+            raise RecordFormatError("expected a mapping", path=source)
+        data = dict(data)
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise RecordFormatError(f"unknown setting(s) {sorted(unknown)}", path=str(path), field=sorted(unknown)[0])
-        weights = ResonanceWeights.from_mapping(data.pop("weights", {}) or {}, source=str(path))
+            raise RecordFormatError(f"unknown setting(s) {sorted(unknown)}", path=source, field=sorted(unknown)[0])
+        weights = ResonanceWeights.from_mapping(data.pop("weights", {}) or {}, source=source)
         try:
             return cls(weights=weights, **data)
         except RecordFormatError as exc:
-            raise RecordFormatError(exc.reason, path=str(path), field=exc.field) from None
+            raise RecordFormatError(exc.reason, path=source, field=exc.field) from None
         except TypeError as exc:
-            raise RecordFormatError(str(exc), path=str(path)) from None
+            raise RecordFormatError(str(exc), path=source) from None
 
 
 POLICIES = ("fixed-k", "adaptive", "none")

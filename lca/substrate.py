@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 from lca.activation import RetrievalLog
 from lca.errors import RecordFormatError
 from lca.experience import ExperienceLog
-from lca.fileio import exclusive_lock
+from lca.fileio import atomic_write_bytes, exclusive_lock
 from lca.importers import ImportedSession, ImportReport
 from lca.index.chunker import Chunker, entry_chunks, memory_chunks
 from lca.index.store import AddResult, IndexStore
@@ -76,7 +76,9 @@ class Substrate:
         self.chunker = Chunker(embedder)
         self.experience = ExperienceLog(self.home)
         self.retrievals = RetrievalLog(self.home)
-        self.recall_config = recall_config or RecallConfig()
+        settings = self.home / "recall.yaml"
+        self.recall_config = recall_config or (RecallConfig.from_file(settings) if settings.exists()
+                                               else RecallConfig())
         self.token_counter = token_counter
         self._index: IndexStore | None = None
         self._memory_cache: tuple | None = None
@@ -236,6 +238,17 @@ class Substrate:
         if self.token_counter is not None:
             return int(self.token_counter(text))
         return max(0, self.embedder.count_tokens([text])[0] - 2)
+
+    def save_recall_setting(self, name: str, value: Any) -> None:
+        """Persist one recall setting in ``<home>/recall.yaml`` (validated before it is written)."""
+        import yaml
+
+        path = self.home / "recall.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+        data = dict(data or {}, **{name: value})
+        config = RecallConfig.from_mapping(data, source=str(path))  # refuses a bad value before writing
+        atomic_write_bytes(path, yaml.safe_dump(data, sort_keys=True).encode())
+        self.recall_config = config
 
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
         return Recaller(self.index, memory_files=self.memory_files, experience=self.experience.counts,

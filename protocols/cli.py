@@ -148,6 +148,34 @@ def cmd_recall(args: argparse.Namespace) -> int:
         substrate.close()
 
 
+def cmd_calibrate_floor(args: argparse.Namespace) -> int:
+    from lca.calibration import calibrate_floor, load_queries
+
+    queries_path = Path(args.queries) if args.queries else Path(__file__).resolve().parent.parent / "data" / \
+        "calibration" / "off_topic_queries.txt"
+    substrate = _open(args)
+    try:
+        result = calibrate_floor(substrate.index, load_queries(queries_path), positives=args.positives,
+                                 quantile=args.quantile)
+        if args.write:
+            substrate.save_recall_setting("floor", result.floor)
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            print(f"floor {result.floor:.4f} (q{int(result.quantile * 100)} of {result.negatives} off-topic "
+                  f"queries' best cosine); on-topic median sits {result.margin:+.4f} above it; "
+                  f"{result.positives_above_floor:.1%} of {result.positives} on-topic probes clear it")
+            print(f"  off-topic quantiles {result.negative_quantiles}")
+            print(f"  on-topic quantiles  {result.positive_quantiles}")
+            for score, query, source in result.highest_negatives[:3]:
+                print(f"  highest off-topic: {score:.3f} {query!r} -> {source}")
+            if args.write:
+                print(f"  written to {substrate.home / 'recall.yaml'}")
+        return 0
+    finally:
+        substrate.close()
+
+
 def cmd_health(args: argparse.Namespace) -> int:
     substrate = _open(args)
     try:
@@ -246,6 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("calibrate-floor", parents=[common], help="fit the recall similarity floor to this store",
+                       description="Fit the similarity floor against coherent off-topic questions and report the "
+                                   "margin to on-topic probes; --write stores it in <store>/recall.yaml.")
+    p.add_argument("--queries", help="off-topic questions, one per line (default: the shipped list)")
+    p.add_argument("--positives", type=int, default=200, help="on-topic probes sampled from the store")
+    p.add_argument("--quantile", type=float, default=0.95, help="quantile of off-topic scores (default 0.95)")
+    p.add_argument("--write", action="store_true", help="store the fitted floor in <store>/recall.yaml")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate_floor)
 
     p = sub.add_parser("health", parents=[common], help="the store's report on itself; exit 1 when unhealthy")
     p.add_argument("--json", action="store_true")

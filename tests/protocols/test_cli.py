@@ -96,3 +96,7 @@ def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
     assert bad.returncode == 2 and "gravity" in bad.stderr
     negative = lca("recall", "cat", "--budget", "-1", store=store)
     assert negative.returncode == 2 and "token_budget" in negative.stderr
+    fitted = json.loads(lca("calibrate-floor", "--positives", "12", "--json", "--write", store=store,
+                            check=True).stdout)
+    assert fitted["negatives"] == 50 and 0.0 < fitted["floor"] < 1.0
+    assert f"floor: {fitted['floor']}" in (store / "recall.yaml").read_text()
