@@ -60,6 +60,16 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         "write API",
         {"loaded": len(loaded.files), "failed": failures, "drifted": list(loaded.drifted)}))
 
+    # --- the always-loaded critical set ----------------------------------------------------
+    critical = [f for f in loaded.files if f.record.critical and f.record.superseded_by is None]
+    critical_tokens = sum(substrate.count_tokens(f.body) for f in critical)
+    budget = substrate.critical_budget
+    checks.append(HealthCheck(
+        "critical_set", WARN if critical_tokens > budget else OK,
+        f"{len(critical)} critical memories, about {critical_tokens} tokens of a {budget}-token budget"
+        + ("; the lowest-weighted overflow and are not always loaded" if critical_tokens > budget else ""),
+        {"memories": len(critical), "tokens": critical_tokens, "budget": budget}))
+
     # --- embedder identity ----------------------------------------------------------
     mismatch = index.embedder_mismatch()
     checks.append(HealthCheck(

@@ -60,7 +60,8 @@ class Substrate:
 
     def __init__(self, home: Path | str, *, embedder: Embedder | None = None, lock_timeout: float = 600.0,
                  progress: bool = False, recall_config: RecallConfig | None = None,
-                 token_counter: Callable[[str], int] | None = None, **index_params: Any) -> None:
+                 token_counter: Callable[[str], int] | None = None, critical_budget: int = 400,
+                 **index_params: Any) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         if embedder is None:
@@ -80,6 +81,7 @@ class Substrate:
         self.recall_config = recall_config or (RecallConfig.from_file(settings) if settings.exists()
                                                else RecallConfig())
         self.token_counter = token_counter
+        self.critical_budget = critical_budget
         self._index: IndexStore | None = None
         self._memory_cache: tuple | None = None
 

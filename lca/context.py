@@ -1,0 +1,262 @@
+"""Layer 4: the live context manager.
+
+Builds the working set a model receives, under the same context window the host uses:
+standing identity, the always-loaded critical set (its own budget), recalled items,
+and a sliding window of recent turns. Older turns leave the window only after they are
+verified to be in the transcript and in the index, lowest risk and oldest first, and
+every prune is logged with its reason; pruned turns stay recallable. Past a pressure
+threshold a structured handoff is written into the transcript (never instead of it)
+and replayed at the next session start.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Sequence
+
+from lca.errors import LCAError, RecordFormatError
+from lca.recall import RecallConfig, RecallContext, RecallResult
+from lca.types import EntryKind, TranscriptEntry
+
+if TYPE_CHECKING:
+    from lca.substrate import Substrate
+
+
+class PersistenceNotVerifiedError(LCAError):
+    """A turn was about to leave the live window without being durably recorded and indexed."""
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """The host model's window and how it is shared; thresholds are fractions of the usable window."""
+
+    total_tokens: int
+    reserve_output: int = 512
+    critical_budget: int = 400
+    recall_budget: int = 1200
+    pressure_threshold: float = 0.85
+
+    def __post_init__(self) -> None:
+        for name in ("total_tokens", "reserve_output", "critical_budget", "recall_budget"):
+            if getattr(self, name) < 0:
+                raise RecordFormatError(f"must be >= 0, got {getattr(self, name)}", field=name)
+        if not 0 < self.pressure_threshold <= 1:
+            raise RecordFormatError(f"must be in (0, 1], got {self.pressure_threshold}", field="pressure_threshold")
+        if self.usable <= 0:
+            raise RecordFormatError("the reserve for output leaves no room", field="reserve_output")
+
+    @property
+    def usable(self) -> int:
+        return self.total_tokens - self.reserve_output
+
+
+@dataclass(frozen=True)
+class PruneRecord:
+    entry_id: str
+    session_id: str
+    tokens: int
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class HandoffNotes:
+    """What the host (or its summarizer) knows that the transcript does not say in one place."""
+
+    objective: str = ""
+    open_threads: tuple[str, ...] = ()
+    files_touched: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    role_state: str = ""
+    next_actions: tuple[str, ...] = ()
+    risks_and_constraints: tuple[str, ...] = ()
+    non_claims: tuple[str, ...] = ()
+    must_not_lose: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkingSet:
+    messages: tuple[dict[str, str], ...]
+    tokens: dict[str, int]
+    window: ContextWindow
+    live_entries: tuple[str, ...]
+    pruned: tuple[PruneRecord, ...]
+    recall: RecallResult | None
+    critical_ids: tuple[str, ...]
+    critical_overflow: tuple[str, ...]
+    pressure: float
+    handoff_entry: str | None = None
+
+
+PROTECT_META = "protect"  # meta flag a host sets on explicit instructions or high-risk task context
+
+
+class LiveContextManager:
+    """One session's live window over a substrate."""
+
+    def __init__(self, substrate: "Substrate", window: ContextWindow, *, session_id: str, agent_id: str,
+                 identity: str = "", recent_floor: int = 2) -> None:
+        self.substrate = substrate
+        self.window = window
+        self.session_id = session_id
+        self.agent_id = agent_id
+        self.identity = identity
+        self.recent_floor = recent_floor  # the newest turns are in flight: never pruned
+        self.live: list[TranscriptEntry] = []
+        self.pruned: list[PruneRecord] = []
+        self._last_handoff: str | None = None
+
+    # ---- turns -------------------------------------------------------------------
+    def add(self, entry: TranscriptEntry) -> None:
+        """Persist first, then admit to the live window."""
+        self.substrate.append([entry])
+        self.live.append(entry)
+
+    def _tokens(self, text: str) -> int:
+        return self.substrate.count_tokens(text)
+
+    @staticmethod
+    def _render_turn(entry: TranscriptEntry) -> dict[str, str]:
+        role = {"user_turn": "user", "assistant_turn": "assistant"}.get(entry.kind.value, "user")
+        speaker = f"{entry.author}: " if entry.author and entry.author not in ("user", "assistant") else ""
+        return {"role": role, "content": speaker + entry.content}
+
+    # ---- the working set -----------------------------------------------------------
+    def build(self, query: str, *, recall_context: RecallContext | None = None,
+              recall_config: RecallConfig | None = None, notes: HandoffNotes | None = None) -> WorkingSet:
+        budget = self.window.usable
+        identity_tokens = self._tokens(self.identity) if self.identity else 0
+        critical_text, critical_ids, overflow, critical_tokens = self._critical_set()
+        config = recall_config or self.substrate.recall_config
+        from dataclasses import replace
+
+        config = replace(config, token_budget=min(config.token_budget, self.window.recall_budget))
+        recall = self.substrate.recall(recall_context or RecallContext(query), config=config)
+        recent_budget = budget - identity_tokens - critical_tokens - recall.tokens
+        kept, pruned_now = self._slide(recent_budget)
+        recent_tokens = sum(self._tokens(self._render_turn(e)["content"]) for e in kept)
+        system = "\n\n".join(part for part in (self.identity, critical_text, recall.block) if part)
+        messages = ([{"role": "system", "content": system}] if system else []) + [self._render_turn(e) for e in kept]
+        used = identity_tokens + critical_tokens + recall.tokens + recent_tokens
+        pressure = used / budget
+        handoff = None
+        if pressure >= self.window.pressure_threshold or pruned_now:
+            handoff = self.write_handoff(notes or HandoffNotes(), reason=f"context pressure {pressure:.2f}")
+        return WorkingSet(tuple(messages), {"identity": identity_tokens, "critical": critical_tokens,
+                                            "recall": recall.tokens, "recent": recent_tokens, "total": used,
+                                            "usable": budget},
+                          self.window, tuple(e.id for e in kept), tuple(pruned_now), recall, critical_ids,
+                          overflow, pressure, handoff)
+
+    def _critical_set(self) -> tuple[str, tuple[str, ...], tuple[str, ...], int]:
+        """Critical memories by weight (authority, then use, then recency), never alphabetically."""
+        authority = {"approved": 3, "reviewed": 2, "unreviewed": 1, "inferred": 0}
+        files = [f for f in self.substrate.memory_files().values() if f.record.critical
+                 and f.record.superseded_by is None]
+        files.sort(key=lambda f: (-authority[f.record.authority.value], -f.record.hits,
+                                  -f.record.prevented_mistakes, -f.record.created.timestamp()))
+        chosen, overflow, used, parts = [], [], 0, []
+        for f in files:
+            text = f"[critical] {f.record.id}: {f.body.strip()}"
+            cost = self._tokens(text)
+            if used + cost > self.window.critical_budget:
+                overflow.append(f.record.id)
+                continue
+            used += cost
+            chosen.append(f.record.id)
+            parts.append(text)
+        return "\n".join(parts), tuple(chosen), tuple(overflow), used
+
+    def _slide(self, budget: int) -> tuple[list[TranscriptEntry], list[PruneRecord]]:
+        """Keep the newest turns that fit; prune the rest, lowest risk and oldest first, after verifying."""
+        costs = {e.id: self._tokens(self._render_turn(e)["content"]) for e in self.live}
+        total = sum(costs.values())
+        protected = {e.id for e in self.live[-self.recent_floor:]} | {
+            e.id for e in self.live if e.meta.get(PROTECT_META)}
+        candidates = [e for e in self.live if e.id not in protected]  # oldest first: the live order
+        candidates.sort(key=lambda e: (bool(e.meta.get("risk")), self.live.index(e)))
+        pruned: list[PruneRecord] = []
+        for entry in candidates:
+            if total <= budget:
+                break
+            self._verify_persisted(entry)
+            total -= costs[entry.id]
+            record = PruneRecord(entry.id, entry.session_id, costs[entry.id],
+                                 "window over budget: oldest lower-risk turn, verified in transcript and index",
+                                 time.time())
+            pruned.append(record)
+        if total > budget:
+            raise LCAError(f"the protected turns alone need {total} tokens; {budget} are left in the window "
+                           f"(usable {self.window.usable}); raise the window or the reserve split")
+        gone = {p.entry_id for p in pruned}
+        self.live = [e for e in self.live if e.id not in gone]
+        self.pruned.extend(pruned)
+        self._log_prunes(pruned)
+        return list(self.live), pruned
+
+    def _verify_persisted(self, entry: TranscriptEntry) -> None:
+        path = self.substrate.transcript.session_path(entry.session_id)
+        recorded = {e.id: e.content_hash for e in self.substrate.transcript.read(entry.session_id).entries} \
+            if path.exists() else {}
+        if recorded.get(entry.id) != entry.content_hash:
+            raise PersistenceNotVerifiedError(
+                f"refusing to prune '{entry.id}': it is not in the transcript ({path}) with this content")
+        if entry.content.strip() and (entry.session_id, entry.id) not in self.substrate.index.catalog_.indexed_entry_ids():
+            raise PersistenceNotVerifiedError(f"refusing to prune '{entry.id}': it is in the transcript but not "
+                                              "indexed yet (run ingest first)")
+
+    def _log_prunes(self, pruned: Sequence[PruneRecord]) -> None:
+        if not pruned:
+            return
+        path = self.substrate.home / "logs" / "prune.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            for record in pruned:
+                handle.write(json.dumps(asdict(record)) + "\n")
+
+    # ---- handoffs --------------------------------------------------------------------
+    def write_handoff(self, notes: HandoffNotes, *, reason: str, tail: int = 4) -> str:
+        """Append a structured handoff to the transcript; it points into history, it never replaces it."""
+        body: dict[str, Any] = asdict(notes)
+        body["reason"] = reason
+        body["recent_tail"] = [{"entry": e.id, "session": e.session_id, "text": e.content[:400]}
+                               for e in self.live[-tail:]]
+        body["verified_evidence"] = [{"entry": p.entry_id, "session": p.session_id} for p in self.pruned]
+        entry = TranscriptEntry(
+            id=f"{self.session_id}:handoff:{uuid.uuid4().hex[:12]}", session_id=self.session_id,
+            agent_id=self.agent_id, kind=EntryKind.HANDOFF,
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            content=json.dumps(body, sort_keys=True), parent_id=self.live[-1].id if self.live else None)
+        self.substrate.append([entry])
+        self._last_handoff = entry.id
+        return entry.id
+
+    @staticmethod
+    def latest_handoff(substrate: "Substrate", agent_id: str) -> TranscriptEntry | None:
+        latest = None
+        for entry in substrate.transcript.iter_entries():
+            if entry.kind is EntryKind.HANDOFF and entry.agent_id == agent_id:
+                if latest is None or entry.timestamp >= latest.timestamp:
+                    latest = entry
+        return latest
+
+    def replay_handoff(self) -> str:
+        """At a session start: the agent's latest handoff rendered for the working set ('' if none)."""
+        entry = self.latest_handoff(self.substrate, self.agent_id)
+        if entry is None:
+            return ""
+        body = json.loads(entry.content)
+        lines = [f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})>"]
+        for key in ("objective", "open_threads", "decisions", "next_actions", "risks_and_constraints",
+                    "must_not_lose", "non_claims"):
+            value = body.get(key)
+            if value:
+                lines.append(f"{key}: {value if isinstance(value, str) else '; '.join(value)}")
+        for item in body.get("recent_tail", []):
+            lines.append(f"tail {item['entry']}: {item['text']}")
+        lines.append("</handoff>")
+        return "\n".join(lines)
