@@ -424,7 +424,8 @@ class Recaller:
                 source_type = "memory"
             else:
                 counts = experience.get(hit.pointer.key(), {})
-                authority_key, tags, source_type = "transcript", set(), "transcript"
+                authority_key, source_type = "transcript", "transcript"
+                tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
             e = experience_term(counts)
             # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
             t = temporal_term(_age_days(hit.timestamp, as_of), e if weights.experience > 0 else 0.5,

@@ -141,6 +141,7 @@ class Chunk:
     part: int = 0
     parts: int = 1
     timestamp: str | None = None
+    channel: str | None = None
 
     @staticmethod
     def make_id(text: str, pointer: SourcePointer) -> str:
@@ -160,6 +161,7 @@ class SearchHit:
     lexical_score: float | None
     lexical_rank: int | None
     timestamp: str | None = None
+    channel: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,6 +175,7 @@ class SearchHit:
             "lexical_score": self.lexical_score,
             "lexical_rank": self.lexical_rank,
             "timestamp": self.timestamp,
+            "channel": self.channel,
         }
 
 

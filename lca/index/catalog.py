@@ -9,9 +9,10 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from lca.errors import LCAError
 from lca.types import Chunk, SourcePointer, SourceType
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     char_end INTEGER NOT NULL,
     part INTEGER NOT NULL,
     parts INTEGER NOT NULL,
-    timestamp TEXT
+    timestamp TEXT,
+    channel TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_text ON chunks(text_hash);
 CREATE INDEX IF NOT EXISTS chunks_memory ON chunks(memory_id);
@@ -47,6 +49,7 @@ CREATE TABLE IF NOT EXISTS embedding_failures (
     part INTEGER NOT NULL,
     parts INTEGER NOT NULL,
     timestamp TEXT,
+    channel TEXT,
     attempts INTEGER NOT NULL,
     error TEXT NOT NULL,
     first_at REAL NOT NULL,
@@ -57,7 +60,7 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 """
 
 _CHUNK_COLUMNS = ("row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
-                  "char_start, char_end, part, parts, timestamp, t.text")
+                  "char_start, char_end, part, parts, timestamp, t.text, channel")
 
 
 def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
@@ -66,7 +69,7 @@ def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
         path=row[7], char_start=row[8], char_end=row[9],
     )
     return row[0], Chunk(chunk_id=row[1], text=row[13], text_hash=row[2], pointer=pointer, part=row[10],
-                         parts=row[11], timestamp=row[12])
+                         parts=row[11], timestamp=row[12], channel=row[14])
 
 
 class Catalog:
@@ -76,6 +79,13 @@ class Catalog:
         self.db = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        existing = self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
+        if existing:
+            stored = self.get_meta("schema_version")
+            if stored is not None and stored != str(SCHEMA_VERSION):
+                self.db.close()
+                raise LCAError(f"{path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
+                               "the index is derived: run `lca reindex` to rebuild it from the transcript")
         self.db.executescript(_SCHEMA)
         if self.get_meta("schema_version") is None:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
@@ -171,9 +181,9 @@ class Catalog:
         p = chunk.pointer
         self.db.execute(
             "INSERT OR IGNORE INTO chunks(chunk_id, text_hash, source_type, session_id, entry_id, memory_id, path, "
-            "char_start, char_end, part, parts, timestamp) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            "char_start, char_end, part, parts, timestamp, channel) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (chunk.chunk_id, chunk.text_hash, p.source_type.value, p.session_id, p.entry_id, p.memory_id, p.path,
-             p.char_start, p.char_end, chunk.part, chunk.parts, chunk.timestamp))
+             p.char_start, p.char_end, chunk.part, chunk.parts, chunk.timestamp, chunk.channel))
 
     def delete_chunks_of_memory(self, memory_id: str) -> int:
         return self.db.execute("DELETE FROM chunks WHERE memory_id=?", (memory_id,)).rowcount
@@ -221,20 +231,20 @@ class Catalog:
     def record_failure(self, chunk: Chunk, error: str) -> None:
         now = time.time()
         self.db.execute(
-            "INSERT INTO embedding_failures(chunk_id, text_hash, text, pointer, part, parts, timestamp, attempts, "
-            "error, first_at, last_at) VALUES(?,?,?,?,?,?,?,1,?,?,?) ON CONFLICT(chunk_id) DO UPDATE SET "
+            "INSERT INTO embedding_failures(chunk_id, text_hash, text, pointer, part, parts, timestamp, channel, "
+            "attempts, error, first_at, last_at) VALUES(?,?,?,?,?,?,?,?,1,?,?,?) ON CONFLICT(chunk_id) DO UPDATE SET "
             "attempts=attempts+1, error=excluded.error, last_at=excluded.last_at",
             (chunk.chunk_id, chunk.text_hash, chunk.text, json.dumps(chunk.pointer.to_dict()), chunk.part,
-             chunk.parts, chunk.timestamp, error, now, now))
+             chunk.parts, chunk.timestamp, chunk.channel, error, now, now))
 
     def clear_failure(self, chunk_id: str) -> None:
         self.db.execute("DELETE FROM embedding_failures WHERE chunk_id=?", (chunk_id,))
 
     def failed_chunks(self) -> list[Chunk]:
         out = []
-        for cid, th, text, pointer, part, parts, ts in self.db.execute(
-                "SELECT chunk_id, text_hash, text, pointer, part, parts, timestamp FROM embedding_failures"):
-            out.append(Chunk(cid, text, th, SourcePointer.from_dict(json.loads(pointer)), part, parts, ts))
+        for cid, th, text, pointer, part, parts, ts, channel in self.db.execute(
+                "SELECT chunk_id, text_hash, text, pointer, part, parts, timestamp, channel FROM embedding_failures"):
+            out.append(Chunk(cid, text, th, SourcePointer.from_dict(json.loads(pointer)), part, parts, ts, channel))
         return out
 
     def failure_summary(self) -> list[dict]:

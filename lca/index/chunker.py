@@ -102,7 +102,7 @@ def entry_chunks(entry, chunker: Chunker) -> list:
                                 char_start=piece.start, char_end=piece.end)
         text = prefix + piece.text
         out.append(Chunk(Chunk.make_id(text, pointer), text, text_digest(text), pointer, part, len(pieces),
-                         entry.timestamp))
+                         entry.timestamp, entry.channel))
     return out
 
 

@@ -379,7 +379,7 @@ class IndexStore:
             lx = lex_rank.get(row)
             hits.append(SearchHit(chunk.chunk_id, chunk.text, chunk.pointer, float(score),
                                   d[1] if d else None, d[0] if d else None,
-                                  lx[1] if lx else None, lx[0] if lx else None, chunk.timestamp))
+                                  lx[1] if lx else None, lx[0] if lx else None, chunk.timestamp, chunk.channel))
         return hits
 
     def _embed_query(self, query: str) -> np.ndarray:

@@ -265,3 +265,16 @@ def test_chunker_covers_text_exactly_and_respects_the_limit():
     assert "".join(p.text for p in pieces) == text
     assert all(embedder.count_tokens(["Ana: " + p.text])[0] <= 16 for p in pieces)
     assert pieces[0].text.endswith("here. ")  # prefers a sentence end
+
+
+def test_an_older_catalog_schema_is_refused_and_reindex_rebuilds_it(tmp_path):
+    from lca.errors import LCAError
+
+    with fixture_store(tmp_path) as s:
+        s.index.catalog_.set_meta("schema_version", "1")
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        with pytest.raises(LCAError, match="schema version 1.*lca reindex"):
+            s.search("cat")
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.reindex()
+        assert s.index.catalog_.stats()["chunks"] == 16 and s.health().healthy

@@ -278,3 +278,11 @@ def test_calibrate_floor_separates_off_topic_from_on_topic(tmp_path):
             s.save_recall_setting("floor", 7.0)
         assert info.value.field == "floor"
         assert s.recall_config.floor == result.floor
+
+
+def test_task_relevance_uses_the_transcript_channel(store):
+    store.append([make_entry("s", 1, "the nightly backup job failed again", channel="ops"),
+                  make_entry("t", 1, "the nightly backup job failed again!", channel="random")])
+    result = store.recall(RecallContext("nightly backup job failed", channel="ops"))
+    by_channel = {c.source.split("#")[0]: c.terms["task"] for c in result.candidates}
+    assert by_channel == {"transcript:s": 1.0, "transcript:t": 0.0}
