@@ -91,6 +91,7 @@ class RecallConfig:
     half_life_days: float = 30.0
     policy: str = "fixed-k"
     wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
+    authority_table: Mapping[str, float] | None = None  # overrides DEFAULT_AUTHORITY rows
 
     def __post_init__(self) -> None:
         checks = {"pool": self.pool >= 1, "memory_quota": self.memory_quota >= 0,
@@ -102,6 +103,12 @@ class RecallConfig:
             value = getattr(self, name)
             if isinstance(value, float) and not math.isfinite(value) or not ok:
                 raise RecordFormatError(f"invalid value {value!r}", field=name)
+        for key, value in (self.authority_table or {}).items():
+            if key not in DEFAULT_AUTHORITY:
+                raise RecordFormatError(f"unknown authority row {key!r}; known: {', '.join(DEFAULT_AUTHORITY)}",
+                                        field=f"authority_table.{key}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise RecordFormatError(f"must be a number in [0, 1], got {value!r}", field=f"authority_table.{key}")
         if self.wildcard_mode not in ("precision", "balanced", "explore"):
             raise RecordFormatError(f"unknown wildcard mode {self.wildcard_mode!r}; known: precision, balanced, "
                                     "explore", field="wildcard_mode")
@@ -308,7 +315,7 @@ class RecallResult:
 
     context: RecallContext
     policy: str
-    action: str                     # inject | shrink | skip | none
+    action: str                     # inject | shrink | skip | defer | none
     items: tuple[ScoredCandidate, ...]
     candidates: tuple[ScoredCandidate, ...]
     tokens: int
@@ -377,13 +384,15 @@ class Recaller:
                 action = "skip"   # nothing relevant enough: inject nothing rather than noise
             elif context.continues_previous_task and context.previous_injection_used is False:
                 action = "shrink"  # the last injection went unused on this same task: halve the offer
+            elif context.continues_previous_task and context.previous_injection_used:
+                action = "defer"   # the working set already holds what this task used: offer nothing new now
             elif not any(c.source_type == "memory" for c in scored):
                 quotas["transcript"] += quotas["memory"]  # a role with no memories leans on its transcript
             if action == "shrink":
                 quotas = {k: v // 2 for k, v in quotas.items()}
                 budget //= 2
-        if action == "skip":
-            scored = [replace(c, why_not=c.why_not or "adaptive policy skipped this turn") for c in scored]
+        if action in ("skip", "defer"):
+            scored = [replace(c, why_not=c.why_not or f"adaptive policy: {action} this turn") for c in scored]
             return self._finish(context, cfg, action, [], scored, started, budget)
         selected, rest = self._select(scored, vectors, cfg, quotas, budget)
         return self._finish(context, cfg, action, selected, rest, started, budget)
@@ -404,6 +413,7 @@ class Recaller:
         weights = cfg.weights
         history = self.retrievals.by_target() if self.retrievals is not None else {}
         now_s = time.time()
+        authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         out: list[ScoredCandidate] = []
         for hit in hits:
             cosine = float(vectors[hit.chunk_id] @ qvec)
@@ -430,7 +440,7 @@ class Recaller:
             # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
             t = temporal_term(_age_days(hit.timestamp, as_of), e if weights.experience > 0 else 0.5,
                               half_life_days=cfg.half_life_days)
-            a = authority_term(authority_key, exact_wording=context.exact_wording)
+            a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
             q = task_term(tags, markers)
             k, reasons = risk_term(private_in_public=private_in_public, secret=contains_secret(hit.text),
                                    superseded=superseded, expired=expired, about_history=context.about_history)

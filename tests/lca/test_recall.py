@@ -179,6 +179,23 @@ def test_policies_none_and_adaptive(store):
                                         previous_injection_used=False),
                           config=RecallConfig(policy="adaptive", floor=0.05))
     assert shrink.action == "shrink" and shrink.budget == RecallConfig().token_budget // 2
+    deferred = store.recall(RecallContext("migration runbook", continues_previous_task=True,
+                                          previous_injection_used=True),
+                            config=RecallConfig(policy="adaptive", floor=0.05))
+    assert deferred.action == "defer" and deferred.items == () and deferred.candidates
+    assert all("defer" in c.why_not for c in deferred.candidates)
+
+
+def test_users_can_change_the_authority_table(store):
+    store.memory.write(memory("rule", authority=Authority.UNREVIEWED), "rotate keys monthly")
+    store.ingest()
+    default = store.recall("rotate keys monthly").candidates[0].terms["authority"]
+    custom = store.recall("rotate keys monthly", config=RecallConfig(floor=0.05, authority_table={
+        "memory:unreviewed": 0.1})).candidates[0].terms["authority"]
+    assert default == 0.6 and custom == 0.1
+    with pytest.raises(RecordFormatError) as info:
+        RecallConfig(authority_table={"memory:rumour": 0.5})
+    assert info.value.field == "authority_table.memory:rumour"
 
 
 def test_experience_tilts_but_ablation_switches_it_off(store):
