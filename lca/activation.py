@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,10 +111,6 @@ class RetrievalLog:
                     self._by_target[access.target].append(access)
             self._offset += len(complete)
         return self._by_target
-
-
-def now() -> float:
-    return time.time()
 
 
 def top_share(counts: Mapping[str, int], n_records: int, fraction: float = 0.01) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -261,6 +261,3 @@ class MemoryStore:
             "last_applied": applied_at or current.record.last_applied,
         })
         return self.write(updated, current.body)
-
-    def ids(self) -> Iterable[str]:
-        return (f.record.id for f in self.load().files)

@@ -350,10 +350,6 @@ class TranscriptStore:
         return ReadResult(tuple(entries), tuple(malformed), start + end)
 
 
-def entries_to_jsonl(entries: Iterable[TranscriptEntry]) -> str:
-    return "".join(encode_entry(e).decode("utf-8") for e in entries)
-
-
 def wire_records(path: Path) -> Iterator[tuple[int, Mapping[str, Any] | None, str | None, bytes]]:
     """Lines of a foreign JSONL transcript: (line number, decoded object or None, error, raw bytes)."""
     with open(path, "rb") as handle:

@@ -12,8 +12,6 @@ taken by the top 1% of records.
 from __future__ import annotations
 
 import json
-import math
-import sys
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path

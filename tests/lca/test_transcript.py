@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 
 from lca.errors import RecordFormatError
 from lca.transcript import TranscriptConflictError, TranscriptStore, encode_entry, entry_from_wire
-from lca.types import EntryKind, TranscriptEntry
+from lca.types import EntryKind
 from tests.conftest import make_entry
 
 REPO = Path(__file__).resolve().parents[2]
