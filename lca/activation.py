@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from lca.fileio import write_all
+from lca.fileio import append_bytes
 
 DECAY = 0.5
 WILDCARD_MODES = {"precision": (0.0, 0.0), "balanced": (0.2, 0.3), "explore": (0.4, 1.0)}  # share, temperature
@@ -89,12 +88,7 @@ class RetrievalLog:
         lines = "".join(json.dumps(a.__dict__, sort_keys=True) + "\n" for a in accesses)
         if not lines:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            write_all(fd, lines.encode())
-        finally:
-            os.close(fd)
+        append_bytes(self.path, lines.encode(), durable=False)
 
     def by_target(self) -> dict[str, list[Access]]:
         size = self.path.stat().st_size if self.path.exists() else 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -132,8 +132,6 @@ class LiveContextManager:
         identity_tokens = self._tokens(self.identity) if self.identity else 0
         critical_text, critical_ids, overflow, critical_tokens = self._critical_set()
         config = recall_config or self.substrate.recall_config
-        from dataclasses import replace
-
         config = replace(config, token_budget=min(config.token_budget, self.window.recall_budget))
         recall = self.substrate.recall(recall_context or RecallContext(query), config=config)
         recent_budget = budget - identity_tokens - critical_tokens - recall.tokens
@@ -177,13 +175,18 @@ class LiveContextManager:
         total = sum(costs.values())
         protected = {e.id for e in self.live[-self.recent_floor:]} | {
             e.id for e in self.live if e.meta.get(PROTECT_META)}
-        candidates = [e for e in self.live if e.id not in protected]  # oldest first: the live order
-        candidates.sort(key=lambda e: (bool(e.meta.get("risk")), self.live.index(e)))
+        # lower risk first, then oldest first (the live order)
+        candidates = [e for _, e in sorted(((bool(e.meta.get("risk")), i), e) for i, e in enumerate(self.live)
+                                           if e.id not in protected)]
         pruned: list[PruneRecord] = []
+        recorded: dict[str, dict[str, str]] = {}
+        indexed: set[tuple[str, str]] | None = None
         for entry in candidates:
             if total <= budget:
                 break
-            self._verify_persisted(entry)
+            if indexed is None:  # looked up once per slide, only when something must go
+                indexed = self.substrate.index.catalog_.indexed_entry_ids()
+            self._verify_persisted(entry, recorded, indexed)
             total -= costs[entry.id]
             record = PruneRecord(entry.id, entry.session_id, costs[entry.id],
                                  "window over budget: oldest lower-risk turn, verified in transcript and index",
@@ -198,14 +201,18 @@ class LiveContextManager:
         self._log_prunes(pruned)
         return list(self.live), pruned
 
-    def _verify_persisted(self, entry: TranscriptEntry) -> None:
+    def _verify_persisted(self, entry: TranscriptEntry, recorded: dict[str, dict[str, str]],
+                          indexed: set[tuple[str, str]]) -> None:
+        """The entry is in its session file with this content hash, and in the catalog."""
         path = self.substrate.transcript.session_path(entry.session_id)
-        recorded = {e.id: e.content_hash for e in self.substrate.transcript.read(entry.session_id).entries} \
-            if path.exists() else {}
-        if recorded.get(entry.id) != entry.content_hash:
+        if entry.session_id not in recorded:
+            recorded[entry.session_id] = {e.id: e.content_hash for e in
+                                          self.substrate.transcript.read(entry.session_id).entries} \
+                if path.exists() else {}
+        if recorded[entry.session_id].get(entry.id) != entry.content_hash:
             raise PersistenceNotVerifiedError(
                 f"refusing to prune '{entry.id}': it is not in the transcript ({path}) with this content")
-        if entry.content.strip() and (entry.session_id, entry.id) not in self.substrate.index.catalog_.indexed_entry_ids():
+        if entry.content.strip() and (entry.session_id, entry.id) not in indexed:
             raise PersistenceNotVerifiedError(f"refusing to prune '{entry.id}': it is in the transcript but not "
                                               "indexed yet (run ingest first)")
 

@@ -8,14 +8,13 @@ history: counts are a replay of the log.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from lca.errors import RecordFormatError
-from lca.fileio import write_all
+from lca.fileio import append_bytes
 from lca.recall import EXPERIENCE_EVENT_WEIGHTS
 
 
@@ -40,13 +39,7 @@ class ExperienceLog:
             raise RecordFormatError("a prevented mistake must cite the transcript span of the action it changed",
                                     field="span")
         event = ExperienceEvent(target, kind, time.time() if at is None else at, span)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            write_all(fd, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_bytes(self.path, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
         return event
 
     def counts(self) -> dict[str, Counter]:

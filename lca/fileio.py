@@ -29,6 +29,18 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def append_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Append to an append-only log with one write; fsync'd before returning when ``durable``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary sibling, fsync it, rename over ``path``: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,15 +26,17 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
     pending_entries = 0
     expected: set[tuple[str, str]] = set()
     for session_id in transcript.session_ids():
-        read = transcript.read(session_id)
-        malformed += len(read.malformed)
-        entries_total += len(read.entries)
-        by_kind.update(entry.kind.value for entry in read.entries)
         mark = int(index.catalog_.watermark("transcript:" + session_id) or 0)
-        seen = transcript.read(session_id, end=mark).entries if mark else ()
+        seen = transcript.read(session_id, end=mark) if mark else None
+        rest = transcript.read(session_id, start=mark)
+        entries = (seen.entries if seen else ()) + rest.entries
+        malformed += len(rest.malformed) + (len(seen.malformed) if seen else 0)
+        entries_total += len(entries)
+        by_kind.update(entry.kind.value for entry in entries)
         # entries below the watermark must be in the catalog (or held back as failures)
-        expected.update((e.session_id, e.id) for e in seen if e.content.strip())
-        pending_entries += len(read.entries) - len(seen)
+        if seen:
+            expected.update((e.session_id, e.id) for e in seen.entries if e.content.strip())
+        pending_entries += len(rest.entries)
     quarantine = transcript.quarantine_records()
     q_bytes = sum(r.size for r in quarantine)
     torn = [r for r in quarantine if r.line is None]

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote
 
 from lca.errors import LCAError, RecordFormatError
-from lca.fileio import fsync_dir, write_all
+from lca.fileio import append_bytes, fsync_dir, write_all
 from lca.types import WIRE_VERSION, EntryKind, TranscriptEntry, canonical_json, sha256_hex
 
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
@@ -276,12 +276,7 @@ class TranscriptStore:
             os.fsync(fd)
         finally:
             os.close(fd)
-        log_fd = os.open(self.quarantine_dir / "log.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            write_all(log_fd, (canonical_json(record.to_dict()) + "\n").encode())
-            os.fsync(log_fd)
-        finally:
-            os.close(log_fd)
+        append_bytes(self.quarantine_dir / "log.jsonl", (canonical_json(record.to_dict()) + "\n").encode())
         fsync_dir(self.quarantine_dir)
         return record
 

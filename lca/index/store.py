@@ -151,6 +151,7 @@ class IndexStore:
         missing = np.setdiff1d(catalog_ids, faiss_ids)
         orphans = np.setdiff1d(faiss_ids, catalog_ids)
         generation = self.catalog_.get_meta("chunks_generation") or ""
+        chunks = self.catalog_.stats()["chunks"]
         stale = True
         lex_docs = 0
         path = self.dir / "lexical"
@@ -158,10 +159,9 @@ class IndexStore:
             saved = Bm25LexicalIndex.load(path)
             stale = saved.generation_ != generation
             lex_docs = len(saved)
-        elif self.catalog_.stats()["chunks"] == 0:
+        elif chunks == 0:
             stale = False
-        return IndexConsistency(len(catalog_ids), len(faiss_ids), len(missing), len(orphans), lex_docs,
-                                self.catalog_.stats()["chunks"], stale)
+        return IndexConsistency(len(catalog_ids), len(faiss_ids), len(missing), len(orphans), lex_docs, chunks, stale)
 
     # ---- writing ---------------------------------------------------------------
     def add_chunks(self, chunks: Sequence[Chunk], *, progress: ProgressFn | None = None) -> AddResult:
