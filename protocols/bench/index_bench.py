@@ -158,6 +158,16 @@ def _parse_created(timestamp: str) -> datetime:
 
 
 # ---- the benchmark ------------------------------------------------------------------
+def _measured(meter: _Meter, run: Callable[[], Any]) -> tuple[Any, float, dict[str, float], dict[str, Any]]:
+    """Run one ingest phase: its result, wall seconds, CPU use (ours and others') and metered calls."""
+    before = meter.snapshot()
+    watch = _CpuWatch()
+    started = time.perf_counter()
+    out = run()
+    wall = time.perf_counter() - started
+    return out, wall, watch.read(), meter.since(before)
+
+
 def run_index_bench(args) -> int:
     from protocols.data_paths import DATA_ENV, data_roots, find_data_file
 
@@ -233,13 +243,8 @@ def run_index_bench(args) -> int:
 
         # ---- transcript ingest ---------------------------------------------------------
         load_before = _loadavg()
-        before = meter.snapshot()
-        watch = _CpuWatch()
-        started = time.perf_counter()
-        transcript_ingest = substrate.import_sessions(selected, sub_report)
-        wall = time.perf_counter() - started
-        transcript_cpu = watch.read()
-        transcript_phases = meter.since(before)
+        transcript_ingest, wall, transcript_cpu, transcript_phases = _measured(
+            meter, lambda: substrate.import_sessions(selected, sub_report))
         t_idx = transcript_ingest.index
         result["transcript_ingest"] = {
             "sessions": len(selected), "entries_nonempty": entries_selected,
@@ -290,13 +295,7 @@ def run_index_bench(args) -> int:
             substrate.memory.write(record, entry.content)
         write_seconds = time.perf_counter() - started
 
-        before = meter.snapshot()
-        watch.restart()
-        started = time.perf_counter()
-        memory_ingest = substrate.ingest()
-        wall = time.perf_counter() - started
-        memory_cpu = watch.read()
-        memory_phases = meter.since(before)
+        memory_ingest, wall, memory_cpu, memory_phases = _measured(meter, substrate.ingest)
         m_idx = memory_ingest.index
         result["memory_ingest"] = {
             "files_written": len(picks), "files_with_sources": with_sources,
