@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lca.errors import LCAError, RecordFormatError
 from lca.recall import RecallConfig, RecallContext, RecallResult
@@ -99,7 +99,8 @@ class LiveContextManager:
     """One session's live window over a substrate."""
 
     def __init__(self, substrate: "Substrate", window: ContextWindow, *, session_id: str, agent_id: str,
-                 identity: str = "", recent_floor: int = 2) -> None:
+                 identity: str = "", recent_floor: int = 2,
+                 consolidate: Callable[[str], Any] | None = None) -> None:
         self.substrate = substrate
         self.window = window
         self.session_id = session_id
@@ -109,6 +110,11 @@ class LiveContextManager:
         self.live: list[TranscriptEntry] = []
         self.pruned: list[PruneRecord] = []
         self._last_handoff: str | None = None
+        # the fixed consolidation triggers: called with "pre_compaction" before turns leave the window,
+        # "context_pressure" when pressure crosses the threshold, "session_end" from end_session()
+        self.consolidate = consolidate
+        self._last_pressure = 0.0
+        self.triggers_fired: list[str] = []
 
     # ---- turns -------------------------------------------------------------------
     def add(self, entry: TranscriptEntry) -> None:
@@ -135,12 +141,18 @@ class LiveContextManager:
         config = replace(config, token_budget=min(config.token_budget, self.window.recall_budget))
         recall = self.substrate.recall(recall_context or RecallContext(query), config=config)
         recent_budget = budget - identity_tokens - critical_tokens - recall.tokens
+        live_tokens = sum(self._tokens(self._render_turn(e)["content"]) for e in self.live)
+        if live_tokens > recent_budget:  # turns are about to leave the window: consolidate first
+            self._fire("pre_compaction")
         kept, pruned_now = self._slide(recent_budget)
         recent_tokens = sum(self._tokens(self._render_turn(e)["content"]) for e in kept)
         system = "\n\n".join(part for part in (self.identity, critical_text, recall.block) if part)
         messages = ([{"role": "system", "content": system}] if system else []) + [self._render_turn(e) for e in kept]
         used = identity_tokens + critical_tokens + recall.tokens + recent_tokens
         pressure = used / budget
+        if pressure >= self.window.pressure_threshold > self._last_pressure and not pruned_now:
+            self._fire("context_pressure")
+        self._last_pressure = pressure
         handoff = None
         if pressure >= self.window.pressure_threshold or pruned_now:
             handoff = self.write_handoff(notes or HandoffNotes(), reason=f"context pressure {pressure:.2f}")
@@ -149,6 +161,16 @@ class LiveContextManager:
                                             "usable": budget},
                           self.window, tuple(e.id for e in kept), tuple(pruned_now), recall, critical_ids,
                           overflow, pressure, handoff)
+
+    def end_session(self, notes: HandoffNotes | None = None) -> str:
+        """Session end: the fixed consolidation trigger fires, then a handoff for the next session."""
+        self._fire("session_end")
+        return self.write_handoff(notes or HandoffNotes(), reason="session end")
+
+    def _fire(self, trigger: str) -> None:
+        self.triggers_fired.append(trigger)
+        if self.consolidate is not None:
+            self.consolidate(trigger)
 
     def _critical_set(self) -> tuple[str, tuple[str, ...], tuple[str, ...], int]:
         """Critical memories by weight (authority, then use, then recency), never alphabetically."""

@@ -37,3 +37,7 @@ class EmbedderMismatchError(LCAError):
 
 class EmbeddingFailedError(LCAError):
     """An embedding could not be produced; the chunk is held back, never stored as a zero vector."""
+
+
+class ApprovalRequired(LCAError):
+    """A procedural write or a lifecycle step that needs a named human approver came without one."""

@@ -124,6 +124,9 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         "entries_missing_from_catalog": sorted(map(list, missing))[:20],
         "catalog_entries_not_in_transcript": sorted(map(list, extra))[:20], "entries_pending": pending_entries}))
 
+    # --- consolidation: how often the verifier stopped a write, and why ------------------------
+    checks.append(consolidation_check(substrate))
+
     # --- version ---------------------------------------------------------------------
     last = index.catalog_.get_meta("last_writer_version")
     running = code_version()
@@ -139,3 +142,77 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
     }
     return HealthReport(str(substrate.home), tuple(checks), counts)
 
+
+
+def consolidation_check(substrate: "Substrate", *, recent: int = 10) -> HealthCheck:
+    """Rejection and downgrade rates per cycle (the last ``recent``) and overall, from the ledger.
+    A refused or failing cycle, or a memory written but not retrievable, is a failure."""
+    from lca.errors import RecordFormatError
+    from lca.ledger import Ledger
+
+    try:
+        state = Ledger(substrate.home).state()
+    except RecordFormatError as exc:
+        return HealthCheck("consolidation", FAIL, f"the learned-state ledger is unreadable: {exc}", {})
+    cycles = state.cycles
+    if not cycles:
+        return HealthCheck("consolidation", OK, "no consolidation cycle has run", {"cycles": 0})
+    done = [c for c in cycles if c.get("status") == "completed"]
+    totals: Counter = Counter()
+    reasons: Counter = Counter()
+    timeline = []
+    for c in done:
+        counts = c.get("counts") or {}
+        verdicts = counts.get("verdicts") or {}
+        totals["candidates"] += counts.get("candidates", 0)
+        for kind, n in verdicts.items():
+            totals[kind] += n
+        totals["failures"] += counts.get("failures", 0)
+        totals["read_back_failures"] += counts.get("read_back_failures", 0)
+        for reason in c.get("rejected_reasons") or ():
+            reasons[_reason_class(reason)] += 1
+        timeline.append({"cycle": c["cycle"], "at": c["at"], "trigger": c.get("trigger"),
+                         "candidates": counts.get("candidates", 0), "rejection_rate": counts.get("rejection_rate"),
+                         "downgrade_rate": counts.get("downgrade_rate"), "failures": counts.get("failures", 0)})
+    n = totals["candidates"]
+    stopped = totals["reject"] + totals["remove"]
+    rejection = stopped / n if n else None
+    downgrade = totals["downgrade"] / n if n else None
+    refused = [c for c in cycles if c.get("status") == "refused"]
+    last = cycles[-1]
+    status = OK
+    problems = []
+    if last.get("status") == "refused":
+        status = FAIL
+        problems.append(f"the last cycle was refused: {last.get('reason')}")
+    if done and (done[-1].get("counts") or {}).get("read_back_failures"):
+        status = FAIL
+        problems.append("the last cycle wrote memories that recall could not return")
+    if status is OK and done and (done[-1].get("counts") or {}).get("failures"):
+        status = WARN
+        problems.append(f"the last cycle recorded {done[-1]['counts']['failures']} failure(s): "
+                        + ", ".join(done[-1].get("failure_kinds") or ()))
+    rate = lambda x: "n/a" if x is None else f"{x:.0%}"  # noqa: E731
+    rate_recovery, recovered, promoted = state.recovery_rate()
+    detail = (f"{len(done)} cycle(s), {n} candidate(s): the verifier stopped {stopped} ({rate(rejection)}), "
+              f"downgraded {totals['downgrade']} ({rate(downgrade)}); {totals['failed']} failed review"
+              + (f"; {len(refused)} cycle(s) refused" if refused else "")
+              + ("; " + "; ".join(problems) if problems else ""))
+    return HealthCheck("consolidation", status, detail, {
+        "cycles": len(done), "refused_cycles": len(refused), "candidates": n, "rejection_rate": rejection,
+        "downgrade_rate": downgrade, "verdicts": {k: v for k, v in totals.items()
+                                                  if k not in ("candidates", "failures", "read_back_failures")},
+        "rejection_reasons": dict(reasons), "failures": totals["failures"],
+        "read_back_failures": totals["read_back_failures"], "recent": timeline[-recent:],
+        "recovery_rate": rate_recovery, "recovered": recovered, "promoted": promoted,
+        "pending_proposals": sorted(state.proposals)})
+
+
+def _reason_class(reason: str) -> str:
+    """Group the cycle's rejection reasons into a few stable classes for the rate table."""
+    lowered = reason.lower()
+    if "contradicts" in lowered:
+        return "contradiction"
+    if "unsupported" in lowered or "not supported" in lowered:
+        return "unsupported"
+    return "reviewer rejected"

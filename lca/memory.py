@@ -20,11 +20,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lca.errors import LCAError, RecordFormatError
+from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import atomic_write_bytes
 from lca.types import canonical_json
 
 COUNTER_FIELDS = ("hits", "prevented_mistakes", "last_applied")
+# Fields added after the first file format: left out of the content hash while empty, so files
+# written before they existed keep their hash (and are not reported as hand-edited).
+LATER_FIELDS = ("roles", "conflicts", "schemas", "approved_by")
+# Procedural memory: how the agent acts. Writing it needs a named approver (the approval gate).
+PROCEDURAL_TYPES = frozenset({"procedure", "runbook", "identity"})
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
@@ -80,6 +85,24 @@ class Supersession(BaseModel):
     reason: str = Field(min_length=1)
 
 
+class Conflict(BaseModel):
+    """An unresolved contradiction the verifier found with another memory; recall penalizes it (K)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    reason: str = Field(min_length=1)
+
+
+class SchemaRef(BaseModel):
+    """A learned schema (and its version) that was active when this memory was written."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    version: int = Field(ge=1)
+
+
 class MemoryRecord(BaseModel):
     """The front matter of one memory file."""
 
@@ -101,6 +124,10 @@ class MemoryRecord(BaseModel):
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     sources: tuple[TranscriptSpan, ...] = ()
+    roles: tuple[str, ...] = ()          # roles whose authority covers this memory; empty: every role
+    conflicts: tuple[Conflict, ...] = ()  # unresolved contradictions, set by the verification stage
+    schemas: tuple[SchemaRef, ...] = ()   # learned schemas active when it was written
+    approved_by: str | None = None        # the named approver of a procedural write
     content_hash: str | None = None
 
     @field_validator("id")
@@ -160,6 +187,9 @@ class MemoryLoadResult:
 def memory_content_hash(record: MemoryRecord, body: str) -> str:
     """Hash of what a memory says, excluding its usage counters and the hash itself."""
     data = record.model_dump(mode="json", exclude={*COUNTER_FIELDS, "content_hash"})
+    for name in LATER_FIELDS:
+        if not data.get(name):
+            data.pop(name, None)
     return "sha256:" + hashlib.sha256(canonical_json({"front": data, "body": body}).encode()).hexdigest()
 
 
@@ -244,8 +274,32 @@ class MemoryStore:
         record, body = parse_memory_text(path.read_text(encoding="utf-8"), path=str(path))
         return MemoryFile(record, body, path)
 
-    def write(self, record: MemoryRecord, body: str) -> MemoryFile:
-        """The one write path: stamps the content hash and replaces the file atomically."""
+    def write(self, record: MemoryRecord, body: str, *, approver: str | None = None) -> MemoryFile:
+        """The one write path: stamps the content hash and replaces the file atomically.
+
+        The approval gate lives here so no caller can skip it: a procedural memory (procedure,
+        runbook, identity) whose content changes needs a named ``approver``, recorded in
+        ``approved_by``; without one this raises ApprovalRequired (callers hold a proposal).
+        """
+        if record.type.value in PROCEDURAL_TYPES:
+            if approver is not None and approver.strip():
+                record = record.model_copy(update={"approved_by": approver.strip()})
+            else:
+                current = self._existing(record.id)
+                unchanged = current is not None and current.record.approved_by is not None and \
+                    memory_content_hash(current.record, current.body) == memory_content_hash(record, body)
+                if not unchanged:
+                    raise ApprovalRequired(f"memory '{record.id}' is procedural ({record.type.value}): "
+                                           "writing it needs a named approver")
+        return self._write(record, body)
+
+    def _existing(self, memory_id: str) -> MemoryFile | None:
+        try:
+            return self.get(memory_id)
+        except (LCAError, UnicodeDecodeError):
+            return None
+
+    def _write(self, record: MemoryRecord, body: str) -> MemoryFile:
         stamped = record.model_copy(update={"content_hash": memory_content_hash(record, body)})
         path = self.path_for(stamped.id)
         atomic_write_bytes(path, render_memory(stamped, body).encode("utf-8"))
@@ -260,4 +314,4 @@ class MemoryStore:
             "prevented_mistakes": current.record.prevented_mistakes + prevented_mistakes,
             "last_applied": applied_at or current.record.last_applied,
         })
-        return self.write(updated, current.body)
+        return self._write(updated, current.body)  # counters are not content: no approval needed

@@ -22,7 +22,7 @@ import math
 import re
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -336,9 +336,13 @@ def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
         moment = datetime.fromisoformat(timestamp)
     except ValueError:
         return None
-    if moment.tzinfo is not None and as_of.tzinfo is None:
-        moment = moment.replace(tzinfo=None)
-    return (as_of - moment).total_seconds() / 86400.0
+    return (_utc(as_of) - _utc(moment)).total_seconds() / 86400.0
+
+
+def _utc(moment: datetime) -> datetime:
+    """Aware in UTC; a naive time (a date in a hand-written file, or the local clock) is read as UTC,
+    so validity written with and without an offset compares instead of raising."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def _trim(text: str, cap: int) -> tuple[str, bool]:
@@ -406,7 +410,7 @@ class Recaller:
             return [], {}
         vectors = index.vectors_for_hits(hits)
         best_lexical = max((h.lexical_score or 0.0 for h in hits), default=0.0) or 1.0
-        as_of = context.as_of or datetime.now()
+        as_of = context.as_of or datetime.now(timezone.utc)
         memories = self.memory_files()
         experience = self.experience()
         markers = context.task_markers()
@@ -419,7 +423,7 @@ class Recaller:
             cosine = float(vectors[hit.chunk_id] @ qvec)
             lexical_norm = (hit.lexical_score or 0.0) / best_lexical
             s = similarity_term(cosine, lexical_norm, lexical_share=cfg.lexical_share)
-            private_in_public = superseded = expired = False
+            private_in_public = superseded = expired = conflict = outside_role = False
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
                 record = memory.record if memory is not None else None
@@ -429,8 +433,11 @@ class Recaller:
                 if record is not None:
                     private_in_public = context.public_channel and record.privacy.value != "public"
                     superseded = record.superseded_by is not None
-                    expired = bool((record.valid_to and record.valid_to < as_of) or
-                                   (record.valid_from and record.valid_from > as_of))
+                    expired = bool((record.valid_to and _utc(record.valid_to) < _utc(as_of)) or
+                                   (record.valid_from and _utc(record.valid_from) > _utc(as_of)))
+                    conflict = bool(record.conflicts)
+                    outside_role = bool(context.role and record.roles and
+                                        context.role.lower() not in {r.lower() for r in record.roles})
                 source_type = "memory"
             else:
                 counts = experience.get(hit.pointer.key(), {})
@@ -443,7 +450,8 @@ class Recaller:
             a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
             q = task_term(tags, markers)
             k, reasons = risk_term(private_in_public=private_in_public, secret=contains_secret(hit.text),
-                                   superseded=superseded, expired=expired, about_history=context.about_history)
+                                   superseded=superseded, expired=expired, about_history=context.about_history,
+                                   conflict=conflict, outside_role=outside_role)
             act = 0.0
             if weights.activation > 0 or cfg.wildcard_mode != "precision":
                 act = activation_term(base_level_activation(history.get(hit.pointer.key(), []), now_s))

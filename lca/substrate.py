@@ -263,6 +263,14 @@ class Substrate:
             context = RecallContext(query=context)
         return self.recaller(config).recall(context)
 
+    def checkpoint(self, writer, *, reviewer=None, trigger: str = "elected", approver: str | None = None,
+                   config=None, session_id: str | None = None, handoff=None, progress=None):
+        """Run one consolidation cycle over the transcript since the last checkpoint (lca.consolidation)."""
+        from lca.consolidation import Consolidator
+
+        return Consolidator(self, writer, reviewer=reviewer, config=config, approver=approver,
+                            progress=progress).run(trigger, session_id=session_id, handoff=handoff)
+
     def health(self):
         from lca.health import substrate_health
 

@@ -73,3 +73,27 @@ class FakeFlakyEmbedder(FakeHashingEmbedder):
                     raise RuntimeError("fake embedder failure")
                 out[row] = 0.0
         return out
+
+
+class FakeScriptedGenerator:
+    """A TextGenerator that answers from a script: ``respond(messages) -> str`` or a list of replies
+    consumed in order. Records every call, so tests can check what each stage was (not) shown."""
+
+    def __init__(self, respond, *, model_id: str = "fake-scripted") -> None:
+        self._respond = respond
+        self._model_id = model_id
+        self.calls: list[list[dict[str, str]]] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    def generate(self, messages, *, max_tokens: int = 256, temperature: float = 0.0, seed=None) -> str:
+        self.calls.append([dict(m) for m in messages])
+        if callable(self._respond):
+            reply = self._respond(messages)
+        else:
+            reply = self._respond.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply

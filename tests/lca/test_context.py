@@ -85,7 +85,8 @@ def test_critical_set_is_chosen_by_weight_and_overflow_is_reported(substrate):
     def crit(id_, authority, hits=0):
         substrate.memory.write(MemoryRecord(id=id_, type=MemoryType.PROCEDURE, created=datetime(2026, 1, 1),
                                             authority=authority, privacy=Privacy.PUBLIC, critical=True, hits=hits),
-                               "never deploy on friday without a rollback plan and an on call engineer")
+                               "never deploy on friday without a rollback plan and an on call engineer",
+                               approver="test-approver")
     crit("a-unreviewed", Authority.UNREVIEWED)
     crit("z-approved", Authority.APPROVED)
     crit("m-approved-used", Authority.APPROVED, hits=9)
@@ -116,3 +117,32 @@ def test_handoff_is_written_under_pressure_and_replayed_next_session(substrate):
     replay = fresh.replay_handoff()
     assert "ship the migration" in replay and "the fencing epoch is 7" in replay and "live:5" in replay
     assert LiveContextManager(substrate, m.window, session_id="x", agent_id="someone-else").replay_handoff() == ""
+
+
+def test_fixed_consolidation_triggers_fire_before_pruning_under_pressure_and_at_session_end(substrate):
+    from lca.ledger import Ledger
+    from tests.fakes import FakeScriptedGenerator
+
+    seen_by_cycle: list[tuple[str, int]] = []
+    writer = FakeScriptedGenerator(lambda m: "NONE")
+    reviewer = FakeScriptedGenerator(lambda m: "SUPPORTED: yes\nVERDICT: accept")
+
+    def consolidate(trigger):
+        # what the cycle sees: every live turn is still in the window when it runs
+        seen_by_cycle.append((trigger, len(m.live)))
+        substrate.checkpoint(writer, reviewer=reviewer, trigger=trigger, session_id="live")
+
+    m = manager(substrate, consolidate=consolidate, pressure=0.5)
+    m.add(turn(1, words=5))
+    m.build("status")                       # low pressure: nothing fires
+    assert seen_by_cycle == []
+    for n in range(2, 13):
+        m.add(turn(n))
+    ws = m.build("w12x1 status")
+    assert ws.pruned and seen_by_cycle == [("pre_compaction", 12)]
+    assert "w1x0" in writer.calls[0][1]["content"]   # the cycle read the turns before they left the window
+    m.end_session()
+    assert [t for t, _ in seen_by_cycle] == ["pre_compaction", "session_end"]
+    cycles = Ledger(substrate.home).state().cycles
+    assert [c["trigger"] for c in cycles] == ["pre_compaction", "session_end"]
+    assert substrate.transcript.read("live").entries[-1].kind is EntryKind.HANDOFF

@@ -163,13 +163,15 @@ def test_reindex_returns_the_same_results(tmp_path):
 
 def test_memory_files_are_indexed_updated_and_removed(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Always deploy through staging first.")
+        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Always deploy through staging first.",
+                       approver="test-approver")
         assert s.ingest().memory_files_indexed == 1
         hit = s.search("deploy staging", k=1)[0]
         assert hit.pointer.source_type is SourceType.MEMORY and hit.pointer.memory_id == "deploy-rule"
         s.memory.record_use("deploy-rule", hits=5)  # counters do not trigger re-indexing
         assert s.ingest().memory_files_indexed == 0
-        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Deploys need two approvals now.")
+        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Deploys need two approvals now.",
+                       approver="test-approver")
         assert s.ingest().memory_files_indexed == 1
         texts = [h.text for h in s.search("deploy", k=5)]
         assert texts == ["Deploys need two approvals now."]
