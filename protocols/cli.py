@@ -1,4 +1,4 @@
-"""The ``lca`` command line: ingest, search, health, reindex and benchmarks.
+"""The ``lca`` command line: ingest, search, recall, health, reindex, consolidation and benchmarks.
 
 Every command takes ``--store`` (default ``$LCA_HOME``, else ``./.lca``); ``search``
 and ``health`` print JSON with ``--json``; errors name the file, line and field
@@ -321,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=11)
     g.add_argument("--out", default="results/bench/gravity-well.json")
     p.set_defaults(func=cmd_bench)
+
+    from protocols.memory_cli import add_parsers
+
+    add_parsers(sub, common)
     return parser
 
 

