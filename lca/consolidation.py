@@ -46,7 +46,7 @@ from lca.types import EntryKind, SourceType, TranscriptEntry
 if TYPE_CHECKING:
     from lca.substrate import Substrate
 
-PROMPT_VERSION = "consolidation-prompts/1"
+PROMPT_VERSION = "consolidation-prompts/2"
 CANDIDATE_TYPES = {"fact": MemoryType.FACT, "decision": MemoryType.DECISION, "lesson": MemoryType.LESSON,
                    "preference": MemoryType.PREFERENCE, "rule": MemoryType.PROCEDURE,
                    "procedure": MemoryType.PROCEDURE}
@@ -67,19 +67,21 @@ class ConsolidationRefused(LCAError):
 
 
 # ---- prompts (versioned: a change here changes PROMPT_VERSION) ------------------------------
-WRITER_SYSTEM = (
-    "You read part of a conversation and list what is worth remembering after it ends: facts about "
-    "the user or the work, decisions, lessons learned, preferences, and rules the assistant must follow.")
-WRITER_INSTRUCTIONS = """Write one item per line, in exactly this form:
-TYPE | statement | line numbers
-TYPE is one of: fact, decision, lesson, preference, rule.
-The statement must stand alone. The line numbers are the numbered lines above that say it.
-Example:
-decision | The billing service moves to PostgreSQL 16. | 3
-{prevented}Write NONE if nothing is worth remembering."""
-WRITER_PREVENTED = """If one of the memories in use (listed above) changed what the assistant did, add a line:
-prevented | memory id | line number of the changed action | what changed
-"""
+# Each prompt carries a worked example as a prior exchange: small local models follow a shown
+# format far more reliably than a described one (SmolLM2-135M ignores the description alone).
+WRITER_SYSTEM = ("You extract memories from conversations: facts about the user or the work, decisions, lessons "
+                 "learned, preferences, and rules the assistant must follow. Answer only with lines of the form: "
+                 "TYPE | statement | line numbers. TYPE is one of: fact, decision, lesson, preference, rule. "
+                 "Write NONE if nothing is worth remembering.")
+WRITER_PREVENTED = (" If a memory in use changed what the assistant did, add a line: "
+                    "prevented | memory id | line number | what changed")
+WRITER_DEMO = (
+    ("Conversation lines:\n[1] user: My daughter Mia starts school in Porto in September.\n"
+     "[2] assistant: Congratulations to Mia!\n[3] user: From now on, always answer me in French.\n\n"
+     "List what is worth remembering."),
+    "fact | Mia, the user's daughter, starts school in Porto in September. | 1\n"
+    "rule | Always answer the user in French. | 3")
+WRITER_TASK = "List what is worth remembering."
 REVIEWER_SYSTEM = (
     "You are a strict reviewer of memory writes. Your job is to find reasons to reject a candidate memory, "
     "not to agree with it. You see only the candidate, the source lines it cites, and existing memories.")
@@ -88,6 +90,24 @@ REASONING: <why the candidate might be wrong, unsupported, or in conflict>
 SUPPORTED: yes or no (yes only if the source lines say the candidate)
 CONTRADICTS: none, or the id of an existing memory that says something incompatible
 VERDICT: accept, reject, or supersede (supersede: the candidate is newer and replaces the memory it contradicts)"""
+REVIEWER_DEMOS = (
+    ("Candidate (fact): Mia starts school in Lisbon.\nSource lines it cites:\n[1] user: My daughter Mia starts "
+     "school in Porto in September.\nExisting memories:\n(none)\n\nAnswer with REASONING, SUPPORTED, CONTRADICTS, "
+     "VERDICT.",
+     "REASONING: The source says Porto, not Lisbon.\nSUPPORTED: no\nCONTRADICTS: none\nVERDICT: reject"),
+    ("Candidate (preference): The user likes green tea.\nSource lines it cites:\n[4] user: I always drink green "
+     "tea, I love it.\nExisting memories:\nm-coffee: The user drinks coffee every morning.\n\nAnswer with "
+     "REASONING, SUPPORTED, CONTRADICTS, VERDICT.",
+     "REASONING: The source says the user loves green tea. Drinking coffee does not exclude it.\n"
+     "SUPPORTED: yes\nCONTRADICTS: none\nVERDICT: accept"),
+)
+
+
+def _with_demos(system: str, demos, task: str) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}]
+    for user, assistant in demos:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return messages + [{"role": "user", "content": task}]
 
 
 # ---- records -------------------------------------------------------------------------------
@@ -426,8 +446,9 @@ class Consolidator:
             if schemas:
                 parts.append("Known patterns:\n" + "\n".join(f"- {s.id} (v{s.version}): {s.description}"
                                                                for s in schemas))
-            parts.append(WRITER_INSTRUCTIONS.format(prevented=WRITER_PREVENTED if in_use else ""))
-            messages = [{"role": "system", "content": WRITER_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+            parts.append(WRITER_TASK)
+            system = WRITER_SYSTEM + (WRITER_PREVENTED if in_use else "")
+            messages = _with_demos(system, (WRITER_DEMO,), "\n\n".join(parts))
             self._say(f"identify: window {w + 1}")
             try:
                 text = self.writer.generate(messages, max_tokens=self.config.writer_max_tokens, temperature=0.0,
@@ -547,7 +568,7 @@ class Consolidator:
             parts.append("Earlier refutations of this claim:\n" + "\n".join(
                 f"- {r['reason']}" for r in refutations[-4:]))
         parts.append(REVIEWER_INSTRUCTIONS)
-        messages = [{"role": "system", "content": REVIEWER_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+        messages = _with_demos(REVIEWER_SYSTEM, REVIEWER_DEMOS, "\n\n".join(parts))
         self._say(f"verify: {candidate.claim[:50]}")
         try:
             raw = self.reviewer.generate(messages, max_tokens=cfg.reviewer_max_tokens, temperature=0.0, seed=cfg.seed)
@@ -596,7 +617,9 @@ class Consolidator:
                 plan.conflict_on = contradicted
             return plan
         if review["verdict"] == "reject":
-            return _Plan(candidate, Verdict(verdict="reject", reason=f"reviewer rejected it ({why_support})", **common))
+            said = " ".join(review["reasoning"].split())[:160] or "no reasoning given"
+            return _Plan(candidate, Verdict(verdict="reject", reason=f"reviewer rejected it: {said} ({why_support})",
+                                            **common))
         if not supported:
             if cfg.unsupported == "remove":
                 return _Plan(candidate, Verdict(verdict="remove", reason=f"unsupported ({why_support}): removed",

@@ -109,9 +109,11 @@ def test_reviewer_sees_only_the_candidate_its_sources_and_touched_memories(home)
     w, r = writer("fact | The billing service database is PostgreSQL 16. | 1"), reviewer()
     home.checkpoint(w, reviewer=r)
     (call,) = r.calls
-    text = "\n".join(m["content"] for m in call)
+    text = call[-1]["content"]                                         # the task; the rest is fixed demos
     assert "PostgreSQL 16 now" in text and "fact-billing-db" in text   # cited line and the touched memory
-    assert "Pebble" not in text                                        # an uncited line never reaches it
+    whole = "\n".join(m["content"] for m in call)
+    assert "Pebble" not in whole                                       # an uncited line never reaches it
+    assert "| 1" not in whole and w.calls[0][0] != call[0]             # nor the writer's output or system prompt
     assert "worth remembering" not in text                             # nor the writer's instructions
     assert text.index("REASONING") < text.index("VERDICT")
 
@@ -123,7 +125,7 @@ def test_second_cycle_reads_only_what_came_after_the_checkpoint(home):
     say(home, "s1", "Ana's sister is called Lucia.", start=3)
     w2 = writer("fact | Ana's sister is called Lucia. | 1")
     home.checkpoint(w2, reviewer=reviewer())
-    prompt = w2.calls[0][1]["content"]
+    prompt = w2.calls[0][-1]["content"]
     assert "Lucia" in prompt and "tea" not in prompt and "checkpoint" not in prompt
 
 
@@ -325,7 +327,7 @@ def test_refuted_hypotheses_go_dormant_and_resurface_with_their_refutations(home
                              reviewer=accept)
     resurfaced = [c for c in second.candidates if c.resurfaced_by]
     assert [c.id for c in resurfaced] == [hid]
-    prompt = next(call[1]["content"] for call in accept.calls if "fails because of the disk quota" in call[1]["content"])
+    prompt = next(call[-1]["content"] for call in accept.calls if "fails because of the disk quota" in call[-1]["content"])
     assert "Earlier refutations" in prompt and "reviewer rejected it" in prompt
     state = Ledger(home.home).state()
     assert state.hypotheses[hid].status == "promoted" and len(state.hypotheses[hid].refutations) == 1
@@ -362,7 +364,7 @@ def test_prevented_mistakes_need_a_known_memory_and_a_cited_span(home):
     w = writer("prevented | lesson-staging | 2 | deployed to staging first\n"
                "prevented | no-such-memory | 2 | something\nNONE")
     result = home.checkpoint(w, reviewer=reviewer())
-    assert "Memories in use" in w.calls[0][1]["content"] and rule in w.calls[0][1]["content"]
+    assert "Memories in use" in w.calls[0][-1]["content"] and rule in w.calls[0][-1]["content"]
     kinds = {(e["memory"], e["kind"]) for e in result.experience_events}
     assert ("lesson-staging", "prevented_mistake") in kinds and ("lesson-staging", "used") in kinds
     assert [f.kind for f in result.failures] == ["unknown_memory"]

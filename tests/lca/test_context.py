@@ -140,7 +140,7 @@ def test_fixed_consolidation_triggers_fire_before_pruning_under_pressure_and_at_
         m.add(turn(n))
     ws = m.build("w12x1 status")
     assert ws.pruned and seen_by_cycle == [("pre_compaction", 12)]
-    assert "w1x0" in writer.calls[0][1]["content"]   # the cycle read the turns before they left the window
+    assert "w1x0" in writer.calls[0][-1]["content"]   # the cycle read the turns before they left the window
     m.end_session()
     assert [t for t, _ in seen_by_cycle] == ["pre_compaction", "session_end"]
     cycles = Ledger(substrate.home).state().cycles
