@@ -891,7 +891,9 @@ class Consolidator:
     def _record(self, result: ConsolidationResult, session_id: str | None) -> None:
         counts = result.counts
         path = self.substrate.home / "consolidation" / f"{result.cycle_id}.json"
-        atomic_write_bytes(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str).encode())
+        record = result.to_dict()
+        record["worldview"] = self.ledger.state().summary()  # the learned state this cycle left behind
+        atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
         if session_id is not None:
             entry = TranscriptEntry(
                 id=f"{session_id}:checkpoint:{result.cycle_id}", session_id=session_id, agent_id="lca",
@@ -950,6 +952,14 @@ def approve_proposal(substrate: "Substrate", proposal_id: str, *, approver: str)
         raise LCAError(f"no proposal '{proposal_id}' ({known})")
     payload = json.loads(path.read_text(encoding="utf-8"))
     ledger = Ledger(substrate.home)
+    if payload.get("kind") == "identity":
+        from lca.identity import IdentityStore
+
+        with substrate.writer_lock():
+            IdentityStore(substrate.home).write(payload["name"], payload["body"], approver=approver)
+            ledger.append("proposal_resolved", proposal_id, {"resolution": "approved", "approver": approver})
+            path.rename(path.with_suffix(".approved"))
+        return [Write(payload["name"], "approved", None, None, approver)]
     store = substrate.memory
     writes = []
     with substrate.writer_lock():

@@ -12,6 +12,7 @@ and replayed at the next session start.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
@@ -19,7 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lca.errors import LCAError, RecordFormatError
-from lca.recall import RecallConfig, RecallContext, RecallResult
+from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
 from lca.types import EntryKind, TranscriptEntry
 
 if TYPE_CHECKING:
@@ -94,17 +95,63 @@ class WorkingSet:
 
 PROTECT_META = "protect"  # meta flag a host sets on explicit instructions or high-risk task context
 
+_INSTRUCTION = re.compile(r"\b(always|never|from now on|make sure|do not|don't|must(?: not)?|remember to|"
+                          r"going forward|in future|stop doing|please (?:always|never|don't|do not))\b", re.IGNORECASE)
+_HIGH_RISK = re.compile(r"\b(rm -rf|drop (?:table|database)|force[- ]push|truncate|delete (?:all|the)|wipe|"
+                        r"production|prod\b|rollback|migrat\w*|credential\w*|password|api key|payment\w*)",
+                        re.IGNORECASE)
+_CHATTER = re.compile(r"^\W*(?:(?:ok(?:ay)?|thanks?(?: you)?|thx|got it|sure|great|cool|nice|yes|no|yep|nope|"
+                      r"sounds good|will do|done|noted|understood|perfect|alright)\W*)+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TurnClass:
+    """What an older exchange is, for pruning: protected ones stay; the rest go lowest rank first."""
+
+    label: str        # instruction | high_risk | tool_output | chatter | routine (| host_protected | host_risk)
+    protected: bool   # hard: never pruned (the host's flag); the classifier's own protection is soft
+    prune_rank: int   # 0 goes first; 8 = soft-protected, pruned only when nothing else is left
+    reason: str
+
+
+def classify_turn(entry: TranscriptEntry) -> TurnClass:
+    """Classify one turn from cheap textual signals; the host's meta flags take precedence.
+
+    Explicit user instructions and high-risk task context are protected softly: they leave the
+    window only when nothing else is left (a keyword classifier must not make a window unfittable;
+    only the host's ``protect`` flag is absolute). Tool output (bulky, recoverable verbatim from
+    the transcript) and conversational filler go first, then routine turns, then host-risky ones.
+    """
+    if entry.meta.get(PROTECT_META):
+        return TurnClass("host_protected", True, 9, "protected by the host")
+    if entry.meta.get("risk"):
+        return TurnClass("host_risk", False, 3, "the host marked it risky: pruned last")
+    text = entry.content
+    if entry.kind is EntryKind.USER_TURN and _INSTRUCTION.search(text):
+        return TurnClass("instruction", False, 8, f"explicit user instruction ('{_INSTRUCTION.search(text).group(0)}')")
+    if _HIGH_RISK.search(text) or contains_secret(text):
+        return TurnClass("high_risk", False, 8, "high-risk task context")
+    if entry.kind in (EntryKind.TOOL_RESULT, EntryKind.TOOL_CALL):
+        return TurnClass("tool_output", False, 0, "tool output: recoverable verbatim from the transcript")
+    if _CHATTER.match(text.strip()):
+        return TurnClass("chatter", False, 0, "conversational filler")
+    return TurnClass("routine", False, 1, "routine exchange")
+
 
 class LiveContextManager:
     """One session's live window over a substrate."""
 
     def __init__(self, substrate: "Substrate", window: ContextWindow, *, session_id: str, agent_id: str,
-                 identity: str = "", recent_floor: int = 2,
+                 identity: str | None = None, recent_floor: int = 2,
                  consolidate: Callable[[str], Any] | None = None) -> None:
         self.substrate = substrate
         self.window = window
         self.session_id = session_id
         self.agent_id = agent_id
+        if identity is None:  # the standing identity, user and instruction files (Layer 0)
+            from lca.identity import IdentityStore
+
+            identity = IdentityStore(substrate.home).standing()
         self.identity = identity
         self.recent_floor = recent_floor  # the newest turns are in flight: never pruned
         self.live: list[TranscriptEntry] = []
@@ -195,10 +242,11 @@ class LiveContextManager:
         """Keep the newest turns that fit; prune the rest, lowest risk and oldest first, after verifying."""
         costs = {e.id: self._tokens(self._render_turn(e)["content"]) for e in self.live}
         total = sum(costs.values())
+        classes = {e.id: classify_turn(e) for e in self.live}
         protected = {e.id for e in self.live[-self.recent_floor:]} | {
-            e.id for e in self.live if e.meta.get(PROTECT_META)}
-        # lower risk first, then oldest first (the live order)
-        candidates = [e for _, e in sorted(((bool(e.meta.get("risk")), i), e) for i, e in enumerate(self.live)
+            e.id for e in self.live if classes[e.id].protected}
+        # lowest prune rank first (filler and tool output, then routine, then risky), oldest first within a rank
+        candidates = [e for _, e in sorted(((classes[e.id].prune_rank, i), e) for i, e in enumerate(self.live)
                                            if e.id not in protected)]
         pruned: list[PruneRecord] = []
         recorded: dict[str, dict[str, str]] = {}
@@ -211,8 +259,8 @@ class LiveContextManager:
             self._verify_persisted(entry, recorded, indexed)
             total -= costs[entry.id]
             record = PruneRecord(entry.id, entry.session_id, costs[entry.id],
-                                 "window over budget: oldest lower-risk turn, verified in transcript and index",
-                                 time.time())
+                                 f"window over budget: {classes[entry.id].label} ({classes[entry.id].reason}), "
+                                 "verified in transcript and index", time.time())
             pruned.append(record)
         if total > budget:
             raise LCAError(f"the protected turns alone need {total} tokens; {budget} are left in the window "

@@ -42,6 +42,19 @@ class ExperienceLog:
         append_bytes(self.path, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
         return event
 
+    def counts_at(self, as_of: float | None) -> dict[str, Counter]:
+        """The counts as they stood at ``as_of`` (epoch seconds): E's part of a past worldview."""
+        if as_of is None:
+            return self.counts()
+        out: dict[str, Counter] = defaultdict(Counter)
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    event = json.loads(line)
+                    if event["at"] <= as_of:
+                        out[event["target"]][event["kind"]] += 1
+        return dict(out)
+
     def counts(self) -> dict[str, Counter]:
         """target -> Counter of event kinds, replayed from the log (cached by the log's size)."""
         size = self.path.stat().st_size if self.path.exists() else 0

@@ -62,6 +62,15 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         "write API",
         {"loaded": len(loaded.files), "failed": failures, "drifted": list(loaded.drifted)}))
 
+    # --- Layer 0: identity files changed only through the approval gate -----------------------
+    from lca.identity import IdentityStore
+
+    around = IdentityStore(substrate.home).edited_around_the_gate()
+    checks.append(HealthCheck(
+        "identity_files", WARN if around else OK,
+        f"{len(around)} identity file(s) differ from their last approved write: {', '.join(around)}" if around
+        else "identity files match their last approved writes", {"edited_around_the_gate": around}))
+
     # --- the always-loaded critical set ----------------------------------------------------
     critical = [f for f in loaded.files if f.record.critical and f.record.superseded_by is None]
     critical_tokens = sum(substrate.count_tokens(f.body) for f in critical)

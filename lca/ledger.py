@@ -25,7 +25,8 @@ LEDGER_VERSION = 1
 HYPOTHESIS_EVENTS = ("hypothesis_proposed", "hypothesis_refuted", "hypothesis_resurfaced",
                      "hypothesis_promoted", "hypothesis_held")
 SCHEMA_EVENTS = ("schema_proposed", "schema_trial", "schema_established", "schema_deprecated", "schema_revised")
-OTHER_EVENTS = ("memory_written", "memory_superseded", "proposal_held", "proposal_resolved", "cycle_completed")
+OTHER_EVENTS = ("memory_written", "memory_superseded", "proposal_held", "proposal_resolved", "cycle_completed",
+                "identity_written")
 EVENT_KINDS = HYPOTHESIS_EVENTS + SCHEMA_EVENTS + OTHER_EVENTS
 
 # the schema lifecycle: state -> the events allowed from it
@@ -133,6 +134,7 @@ class LearnedState:
     memories: dict[str, dict[str, Any]] = field(default_factory=dict)   # id -> last written event data
     proposals: dict[str, dict[str, Any]] = field(default_factory=dict)  # pending approvals
     cycles: list[dict[str, Any]] = field(default_factory=list)
+    identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # file name -> last approved write
     events: int = 0
 
     def recovery_rate(self) -> tuple[float | None, int, int]:
@@ -153,6 +155,7 @@ class LearnedState:
                 "recovery_rate": rate, "recovered": recovered, "promoted": promoted,
                 "schemas": {s.id: {"state": s.state, "version": s.version} for s in self.schemas.values()},
                 "memories": len(self.memories), "pending_proposals": sorted(self.proposals),
+                "identity": {name: d.get("approver") for name, d in self.identity.items()},
                 "cycles": len(self.cycles)}
 
 
@@ -325,6 +328,8 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
         state.proposals[subject] = d
     elif kind == "proposal_resolved":
         state.proposals.pop(subject, None)
+    elif kind == "identity_written":
+        state.identity[subject] = d
     elif kind == "cycle_completed":
         state.cycles.append({"cycle": subject, "at": event.at, **d})
     else:

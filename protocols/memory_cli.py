@@ -105,11 +105,19 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     substrate = _open(args)
     try:
         ledger = Ledger(substrate.home)
+        experience = substrate.experience
         if args.diff:
-            before, after = (ledger.state(as_of=_moment(t)) for t in args.diff)
-            out = diff_states(before, after)
+            t1, t2 = (_moment(t) for t in args.diff)
+            out = diff_states(ledger.state(as_of=t1), ledger.state(as_of=t2))
+            before, after = experience.counts_at(t1), experience.counts_at(t2)
+            out["experience"] = {target: {k: after.get(target, {}).get(k, 0) - before.get(target, {}).get(k, 0)
+                                          for k in set(after.get(target, {})) | set(before.get(target, {}))}
+                                 for target in sorted(set(before) | set(after))
+                                 if dict(before.get(target, {})) != dict(after.get(target, {}))}
         else:
-            out = ledger.state(as_of=_moment(args.as_of) if args.as_of else None).summary()
+            as_of = _moment(args.as_of) if args.as_of else None
+            out = ledger.state(as_of=as_of).summary()
+            out["experience"] = {target: dict(c) for target, c in sorted(experience.counts_at(as_of).items())}
         print(json.dumps(out, indent=2, default=str))
         return 0
     finally:
@@ -140,6 +148,29 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                           controls=args.controls)
         print(f"{manifest['claims']} claim(s) and {manifest['controls']} control(s) written to {args.out} "
               f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)")
+        return 0
+    finally:
+        substrate.close()
+
+
+def cmd_identity(args: argparse.Namespace) -> int:
+    from lca.identity import IDENTITY_FILES, IdentityStore
+
+    substrate = _open(args)
+    try:
+        store = IdentityStore(substrate.home)
+        if args.action == "show":
+            for name in [args.name] if args.name else IDENTITY_FILES:
+                print(f"== {name} ({store.path_for(name)})\n{store.read(name) or '(empty)'}")
+            return 0
+        if not args.name or not args.file:
+            raise SystemExit("lca: error: identity set needs NAME and --file")
+        text = Path(args.file).read_text(encoding="utf-8")
+        if args.approver:
+            print(f"wrote {store.write(args.name, text, approver=args.approver)} (approved by {args.approver})")
+        else:
+            proposal = store.propose(args.name, text, why=args.why or "changed from the command line")
+            print(f"no --approver: held as {proposal} (lca approve {proposal} --approver NAME)")
         return 0
     finally:
         substrate.close()
@@ -187,6 +218,15 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--approver", help="required for establish")
     p.add_argument("--reason", help="required for deprecate")
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("identity", parents=[common], help="standing identity, user and instruction files "
+                                                          "(writes need a named approver)")
+    p.add_argument("action", choices=["show", "set"])
+    p.add_argument("name", nargs="?", choices=["identity", "user", "instructions"])
+    p.add_argument("--file", help="set: the new text")
+    p.add_argument("--approver", help="set: the named approver (else the change is held as a proposal)")
+    p.add_argument("--why", help="set: the reason recorded with a held proposal")
+    p.set_defaults(func=cmd_identity)
 
     p = sub.add_parser("audit", parents=[common], help="exports for blind rating")
     audit = p.add_subparsers(dest="audit", required=True)

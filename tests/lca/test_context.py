@@ -146,3 +146,36 @@ def test_fixed_consolidation_triggers_fire_before_pruning_under_pressure_and_at_
     cycles = Ledger(substrate.home).state().cycles
     assert [c["trigger"] for c in cycles] == ["pre_compaction", "session_end"]
     assert substrate.transcript.read("live").entries[-1].kind is EntryKind.HANDOFF
+
+
+def test_older_exchanges_are_classified_and_pruned_filler_and_tool_output_first(substrate):
+    from lca.context import classify_turn
+
+    filler = " ".join(["thanks"] * 1)
+    turns = [
+        make_entry("live", 1, "From now on, never deploy on Fridays without a rollback plan. " + "x " * 10),
+        make_entry("live", 2, "ok thanks", kind=EntryKind.ASSISTANT_TURN),
+        make_entry("live", 3, "routine note about lunch plans and the weather today " + "y " * 10),
+        make_entry("live", 4, "stdout: 4,211 lines of build log " + "z " * 12, kind=EntryKind.TOOL_RESULT),
+        make_entry("live", 5, "Run the database migration on production tonight " + "w " * 10),
+        make_entry("live", 6, filler, kind=EntryKind.ASSISTANT_TURN),
+        turn(7), turn(8),
+    ]
+    labels = [classify_turn(t).label for t in turns[:6]]
+    assert labels == ["instruction", "chatter", "routine", "tool_output", "high_risk", "chatter"]
+    assert classify_turn(make_entry("live", 9, "never mind", meta={"protect": True})).label == "host_protected"
+    m = manager(substrate, total=110)
+    for t in turns:
+        m.add(t)
+    ws = m.build("w8x1 status")
+    order = [p.entry_id for p in ws.pruned]
+    # filler and tool output before routine; the instruction and the production step are kept longest
+    assert order[:3] == ["live:2", "live:4", "live:6"]
+    assert order.index("live:3") > 2
+    assert len(order) >= 4, order
+    for kept_long in ("live:1", "live:5"):   # soft-protected: only after every unprotected turn
+        if kept_long in order:
+            assert all(order.index(kept_long) > order.index(x) for x in ("live:2", "live:3", "live:4", "live:6"))
+    assert "live:7" not in order and "live:8" not in order   # in flight
+    log = [json.loads(x) for x in (substrate.home / "logs" / "prune.jsonl").read_text().splitlines()]
+    assert "chatter" in log[0]["reason"] and "tool_output" in log[1]["reason"]

@@ -107,8 +107,26 @@ def test_prevented_audit_export_is_blind_seeded_and_mixed_with_controls(store, t
     assert (again / "items.csv").read_text() == (out / "items.csv").read_text()   # the seed fixes the draw
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["events_available"] == 3 and manifest["seed"] == 3 and manifest["code_version"]
+    capsys.readouterr()
+    assert cli.main(["ledger", "--as-of", "2000-01-01T00:00:00Z"]) == 0
+    assert json.loads(capsys.readouterr().out)["experience"] == {}
+    assert cli.main(["ledger"]) == 0
+    assert json.loads(capsys.readouterr().out)["experience"] == {"memory:lesson-staging": {"prevented_mistake": 3}}
 
 
 def test_audit_on_a_store_without_claims_says_so(store, tmp_path, capsys):
     assert cli.main(["audit", "prevented", "--sample", "5", "--out", str(tmp_path / "a")]) == 2
     assert "no prevented-mistake events" in capsys.readouterr().err
+
+
+def test_identity_set_without_approver_is_held_and_shown_after_approval(store, tmp_path, capsys):
+    text = tmp_path / "instructions.md"
+    text.write_text("Answer in French.")
+    assert cli.main(["identity", "set", "instructions", "--file", str(text)]) == 0
+    held = capsys.readouterr().out
+    assert "held as proposal-identity-instructions-" in held
+    proposal = held.split("held as ")[1].split(" ")[0]
+    assert cli.main(["identity", "show", "instructions"]) == 0 and "(empty)" in capsys.readouterr().out
+    assert cli.main(["approve", proposal, "--approver", "dana"]) == 0
+    capsys.readouterr()
+    assert cli.main(["identity", "show", "instructions"]) == 0 and "Answer in French." in capsys.readouterr().out
