@@ -193,6 +193,7 @@ class ConsolidationResult:
     failures: tuple[Failure, ...]
     experience_events: tuple[dict[str, Any], ...]
     handoff_entry: str | None
+    repeats_merged: int = 0   # candidates folded into an earlier near-identical one of the same cycle
     prompt_version: str = PROMPT_VERSION
 
     @property
@@ -339,12 +340,14 @@ class Consolidator:
         self.approver = approver
         self.ledger = Ledger(substrate.home)
         self.progress = progress
+        self.repeats_merged = 0
 
     # -- entry point
     def run(self, trigger: ConsolidationTrigger | str = ConsolidationTrigger.ELECTED, *,
             session_id: str | None = None, handoff: Callable[[str], str] | None = None) -> ConsolidationResult:
         trigger = ConsolidationTrigger(trigger)
         started = time.time()
+        self.repeats_merged = 0
         cycle_id = f"cycle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         loaded = self.substrate.memory.load()
         if loaded.failures:
@@ -371,7 +374,7 @@ class Consolidator:
             cycle_id, trigger.value, started, time.time() - started, self.writer.model_id,
             self.reviewer.model_id if self.config.verify else None, self.config.verify,
             {s: m for s, m in marks.items()}, tuple(candidates), tuple(p.verdict for p in plans), tuple(writes),
-            tuple(read_back), tuple(failures), tuple(events), None)
+            tuple(read_back), tuple(failures), tuple(events), None, self.repeats_merged)
         handoff_id = None
         if handoff is not None and trigger in (ConsolidationTrigger.PRE_COMPACTION,
                                                ConsolidationTrigger.CONTEXT_PRESSURE):
@@ -470,7 +473,29 @@ class Consolidator:
                                  tuple(line.number for line in cited), w + 1)
                 if cand.id not in candidates and len(candidates) < self.config.max_candidates:
                     candidates[cand.id] = cand
-        return list(candidates.values()), prevented
+        return self._merge_repeats(list(candidates.values())), prevented
+
+    def _merge_repeats(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Candidates of one type this close to an earlier one in the same cycle are one item: the
+        later one's cited lines join the earlier one (small models repeat themselves across windows)."""
+        if len(candidates) < 2:
+            return candidates
+        vectors = self.substrate.embedder.embed([c.claim for c in candidates])
+        kept: list[Candidate] = []
+        kept_rows: list[int] = []
+        for row, cand in enumerate(candidates):
+            twin = next((k for k, r in zip(range(len(kept)), kept_rows)
+                         if kept[k].type == cand.type
+                         and float(vectors[row] @ vectors[r]) >= self.config.update_similarity), None)
+            if twin is None:
+                kept.append(cand)
+                kept_rows.append(row)
+                continue
+            first = kept[twin]
+            kept[twin] = replace(first, sources=tuple(dict.fromkeys(first.sources + cand.sources)),
+                                 lines=tuple(dict.fromkeys(first.lines + cand.lines)))
+            self.repeats_merged += 1
+        return kept
 
     def _memories_in_use(self) -> list[tuple[str, str]]:
         """Memories recall injected since the last cycle, as (id, first line) for the writer prompt."""
@@ -663,10 +688,16 @@ class Consolidator:
         stamp = tuple(SchemaRef(id=s.id, version=s.version) for s in self.ledger.state().active_schemas())
         when = datetime.now(timezone.utc)
         if update is not None:
+            # A repeat reinforces the memory it repeats: its supporting spans are added; its text and
+            # authority stay (a hand-written body is never replaced by a one-line paraphrase). A repeat
+            # without support adds nothing.
             old = update.record
             merged = tuple(dict.fromkeys(old.sources + spans))
-            record = old.model_copy(update={"sources": merged, "authority": min_authority(old.authority, authority),
-                                            "schemas": stamp or old.schemas, "content_hash": None})
+            if authority is Authority.INFERRED or merged == old.sources:
+                verdict = replace(verdict, reason=verdict.reason + f"; repeats {old.id}: nothing new to record")
+                return _Plan(candidate, verdict)
+            record = old.model_copy(update={"sources": merged, "schemas": stamp or old.schemas, "content_hash": None})
+            body = update.body
         else:
             record = MemoryRecord(id=f"{mtype.value}-{_slug(candidate.claim)}-{candidate.id[-6:]}", type=mtype,
                                   created=when, authority=authority, privacy=Privacy(self.config.privacy),
@@ -730,7 +761,8 @@ class Consolidator:
                     if plan.conflict_on is not None:
                         writes.extend(self._mark_conflict(plan, drifted, failures, cycle_id))
                     continue
-                writes.extend(self._write_plan(plan, drifted, failures, cycle_id))
+                if plan.record is not None:
+                    writes.extend(self._write_plan(plan, drifted, failures, cycle_id))
         return writes
 
     def _changed_since_plan(self, plan: _Plan, drifted: set[str], failures: list[Failure]) -> bool:

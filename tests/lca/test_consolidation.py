@@ -221,6 +221,7 @@ def test_near_duplicate_updates_the_existing_memory_and_archives_the_old_version
     assert len(home.memory.load().files) == 1
     record = home.memory.get(old).record
     assert {s.session for s in record.sources} == {"s0", "s1"}
+    assert home.memory.get(old).body == "Ana prefers tea over coffee."   # reinforced, not rewritten
     assert (home.home / "archive" / "memory" / old / (before.split(":")[1][:16] + ".md")).exists()
 
 
@@ -394,3 +395,19 @@ def test_cycle_timestamps_are_utc(home):
     result = home.checkpoint(writer("preference | Ana prefers tea over coffee. | 1"), reviewer=reviewer())
     created = home.memory.get(result.writes[0].memory_id).record.created
     assert created.tzinfo is not None and created.utcoffset() == timezone.utc.utcoffset(None)
+
+
+def test_repeats_within_one_cycle_are_merged_and_a_repeat_without_support_changes_nothing(home):
+    say(home, "s1", "Ana prefers green tea over coffee in the morning.", "Yes, Ana prefers green tea over coffee.")
+    result = home.checkpoint(writer("preference | Ana prefers green tea over coffee in the morning | 1\n"
+                                    "preference | Ana prefers green tea over coffee in the morning too | 2"),
+                             reviewer=reviewer())
+    assert result.repeats_merged == 1 and len(result.candidates) == 1
+    assert result.candidates[0].lines == (1, 2)
+    (memory,) = home.memory.load().files
+    before = memory.computed_hash
+    say(home, "s2", "I had a long day at the office.")
+    again = home.checkpoint(writer("preference | Ana prefers green tea over coffee in the morning | 1"),
+                            reviewer=reviewer())
+    assert again.verdicts[0].verdict == "downgrade" and "nothing new to record" in again.verdicts[0].reason
+    assert again.writes == () and home.memory.load().files[0].computed_hash == before
