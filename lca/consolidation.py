@@ -344,10 +344,14 @@ class Consolidator:
 
     # -- entry point
     def run(self, trigger: ConsolidationTrigger | str = ConsolidationTrigger.ELECTED, *,
-            session_id: str | None = None, handoff: Callable[[str], str] | None = None) -> ConsolidationResult:
+            session_id: str | None = None, handoff: Callable[[str], str] | None = None,
+            now: datetime | None = None) -> ConsolidationResult:
+        """One cycle. ``now`` is the cycle's time on the history's clock (default: the wall clock);
+        a replayed history passes the time of its session end so memories date from then."""
         trigger = ConsolidationTrigger(trigger)
         started = time.time()
         self.repeats_merged = 0
+        self.now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
         cycle_id = f"cycle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         loaded = self.substrate.memory.load()
         if loaded.failures:
@@ -686,7 +690,7 @@ class Consolidator:
             sources_by_session.setdefault(line.session_id, []).append(line.entry_id)
         spans = tuple(TranscriptSpan(session=s, entries=tuple(ids)) for s, ids in sources_by_session.items())
         stamp = tuple(SchemaRef(id=s.id, version=s.version) for s in self.ledger.state().active_schemas())
-        when = datetime.now(timezone.utc)
+        when = self.now
         if update is not None:
             # A repeat reinforces the memory it repeats: its supporting spans are added; its text and
             # authority stay (a hand-written body is never replaced by a one-line paraphrase). A repeat
@@ -813,7 +817,7 @@ class Consolidator:
                 old = store.get(plan.supersede.record.id)
                 marked = old.record.model_copy(update={
                     "superseded_by": Supersession(id=new.record.id, reason=plan.verdict.reason),
-                    "valid_to": old.record.valid_to or datetime.now(timezone.utc)})
+                    "valid_to": old.record.valid_to or self.now})
                 done = store.write(marked, old.body, approver=self.approver if procedural else None)
                 written.append(done)
                 out.append(Write(done.record.id, "superseded", cand.id, done.computed_hash,
@@ -929,7 +933,7 @@ class Consolidator:
         if session_id is not None:
             entry = TranscriptEntry(
                 id=f"{session_id}:checkpoint:{result.cycle_id}", session_id=session_id, agent_id="lca",
-                kind=EntryKind.CHECKPOINT, timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                kind=EntryKind.CHECKPOINT, timestamp=self.now.isoformat(timespec="seconds"),
                 content=json.dumps({"cycle": result.cycle_id, "trigger": result.trigger, "counts": counts},
                                    sort_keys=True),
                 meta={"record": str(path)})

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lca.errors import LCAError, RecordFormatError
 from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
-from lca.types import EntryKind, TranscriptEntry
+from lca.types import EntryKind, TranscriptEntry, text_digest
 
 if TYPE_CHECKING:
     from lca.substrate import Substrate
@@ -296,17 +296,20 @@ class LiveContextManager:
                 handle.write(json.dumps(asdict(record)) + "\n")
 
     # ---- handoffs --------------------------------------------------------------------
-    def write_handoff(self, notes: HandoffNotes, *, reason: str, tail: int = 4) -> str:
-        """Append a structured handoff to the transcript; it points into history, it never replaces it."""
+    def write_handoff(self, notes: HandoffNotes, *, reason: str, tail: int = 4, at: str | None = None) -> str:
+        """Append a structured handoff to the transcript; it points into history, it never replaces it.
+        ``at`` dates it on the history's clock (a replay); then its id is derived from its content,
+        so replaying the same history writes the same handoff."""
         body: dict[str, Any] = asdict(notes)
         body["reason"] = reason
         body["recent_tail"] = [{"entry": e.id, "session": e.session_id, "text": e.content[:400]}
                                for e in self.live[-tail:]]
         body["verified_evidence"] = [{"entry": p.entry_id, "session": p.session_id} for p in self.pruned]
+        suffix = text_digest(json.dumps(body, sort_keys=True) + (at or ""))[:12] if at else uuid.uuid4().hex[:12]
         entry = TranscriptEntry(
-            id=f"{self.session_id}:handoff:{uuid.uuid4().hex[:12]}", session_id=self.session_id,
+            id=f"{self.session_id}:handoff:{suffix}", session_id=self.session_id,
             agent_id=self.agent_id, kind=EntryKind.HANDOFF,
-            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            timestamp=at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             content=json.dumps(body, sort_keys=True), parent_id=self.live[-1].id if self.live else None)
         self.substrate.append([entry])
         self._last_handoff = entry.id

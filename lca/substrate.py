@@ -264,12 +264,12 @@ class Substrate:
         return self.recaller(config).recall(context)
 
     def checkpoint(self, writer, *, reviewer=None, trigger: str = "elected", approver: str | None = None,
-                   config=None, session_id: str | None = None, handoff=None, progress=None):
+                   config=None, session_id: str | None = None, handoff=None, progress=None, now=None):
         """Run one consolidation cycle over the transcript since the last checkpoint (lca.consolidation)."""
         from lca.consolidation import Consolidator
 
         return Consolidator(self, writer, reviewer=reviewer, config=config, approver=approver,
-                            progress=progress).run(trigger, session_id=session_id, handoff=handoff)
+                            progress=progress).run(trigger, session_id=session_id, handoff=handoff, now=now)
 
     def health(self):
         from lca.health import substrate_health

@@ -1,0 +1,223 @@
+"""Conditions over the substrate: recall over the verbatim transcript only, and full LCA."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
+from lca.errors import LCAError
+from lca.recall import TERMS, RecallConfig, RecallContext, ResonanceWeights, ScoredCandidate
+
+
+def parse_weights(spec: str) -> dict[str, float]:
+    """``"experience=0,temporal=0.1"`` -> a mapping; a plain string so it can be a task parameter."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name.strip() not in TERMS:
+            raise LCAError(f"weights: '{part}' is not TERM=VALUE with TERM one of {', '.join(TERMS)}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise LCAError(f"weights: '{value}' in '{part}' is not a number") from None
+    return out
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("/", "-"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _as_of(probe: Probe) -> datetime | None:
+    return _parse_time(probe.asked_at)
+
+
+def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
+    if candidate.source_type == "transcript":
+        return (candidate.source[len("transcript:"):].split("[", 1)[0],)
+    memory_id = candidate.source[len("memory:"):].split("[", 1)[0]
+    memory = memory_files.get(memory_id)
+    if memory is None:
+        return ()
+    return tuple(f"{span.session}#{entry}" for span in memory.record.sources for entry in span.entries)
+
+
+class _SubstrateCondition(Condition):
+    def reset(self) -> None:
+        self.close()
+        super().reset()
+        from lca.substrate import Substrate
+
+        if self.runtime.embedder is None:
+            raise LCAError(f"condition '{self.name}' needs an embedder in its runtime")
+        self.substrate = Substrate(self.home / "store", embedder=self.runtime.embedder,
+                                   recall_config=self.recall_config(),
+                                   token_counter=self.runtime.token_counter)
+
+    def close(self) -> None:
+        substrate = getattr(self, "substrate", None)
+        if substrate is not None:
+            substrate.close()
+            self.substrate = None
+
+    def ingest(self, session: Session) -> None:
+        self.substrate.append(session.entries)
+        self.current_session = session.id
+
+    def recall_config(self) -> RecallConfig:
+        raise NotImplementedError
+
+    def _recall_items(self, probe: Probe, budget: int) -> tuple[list[InjectedItem], float, str]:
+        config = replace(self.substrate.recall_config, token_budget=max(0, budget))
+        result = self.substrate.recall(RecallContext(query=probe.question, as_of=_as_of(probe)), config=config)
+        files = self.substrate.memory_files()
+        items = []
+        for item in result.items:
+            items.append(InjectedItem(item.source_type, item.source, item.text, item.tokens, item.authority_key,
+                                      round(item.score, 6), _pointers(item, files)))
+        return items, result.latency_ms, result.action
+
+
+@register_condition
+class TranscriptRecall(_SubstrateCondition):
+    """Indexed recall over the verbatim transcript only: similarity and the policy filters, no
+    structured memory, no learned or task weights."""
+
+    name = "transcript-recall"
+
+    def __init__(self, budget_tokens: int = 1200, k: int = 6, floor: float = 0.5) -> None:
+        self.budget_tokens = budget_tokens
+        self.k = k
+        self.floor = floor
+
+    def recall_config(self) -> RecallConfig:
+        weights = ResonanceWeights(similarity=1.0, experience=0.0, temporal=0.0, authority=0.0, task=0.0,
+                                   activation=0.0, risk=1.0)
+        return RecallConfig(weights=weights, floor=self.floor, memory_quota=0, transcript_quota=self.k,
+                            token_budget=self.budget_tokens)
+
+    def build_context(self, probe: Probe) -> ContextPacket:
+        items, latency, action = self._recall_items(probe, self.budget_tokens)
+        return self._packet(probe, items, latency_ms=latency, notes={"recall_action": action})
+
+
+@register_condition
+class FullLCA(_SubstrateCondition):
+    """Identity, memory written through consolidation with verification, resonance-weighted recall,
+    the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
+    ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
+    without the verification stage), ``consolidate`` (0: no consolidation at all)."""
+
+    name = "full-lca"
+    uses_roles = ("summarizer", "reviewer")
+
+    def __init__(self, budget_tokens: int = 1200, policy: str = "fixed-k", weights: str = "",
+                 living_memory: int = 0, verify: int = 1, consolidate: int = 1, approver: str = "",
+                 floor: float = 0.5, window_tokens: int = 900) -> None:
+        self.budget_tokens = budget_tokens
+        self.policy = policy
+        self.weights = weights
+        self.living_memory = living_memory
+        self.verify = verify
+        self.consolidate = consolidate
+        self.approver = approver
+        self.floor = floor
+        self.window_tokens = window_tokens
+
+    def recall_config(self) -> RecallConfig:
+        overrides = parse_weights(self.weights)
+        if self.living_memory:
+            overrides.setdefault("activation", 0.05)
+        weights = ResonanceWeights().with_overrides(overrides)
+        return RecallConfig(weights=weights, policy=self.policy, floor=self.floor, token_budget=self.budget_tokens,
+                            wildcard_mode="balanced" if self.living_memory else "precision")
+
+    def reset(self) -> None:
+        super().reset()
+        from lca.identity import IdentityStore
+
+        store = IdentityStore(self.substrate.home)
+        for name, text in self.runtime.identity.items():
+            if text and text.strip():
+                store.write(name, text, approver="scenario")  # the scenario's author stands behind them
+        self.cycles = []
+        self.current_session = None
+
+    def end_session(self) -> None:
+        from lca.consolidation import ConsolidationConfig
+        from lca.context import ContextWindow, HandoffNotes, LiveContextManager
+
+        if self.current_session is None:
+            return
+        manager = LiveContextManager(self.substrate, ContextWindow(total_tokens=self.budget_tokens + 512),
+                                     session_id=self.current_session, agent_id="agent", identity="")
+        manager.live = list(self.substrate.transcript.read(self.current_session).entries)
+        ended = max((e.timestamp for e in manager.live), default=None)  # the history's clock, not the wall's
+        now = _parse_time(ended)
+        if self.consolidate:
+            config = ConsolidationConfig(verify=bool(self.verify), window_tokens=self.window_tokens,
+                                         seed=self.runtime.seed)
+            result = self.substrate.checkpoint(self.runtime.generator("summarizer"),
+                                               reviewer=self.runtime.generator("reviewer"),
+                                               trigger="session_end", approver=self.approver or None,
+                                               config=config, session_id=self.current_session, now=now)
+            self.cycles.append(result.counts)
+        manager.write_handoff(HandoffNotes(), reason="session end", at=now.isoformat() if now else None)
+
+    def build_context(self, probe: Probe) -> ContextPacket:
+        from lca.context import ContextWindow, LiveContextManager
+        from lca.identity import IdentityStore
+
+        count = self.runtime.count_tokens
+        budget = self.budget_tokens
+        probe_manager = LiveContextManager(self.substrate, ContextWindow(total_tokens=budget + 512),
+                                           session_id=f"probe:{probe.id}", agent_id="agent", identity="")
+        standing = IdentityStore(self.substrate.home).standing()
+        handoff = probe_manager.replay_handoff()
+        latest = LiveContextManager.latest_handoff(self.substrate, "agent")
+        tail = tuple(f"{t['session']}#{t['entry']}" for t in json.loads(latest.content).get("recent_tail", [])) \
+            if latest is not None else ()
+        items: list[InjectedItem] = []
+        share = budget // 2   # identity and handoff together take at most half; recall gets the rest
+        for kind, source, text, pointers in (("identity", "identity-files", standing, ()),
+                                             ("handoff", latest.id if latest else "handoff", handoff, tail)):
+            if not text:
+                continue
+            cap = self.budget_tokens
+            self.budget_tokens = max(0, share - sum(i.tokens for i in items))
+            try:
+                fitted = self._fit(text)
+            finally:
+                self.budget_tokens = cap
+            if fitted:
+                items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
+        fixed = "\n\n".join(i.text for i in items)
+        fixed_tokens = sum(i.tokens for i in items)
+        critical_budget = min(400, max(0, (budget - fixed_tokens) // 4))
+        window = ContextWindow(total_tokens=budget + 512, critical_budget=critical_budget,
+                               recall_budget=max(0, budget - fixed_tokens - critical_budget))
+        manager = LiveContextManager(self.substrate, window, session_id=f"probe:{probe.id}", agent_id="agent",
+                                     identity=fixed)
+        ws = manager.build(probe.question, recall_context=RecallContext(query=probe.question, as_of=_as_of(probe)))
+        files = self.substrate.memory_files()
+        for memory_id in ws.critical_ids:
+            memory = files[memory_id]
+            text = f"[critical] {memory_id}: {memory.body.strip()}"
+            items.append(InjectedItem("critical", f"memory:{memory_id}", text, count(text),
+                                      memory.record.authority.value,
+                                      pointers=tuple(f"{s.session}#{e}" for s in memory.record.sources for e in s.entries)))
+        recall = ws.recall
+        if recall is not None:
+            for item in recall.items:
+                items.append(InjectedItem(item.source_type, item.source, item.text, item.tokens, item.authority_key,
+                                          round(item.score, 6), _pointers(item, files)))
+        return self._packet(probe, items, latency_ms=recall.latency_ms if recall else 0.0,
+                            notes={"recall_action": recall.action if recall else None, "cycles": self.cycles,
+                                   "critical_overflow": list(ws.critical_overflow)})
