@@ -323,8 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     from protocols.memory_cli import add_parsers
+    from protocols.run_cli import add_parser as add_run_parser
 
     add_parsers(sub, common)
+    add_run_parser(sub)
     return parser
 
 

@@ -1,0 +1,3 @@
+from protocols.evals.continuity.continuity import continuity
+
+__all__ = ["continuity"]

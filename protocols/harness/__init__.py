@@ -1,0 +1,1 @@
+"""The inspect-ai harness: scenario files, the condition solvers, the computed scorers."""

@@ -1,0 +1,144 @@
+"""Solvers that turn a condition into an inspect sample: replay the history, then build the context.
+
+The condition runs in a worker thread (it is synchronous: the substrate, the embedder, llama.cpp);
+its generators reach inspect's models through ``InspectRoleGenerator``, which submits each call
+to the event loop and waits. Each role uses ``get_model(role=...)``, falling back to the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition, condition_class
+from lca.errors import LCAError
+
+PACKET_KEY = "lca_packet"
+_EMBEDDER: Any = None
+_EMBEDDER_LOCK = threading.Lock()
+
+
+class LockedEmbedder:
+    """The process's one embedder, shared by concurrent samples one call at a time."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if callable(attr):
+            def locked(*args, **kwargs):
+                with self._lock:
+                    return attr(*args, **kwargs)
+            return locked
+        return attr
+
+
+def shared_embedder():
+    global _EMBEDDER
+    with _EMBEDDER_LOCK:
+        if _EMBEDDER is None:
+            from lca.index.embedders import SentenceTransformerEmbedder
+
+            _EMBEDDER = LockedEmbedder(SentenceTransformerEmbedder())
+        return _EMBEDDER
+
+
+class InspectRoleGenerator:
+    """A ``TextGenerator`` over an inspect Model, callable from a worker thread."""
+
+    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str) -> None:
+        self.model = model
+        self.loop = loop
+        self.role = role
+        self.calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return str(self.model)
+
+    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256, temperature: float = 0.0,
+                 seed: int | None = None) -> str:
+        from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
+
+        kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
+        chat = [kinds[m["role"]](content=m["content"]) for m in messages]
+        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        self.calls += 1
+        future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
+        output = future.result()
+        if output.error:
+            raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
+        return output.completion
+
+
+def parse_params(condition: str, spec: str) -> dict[str, Any]:
+    """``"budget_tokens=800,policy=adaptive"`` -> typed parameters (typed by the condition's defaults)."""
+    import inspect as pyinspect
+
+    defaults = {name: p.default for name, p in pyinspect.signature(condition_class(condition).__init__).parameters.items()
+                if name != "self"}
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in (spec or "").split(";"))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep:
+            raise LCAError(f"condition parameter '{part}' is not NAME=VALUE")
+        if name not in defaults:
+            raise LCAError(f"condition '{condition}' has no parameter '{name}'; it takes: {', '.join(defaults)}")
+        kind = type(defaults[name])
+        try:
+            out[name] = kind(value) if kind in (int, float) else value
+        except ValueError:
+            raise LCAError(f"condition parameter '{name}' must be {kind.__name__}, got '{value}'") from None
+    return out
+
+
+def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
+    from inspect_ai.model import ChatMessageSystem, ChatMessageUser, get_model
+    from inspect_ai.solver import solver
+
+    @solver(name="replay_condition")
+    def _make():
+        async def solve(state, generate):
+            from conditions.summaries import transcript_lines  # noqa: F401  (import here keeps startup light)
+            from protocols.harness.scenario import entry_from_dict
+
+            loop = asyncio.get_running_loop()
+            agent = get_model()
+            generators = {role: InspectRoleGenerator(get_model(role=role, default=agent), loop, role)
+                          for role in ROLES if role != "grader"}
+            history = state.metadata["history"]
+            workdir = Path(tempfile.mkdtemp(prefix="lca-sample-"))
+            runtime = ConditionRuntime(workdir=workdir, embedder=shared_embedder(), generators=generators, seed=seed,
+                                       identity=history.get("identity") or {})
+            probe = Probe(str(state.metadata.get("probe", state.sample_id)), state.input_text,
+                          state.metadata.get("asked_at"))
+
+            def work():
+                built = build_condition(condition, **params).attach(runtime)
+                try:
+                    built.reset()
+                    for session in history["sessions"]:
+                        built.ingest(Session(session["id"], tuple(entry_from_dict(e) for e in session["entries"])))
+                        built.end_session()
+                    return built.build_context(probe)
+                finally:
+                    built.close()
+                    shutil.rmtree(workdir, ignore_errors=True)
+
+            packet = await asyncio.to_thread(work)
+            state.store.set(PACKET_KEY, packet.to_dict() | {"pointers": sorted({p for i in packet.items
+                                                                                 for p in i.pointers}),
+                                                             "injected_text": packet.injected_text(),
+                                                             "role_calls": {r: g.calls for r, g in generators.items()}})
+            chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
+            state.messages = [chat[m["role"]](content=m["content"]) for m in packet.messages]
+            return state
+        return solve
+    return _make()
