@@ -68,7 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for result in (log.results.scores if log.results else []):
             for metric_name, metric in result.metrics.items():
                 scores[f"{result.scorer}/{result.name}/{metric_name}"] = round(metric.value, 4)
-        summary.append({"task": log.eval.task, "status": log.status, "samples": len(log.samples or []),
+        summary.append({"task": log.eval.task, "status": log.status,
+                        "samples": log.results.completed_samples if log.results else 0,
                         "scores": scores, "log": log.location})
     print(json.dumps({"log_dir": str(log_dir), "ok": ok, "tasks": summary}, indent=2))
     return 0 if ok else 1
