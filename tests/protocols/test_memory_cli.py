@@ -130,3 +130,27 @@ def test_identity_set_without_approver_is_held_and_shown_after_approval(store, t
     assert cli.main(["approve", proposal, "--approver", "dana"]) == 0
     capsys.readouterr()
     assert cli.main(["identity", "show", "instructions"]) == 0 and "Answer in French." in capsys.readouterr().out
+
+
+def test_checkpoint_refuses_an_unresolvable_model_string_before_the_cycle(store, capsys):
+    store.append([make_entry("s1", 1, "Ana prefers tea over coffee.")])
+    assert cli.main(["checkpoint", "--model", "nosuchprovider/model"]) == 2
+    assert "cannot be resolved" in capsys.readouterr().err
+    from lca.ledger import Ledger
+
+    assert Ledger(store.home).state().cycles == []   # nothing ran
+
+
+def test_a_sync_text_generator_reaches_inspect_models_from_plain_code():
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    from protocols.harness.solvers import text_generator
+
+    def respond(messages, tools, tool_choice, config):
+        out = ModelOutput.from_content(model="fake", content=f"echo: {messages[-1].text} / {config.max_tokens}")
+        out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return out
+
+    generator = text_generator("mockllm/model", custom_outputs=respond, memoize=False)
+    assert generator.generate([{"role": "user", "content": "hi"}], max_tokens=7) == "echo: hi / 7"
+    assert generator.model_id.startswith("mockllm")
