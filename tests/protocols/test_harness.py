@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 import protocols.cli as cli
 import protocols.harness.solvers as solvers
-from lca.errors import LCAError, RecordFormatError
+from lca.errors import RecordFormatError
 from protocols.harness.scenario import load_scenarios, scenario_samples
 from protocols.harness.scorers import evidence_text_coverage, token_f1
 from tests.conditions.test_contract import fake_role
