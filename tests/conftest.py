@@ -60,6 +60,14 @@ def longmemeval_oracle(data_root) -> Path:
 
 
 @pytest.fixture(scope="session")
+def longmemeval_s_dev(data_root) -> Path:
+    path = data_root / "longmemeval" / "longmemeval_s_dev.json.xz" if data_root else None
+    if path is None or not path.exists():
+        _missing_data("no LongMemEval_S dev file: set LCA_DATA")
+    return path
+
+
+@pytest.fixture(scope="session")
 def real_embedder():
     from lca.index.embedders import SentenceTransformerEmbedder
 

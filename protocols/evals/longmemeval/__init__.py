@@ -1,0 +1,1 @@
+"""LongMemEval (Wu et al. 2024, MIT): loaders, the official retrieval metrics, and the task."""
