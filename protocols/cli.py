@@ -215,6 +215,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from protocols.bench.recall_bench import run_recall_bench
 
         return run_recall_bench(args)
+    if args.bench == "retrieval":
+        from protocols.bench.retrieval_bench import run_retrieval_bench
+
+        return run_retrieval_bench(args)
     if args.bench == "gravity-well":
         from protocols.bench.gravity_well import run_gravity_well_bench
 
@@ -320,6 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--records", type=int, default=2000)
     g.add_argument("--seed", type=int, default=11)
     g.add_argument("--out", default="results/bench/gravity-well.json")
+    rb = bench.add_parser("retrieval", help="benchmark retrieval scored by the official metrics, no LLM: "
+                                            "bm25, dense, hybrid or full resonance recall")
+    rb.add_argument("--dataset", choices=["longmemeval", "locomo"], required=True)
+    rb.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
+    rb.add_argument("--retriever", choices=["bm25", "dense", "hybrid", "resonance"], default="hybrid")
+    rb.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
+    rb.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
+    rb.add_argument("--out", default="results/bench/{dataset}-{retriever}.json")
+    rb.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_bench)
 
     from protocols.memory_cli import add_parsers
