@@ -6,6 +6,8 @@ from lca.errors import LCAError
 
 PROTOCOLS = {
     "continuity": "protocols.evals.continuity.continuity:continuity",
+    "longmemeval": "protocols.evals.longmemeval.longmemeval:longmemeval",
+    "locomo": "protocols.evals.locomo.locomo:locomo",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition, condition_class
 from lca.errors import LCAError
+from lca.types import TranscriptEntry
 
 PACKET_KEY = "lca_packet"
 _EMBEDDER: Any = None
@@ -143,7 +144,12 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
             agent = get_model()
             generators = {role: InspectRoleGenerator(get_model(role=role, default=agent), loop, role)
                           for role in ROLES if role != "grader"}
-            history = state.metadata["history"]
+            if "history_ref" in state.metadata:   # a benchmark file, loaded by reference (see harness.benchmarks)
+                from protocols.harness.benchmarks import load_history
+
+                history = await asyncio.to_thread(load_history, state.metadata["history_ref"])
+            else:
+                history = state.metadata["history"]
             workdir = Path(tempfile.mkdtemp(prefix="lca-sample-"))
             runtime = ConditionRuntime(workdir=workdir, embedder=shared_embedder(), generators=generators, seed=seed,
                                        identity=history.get("identity") or {})
@@ -155,7 +161,8 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
                 try:
                     built.reset()
                     for session in history["sessions"]:
-                        built.ingest(Session(session["id"], tuple(entry_from_dict(e) for e in session["entries"])))
+                        built.ingest(Session(session["id"], tuple(
+                            e if isinstance(e, TranscriptEntry) else entry_from_dict(e) for e in session["entries"])))
                         built.end_session()
                     return built.build_context(probe)
                 finally:

@@ -1,0 +1,52 @@
+"""LongMemEval and LoCoMo as inspect datasets and tasks (data from LCA_DATA)."""
+
+from __future__ import annotations
+
+import pytest
+
+import protocols.harness.solvers as solvers
+from protocols.harness.benchmarks import as_hf_dataset, load_history, locomo_samples, longmemeval_samples
+from tests.fakes import FakeHashingEmbedder
+from tests.protocols.test_harness import fake_agent
+
+
+def test_locomo_loader_counts_every_quirk_and_keeps_gold_for_scorers(locomo_file):
+    samples, report = locomo_samples(locomo_file)
+    assert len(samples) == 1986 and report.questions == 1986
+    assert report.repaired["locomo_non_string_answer"] == 6
+    assert report.repaired["locomo_answer_missing_adversarial_used"] == 444   # 446 category 5, 2 with both
+    assert report.repaired["locomo_evidence_split"] >= 1 and report.unparsed   # "D8:6; D9:17", "D"
+    by_category = {c: sum(1 for s in samples if s.metadata["category"] == c) for c in range(1, 6)}
+    assert by_category == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
+    first = samples[0]
+    assert first.metadata["gold"]["evidence"][0].startswith("locomo:conv-26:session_")
+    history = load_history(first.metadata["history_ref"])
+    ids = {f"{e.session_id}#{e.id}" for s in history["sessions"] for e in s["entries"]}
+    assert set(first.metadata["gold"]["evidence"]) <= ids
+    table = as_hf_dataset(samples[:10])
+    assert table.num_rows == 10 and "gold_evidence" in table.column_names
+
+
+def test_longmemeval_loader_reads_compressed_files_and_marks_abstention(longmemeval_oracle):
+    samples, report = longmemeval_samples(longmemeval_oracle)
+    assert len(samples) == 500 and report.repaired["longmemeval_non_string_answer"] == 32
+    assert sum(s.metadata["abstention"] for s in samples) == 30
+    types = {s.metadata["question_type"] for s in samples}
+    assert len(types) == 6
+    assert all(s.metadata["history_ref"]["sha256"] == report.sha256 for s in samples)
+
+
+def test_locomo_task_scores_substrate_measures_without_a_real_model(locomo_file, tmp_path, monkeypatch):
+    from inspect_ai import eval as inspect_eval
+
+    from protocols.evals.locomo.locomo import locomo
+
+    monkeypatch.setattr(solvers, "_EMBEDDER", solvers.LockedEmbedder(FakeHashingEmbedder(max_input_tokens=200)))
+    (log,) = inspect_eval(locomo(data=str(locomo_file), condition="transcript-recall", params="floor=0.0"),
+                          model=fake_agent(), limit=2, log_dir=str(tmp_path), display="none")
+    assert log.status == "success" and len(log.samples) == 2
+    qa = [r for r in log.results.scores if r.scorer == "locomo_qa"]
+    assert qa and "mean" in qa[0].metrics and 0.0 <= qa[0].metrics["mean"].value <= 1.0
+    assert any(name.startswith(("1 ", "2 ", "4 ")) for r in qa for name in r.metrics)   # per LoCoMo category
+    assert log.eval.metadata["load_report"]["questions"] == 1986
+    assert all("packet" in s.scores["substrate"].metadata for s in log.samples)
