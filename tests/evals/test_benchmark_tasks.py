@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 import protocols.harness.solvers as solvers
 from protocols.harness.benchmarks import as_hf_dataset, load_history, locomo_samples, longmemeval_samples

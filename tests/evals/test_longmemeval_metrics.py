@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from protocols.evals.longmemeval.retrieval_metrics import (Units, at_k, average, question_units, score_ranking,
+from protocols.evals.longmemeval.retrieval_metrics import (at_k, average, question_units, score_ranking,
                                                            turn_ranking_as_sessions)
 
 RECORD = {
