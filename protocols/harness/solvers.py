@@ -46,7 +46,10 @@ def shared_embedder():
         if _EMBEDDER is None:
             from lca.index.embedders import SentenceTransformerEmbedder
 
-            _EMBEDDER = LockedEmbedder(SentenceTransformerEmbedder())
+            embedder = SentenceTransformerEmbedder()
+            embedder.embed_query("warm up")  # load and trace once: recall latency then measures recall, not loading
+            embedder.embed(["warm up"])
+            _EMBEDDER = LockedEmbedder(embedder)
         return _EMBEDDER
 
 
