@@ -1,0 +1,67 @@
+"""Temporal anchors: "two weeks ago", "last Saturday", "yesterday" read against the question's date.
+
+A question that names a relative time points at a day; records dated near that day are more
+likely its evidence. ``temporal_anchor`` turns the expression into a target date and a tolerance;
+``anchor_weight`` gives a record's closeness to it in [0, 1]. Used by the retrieval benchmark's
+hybrid retriever; nothing here reads a record's text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3}
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_AGO = re.compile(r"\b(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+                  r"\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
+_LAST_WEEKDAY = re.compile(r"\b(?:last|this past|past)\s+(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
+_LAST_UNIT = re.compile(r"\b(?:in the |within the )?(?:last|past)\s+(week|weekend|month)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TemporalAnchor:
+    target: datetime
+    tolerance_days: float
+    expression: str
+
+
+def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | None:
+    """The day a relative time expression in ``question`` points at, seen from ``asked``."""
+    if asked is None:
+        return None
+    day = asked.replace(hour=0, minute=0, second=0, microsecond=0)
+    match = _AGO.search(question)
+    if match:
+        raw = match.group(1).lower().replace("a couple of", "couple of").replace("a few", "few")
+        count = int(raw) if raw.isdigit() else _NUMBERS.get(raw, 1)
+        days = count * _UNIT_DAYS[match.group(2).lower()]
+        return TemporalAnchor(day - timedelta(days=days), max(1.0, 0.15 * days), match.group(0))
+    if re.search(r"\byesterday\b", question, re.IGNORECASE):
+        return TemporalAnchor(day - timedelta(days=1), 1.0, "yesterday")
+    match = _LAST_WEEKDAY.search(question)
+    if match:
+        wanted = _WEEKDAYS.index(match.group(1).lower())
+        back = (day.weekday() - wanted) % 7 or 7
+        return TemporalAnchor(day - timedelta(days=back), 1.0, match.group(0))
+    match = _LAST_UNIT.search(question)
+    if match:
+        unit = match.group(1).lower()
+        if unit == "weekend":
+            back = (day.weekday() - 5) % 7 or 7
+            return TemporalAnchor(day - timedelta(days=back - 0.5), 1.5, match.group(0))
+        if unit == "week":   # the previous week, give or take the week's edges
+            return TemporalAnchor(day - timedelta(days=7), 4.5, match.group(0))
+        return TemporalAnchor(day - timedelta(days=15), 15.0, match.group(0))   # within the past month
+    return None
+
+
+def anchor_weight(anchor: TemporalAnchor, moment: datetime | None) -> float:
+    """1 on the target day, falling linearly to 0 at one tolerance beyond it."""
+    if moment is None:
+        return 0.0
+    distance = abs((moment.replace(hour=0, minute=0, second=0, microsecond=0) - anchor.target).total_seconds()) / 86400
+    return max(0.0, 1.0 - distance / (anchor.tolerance_days + 1.0))
