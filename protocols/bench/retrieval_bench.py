@@ -127,47 +127,61 @@ def rank_units(units: "UnitIndex", query: str, retriever: str,
 
 
 # ---- full resonance recall over a real substrate -------------------------------------------------
-def resonance_ranking(units_texts: Sequence[str], unit_ids: Sequence[str], unit_dates: Sequence[str],
-                      query: str, as_of: str | None, embedder, workdir: Path) -> list[int]:
-    import shutil
+def _lme_or_iso(raw: str | None) -> str:
     from datetime import datetime
 
-    from lca.recall import RecallConfig, RecallContext
-    from lca.substrate import Substrate
-    from lca.types import EntryKind, TranscriptEntry
-
-    def when(raw: str | None) -> str:
-        if not raw:
-            return "2000-01-01T00:00:00"
+    if not raw:
+        return "2000-01-01T00:00:00"
+    for parse in (lambda r: datetime.strptime(r.split(" (")[0] + " " + r.split(") ")[-1], "%Y/%m/%d %H:%M"),
+                  lambda r: datetime.strptime(r.strip(), "%I:%M %p on %d %B, %Y")):
         try:
-            return datetime.strptime(raw.split(" (")[0] + " " + raw.split(") ")[-1], "%Y/%m/%d %H:%M").isoformat()
-        except ValueError:
-            return "2000-01-01T00:00:00"
+            return parse(raw).isoformat()
+        except (ValueError, IndexError):
+            continue
+    return "2000-01-01T00:00:00"
 
-    shutil.rmtree(workdir, ignore_errors=True)
-    entries = [TranscriptEntry(id=uid, session_id="haystack", agent_id="bench", kind=EntryKind.USER_TURN,
-                               timestamp=when(date), content=text or " ")
-               for uid, text, date in zip(unit_ids, units_texts, unit_dates)]
-    pool = min(len(entries), 100)
-    config = RecallConfig(pool=pool, floor=-1.0, memory_quota=0, transcript_quota=pool, token_budget=10 ** 7,
-                          item_char_cap=10 ** 6, mmr_lambda=1.0)
-    with Substrate(workdir, embedder=embedder, recall_config=config) as substrate:
-        substrate.append(entries)
-        asked = None
-        if as_of:
-            try:
-                asked = datetime.fromisoformat(when(as_of))
-            except ValueError:
-                asked = None
-        result = substrate.recall(RecallContext(query=query, as_of=asked))
-    shutil.rmtree(workdir, ignore_errors=True)
-    position = {uid: i for i, uid in enumerate(unit_ids)}
-    order: list[int] = []
-    for candidate in result.candidates:   # sorted by resonance score
-        uid = candidate.source[len("transcript:haystack#"):].split("[", 1)[0]
-        if uid in position and position[uid] not in order:
-            order.append(position[uid])
-    return order
+
+class ResonanceIndex:
+    """A real substrate (transcript, faiss, bm25s, SQLite) built from one corpus, ranked by resonance
+    score R for each query; entries are named by position (a haystack may repeat a session id)."""
+
+    def __init__(self, texts: Sequence[str], dates: Sequence[str | None], embedder, workdir: Path) -> None:
+        import shutil
+
+        from lca.recall import RecallConfig
+        from lca.substrate import Substrate
+        from lca.types import EntryKind, TranscriptEntry
+
+        shutil.rmtree(workdir, ignore_errors=True)
+        self.workdir = workdir
+        entries = [TranscriptEntry(id=f"u{i}", session_id="haystack", agent_id="bench", kind=EntryKind.USER_TURN,
+                                   timestamp=_lme_or_iso(date), content=text or " ")
+                   for i, (text, date) in enumerate(zip(texts, dates))]
+        pool = min(len(entries), 100)
+        config = RecallConfig(pool=pool, floor=-1.0, memory_quota=0, transcript_quota=pool, token_budget=10 ** 7,
+                              item_char_cap=10 ** 6, mmr_lambda=1.0)
+        self.substrate = Substrate(workdir, embedder=embedder, recall_config=config)
+        self.substrate.append(entries)
+
+    def rank(self, query: str, as_of: str | None = None) -> list[int]:
+        from datetime import datetime
+
+        from lca.recall import RecallContext
+
+        asked = datetime.fromisoformat(_lme_or_iso(as_of)) if as_of else None
+        result = self.substrate.recall(RecallContext(query=query, as_of=asked))
+        order: list[int] = []
+        for candidate in result.candidates:   # sorted by resonance score
+            index = int(candidate.source[len("transcript:haystack#u"):].split("[", 1)[0])
+            if index not in order:
+                order.append(index)
+        return order
+
+    def close(self) -> None:
+        import shutil
+
+        self.substrate.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # ---- datasets -------------------------------------------------------------------------------------
@@ -194,9 +208,14 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
         started = time.perf_counter()
         units = question_units(record, "turn")
         query = str(record["question"])
-        resonance = (lambda: resonance_ranking(units.texts, units.ids, units.dates, query,
-                                               record.get("question_date"), embedder, workdir)) \
-            if retriever == "resonance" else None
+        resonance = None
+        if retriever == "resonance":
+            def resonance(texts=units.texts, dates=units.dates, q=query, asked=record.get("question_date")):
+                index = ResonanceIndex(texts, dates, embedder, workdir)
+                try:
+                    return index.rank(q, asked)
+                finally:
+                    index.close()
         anchor = temporal_anchor(query, _lme_time(record.get("question_date"))) if anchors else None
         weights = np.array([anchor_weight(anchor, _lme_time(d)) for d in units.dates]) if anchor else None
         context_texts = None
@@ -258,6 +277,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
         dense = retriever != "bm25"
         index = UnitIndex(texts, embedder, chunker, dense=dense)
         context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
+        resonance_index = ResonanceIndex(texts, dates, embedder, workdir) if retriever == "resonance" else None
         for qa in record["qa"]:
             evidence = []
             for raw in qa.get("evidence", []):
@@ -271,9 +291,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                 continue
             started = time.perf_counter()
             ranking = rank_units(index, str(qa["question"]), retriever,
-                                 (lambda q=str(qa["question"]): resonance_ranking(texts, ids, [None] * len(ids), q,
-                                                                                  None, embedder, workdir))
-                                 if retriever == "resonance" else None, fusion=fusion, context=context_index)
+                                 (lambda q=str(qa["question"]): resonance_index.rank(q))
+                                 if resonance_index is not None else None, fusion=fusion, context=context_index)
             seconds.append(time.perf_counter() - started)
             ranked = [ids[i] for i in ranking]
             row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(set(evidence))}
@@ -281,6 +300,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                 top = set(ranked[:k])
                 row[f"recall@{k}"] = sum(1 for e in set(evidence) if e in top) / len(set(evidence))
             per_item.append(row)
+        if resonance_index is not None:
+            resonance_index.close()
 
     def mean_of(rows, name):
         return sum(r[name] for r in rows) / len(rows) if rows else None
