@@ -12,6 +12,7 @@ from typing import Sequence
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from conditions.baselines import identity_block
+from lca.consolidation import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry
 
 SUMMARY_SYSTEM = ("You keep a memory summary of conversations for an assistant. Write short bullet points: facts "
@@ -35,18 +36,7 @@ def transcript_lines(entries: Sequence[TranscriptEntry]) -> list[str]:
 
 
 def windows(lines: Sequence[str], tokens: int) -> list[list[str]]:
-    """Consecutive lines in groups of about ``tokens`` tokens (4 characters a token)."""
-    out, current, used = [], [], 0
-    for line in lines:
-        cost = len(line) // 4 + 2
-        if current and used + cost > tokens:
-            out.append(current)
-            current, used = [], 0
-        current.append(line)
-        used += cost
-    if current:
-        out.append(current)
-    return out
+    return windows_by_tokens(lines, tokens)
 
 
 class _SummaryBase(Condition):

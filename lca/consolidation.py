@@ -424,17 +424,7 @@ class Consolidator:
 
     # -- step 1: identify candidates
     def _windows(self, lines: Sequence[SpanLine]) -> list[list[SpanLine]]:
-        windows, current, used = [], [], 0
-        for line in lines:
-            cost = max(1, len(line.text) // 4) + 4
-            if current and used + cost > self.config.window_tokens:
-                windows.append(current)
-                current, used = [], 0
-            current.append(line)
-            used += cost
-        if current:
-            windows.append(current)
-        return windows
+        return windows_by_tokens(lines, self.config.window_tokens, text=lambda line: line.text)
 
     def _identify(self, lines: list[SpanLine], state: LearnedState,
                   failures: list[Failure]) -> tuple[list[Candidate], list[tuple[str, str, int, str]]]:
@@ -958,6 +948,24 @@ def _parse_time(text: str) -> datetime | None:
         return _as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
     except (ValueError, AttributeError):
         return None
+
+
+def windows_by_tokens(items: Sequence[Any], tokens: int, *, text: Callable[[Any], str] = str) -> list[list[Any]]:
+    """Consecutive items in groups of about ``tokens`` tokens (four characters a token, a few more
+    per item for its numbering): how a span is cut for a model with a short context."""
+    out: list[list[Any]] = []
+    current: list[Any] = []
+    used = 0
+    for item in items:
+        cost = max(1, len(text(item)) // 4) + 4
+        if current and used + cost > tokens:
+            out.append(current)
+            current, used = [], 0
+        current.append(item)
+        used += cost
+    if current:
+        out.append(current)
+    return out
 
 
 def min_authority(a: Authority, b: Authority) -> Authority:

@@ -8,23 +8,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-def _task_args(pairs: list[str] | None) -> dict[str, str]:
+def _pairs(pairs: list[str] | None, flag: str, shape: str) -> dict[str, str]:
     out = {}
     for pair in pairs or []:
-        name, sep, value = pair.partition("=")
+        key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"lca: error: -T takes key=value, got '{pair}'")
-        out[name] = value
-    return out
-
-
-def _roles(pairs: list[str] | None) -> dict[str, str]:
-    out = {}
-    for pair in pairs or []:
-        role, sep, model = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"lca: error: --role takes role=model, got '{pair}'")
-        out[role] = model
+            raise SystemExit(f"lca: error: {flag} takes {shape}, got '{pair}'")
+        out[key] = value
     return out
 
 
@@ -52,8 +42,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         condition_class(name)  # refuses unknown names with the list
     if not names:
         raise SystemExit(f"lca: error: --conditions is empty; known: {', '.join(available_conditions())}")
-    task_args = _task_args(args.task_arg)
-    roles = _roles(args.role)
+    task_args = _pairs(args.task_arg, "-T", "key=value")
+    roles = _pairs(args.role, "--role", "role=model")
     tasks = [task_fn(condition=name, **task_args) for name in names]  # bad task arguments fail here
     resolve_model(args.model)
     for role_model in roles.values():
