@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from lca.errors import LCAError
 from lca.recall import TERMS, RecallConfig, RecallContext, ResonanceWeights, ScoredCandidate
+from lca.types import parse_timestamp
 
 
 def parse_weights(spec: str) -> dict[str, float]:
@@ -25,18 +26,8 @@ def parse_weights(spec: str) -> dict[str, float]:
     return out
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("/", "-"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def _as_of(probe: Probe) -> datetime | None:
-    return _parse_time(probe.asked_at)
+    return parse_timestamp(probe.asked_at)
 
 
 def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
@@ -160,7 +151,7 @@ class FullLCA(_SubstrateCondition):
                                      session_id=self.current_session, agent_id="agent", identity="")
         manager.live = list(self.substrate.transcript.read(self.current_session).entries)
         ended = max((e.timestamp for e in manager.live), default=None)  # the history's clock, not the wall's
-        now = _parse_time(ended)
+        now = parse_timestamp(ended)
         if self.consolidate:
             config = ConsolidationConfig(verify=bool(self.verify), window_tokens=self.window_tokens,
                                          seed=self.runtime.seed)

@@ -41,7 +41,7 @@ from lca.memory import (PROCEDURAL_TYPES, Authority, Conflict, MemoryFile, Memor
                         SchemaRef, Supersession, TranscriptSpan, memory_content_hash, render_memory)
 from lca.ports import TextGenerator
 from lca.recall import RecallContext, contains_secret
-from lca.types import EntryKind, SourceType, TranscriptEntry
+from lca.types import EntryKind, SourceType, TranscriptEntry, as_utc, parse_timestamp
 
 if TYPE_CHECKING:
     from lca.substrate import Substrate
@@ -351,7 +351,7 @@ class Consolidator:
         trigger = ConsolidationTrigger(trigger)
         started = time.time()
         self.repeats_merged = 0
-        self.now = _as_utc(now) if now is not None else datetime.now(timezone.utc)
+        self.now = as_utc(now) if now is not None else datetime.now(timezone.utc)
         cycle_id = f"cycle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         loaded = self.substrate.memory.load()
         if loaded.failures:
@@ -653,10 +653,10 @@ class Consolidator:
         """Is the candidate's evidence at least as recent as the memory's? Compared by the times of the
         transcript entries each rests on (history may be imported: a file's creation time says nothing
         about when its facts were stated); a memory without readable sources falls back to ``created``."""
-        latest = max((_parse_time(line.timestamp) for line in cited if _parse_time(line.timestamp)), default=None)
+        latest = max((parse_timestamp(line.timestamp) for line in cited if parse_timestamp(line.timestamp)), default=None)
         if latest is None:
             return False
-        return latest >= (self._evidence_time(memory) or _as_utc(memory.record.created))
+        return latest >= (self._evidence_time(memory) or as_utc(memory.record.created))
 
     def _evidence_time(self, memory: MemoryFile) -> datetime | None:
         times = []
@@ -666,8 +666,8 @@ class Consolidator:
                 continue
             wanted = set(span.entries) | {span.first, span.last} - {None}
             for entry in transcript.read(span.session).entries:
-                if entry.id in wanted and _parse_time(entry.timestamp):
-                    times.append(_parse_time(entry.timestamp))
+                if entry.id in wanted and parse_timestamp(entry.timestamp):
+                    times.append(parse_timestamp(entry.timestamp))
         return max(times) if times else None
 
     def _plan(self, candidate: Candidate, verdict: Verdict, cited: Sequence[SpanLine], update: MemoryFile | None,
@@ -937,17 +937,6 @@ class Consolidator:
     def _say(self, message: str) -> None:
         if self.progress is not None:
             self.progress(message)
-
-
-def _as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return _as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except (ValueError, AttributeError):
-        return None
 
 
 def windows_by_tokens(items: Sequence[Any], tokens: int, *, text: Callable[[Any], str] = str) -> list[list[Any]]:

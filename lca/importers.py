@@ -120,9 +120,10 @@ def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
         for number in numbers:
             turns = conv[f"session_{number}"]
             raw_date = conv.get(f"session_{number}_date_time")
-            try:
-                timestamp = _iso(datetime.strptime(str(raw_date).strip(), LOCOMO_DATE_FORMAT))
-            except ValueError:
+            moment = parse_locomo_date(raw_date)
+            if moment is not None:
+                timestamp = _iso(moment)
+            else:
                 timestamp = str(raw_date)
                 report.repaired["locomo_unparsed_session_date"] += 1
             session_id = f"locomo:{sample_id}:session_{number}"
@@ -153,9 +154,18 @@ def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
     return sessions, report
 
 
-def _parse_lme_date(raw: Any) -> datetime | None:
+def parse_longmemeval_date(raw: Any) -> datetime | None:
+    """``"2023/05/30 (Tue) 23:40"`` -> a naive datetime, or None."""
     try:
         return datetime.strptime(str(raw).strip(), LONGMEMEVAL_DATE_FORMAT)
+    except ValueError:
+        return None
+
+
+def parse_locomo_date(raw: Any) -> datetime | None:
+    """``"1:56 pm on 8 May, 2023"`` -> a naive datetime, or None."""
+    try:
+        return datetime.strptime(str(raw).strip(), LOCOMO_DATE_FORMAT)
     except ValueError:
         return None
 
@@ -196,7 +206,7 @@ def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None =
         if not (len(sids) == len(dates) == len(hay)):
             raise RecordFormatError(f"question {qid}: haystack ids, dates and sessions differ in length",
                                     path=str(path), field="haystack_sessions")
-        order = sorted(range(len(sids)), key=lambda i: (_parse_lme_date(dates[i]) or datetime.max, i))
+        order = sorted(range(len(sids)), key=lambda i: (parse_longmemeval_date(dates[i]) or datetime.max, i))
         if order != list(range(len(sids))):
             report.repaired["longmemeval_haystack_reordered_by_date"] += 1
         for i in order:
@@ -213,7 +223,7 @@ def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None =
                 shared[session_id] = (signature, str(raw_date))
             else:
                 session_id = f"lme:{qid}:{sid}"
-            moment = _parse_lme_date(raw_date)
+            moment = parse_longmemeval_date(raw_date)
             if moment is None:
                 report.repaired["longmemeval_unparsed_session_date"] += 1
                 timestamp = str(raw_date)

@@ -30,7 +30,7 @@ import numpy as np
 
 from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
 from lca.errors import RecordFormatError
-from lca.types import SourceType
+from lca.types import SourceType, as_utc
 
 TERMS = ("similarity", "experience", "temporal", "authority", "task", "activation", "risk")
 
@@ -336,13 +336,7 @@ def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
         moment = datetime.fromisoformat(timestamp)
     except ValueError:
         return None
-    return (_utc(as_of) - _utc(moment)).total_seconds() / 86400.0
-
-
-def _utc(moment: datetime) -> datetime:
-    """Aware in UTC; a naive time (a date in a hand-written file, or the local clock) is read as UTC,
-    so validity written with and without an offset compares instead of raising."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return (as_utc(as_of) - as_utc(moment)).total_seconds() / 86400.0
 
 
 def _trim(text: str, cap: int) -> tuple[str, bool]:
@@ -433,8 +427,8 @@ class Recaller:
                 if record is not None:
                     private_in_public = context.public_channel and record.privacy.value != "public"
                     superseded = record.superseded_by is not None
-                    expired = bool((record.valid_to and _utc(record.valid_to) < _utc(as_of)) or
-                                   (record.valid_from and _utc(record.valid_from) > _utc(as_of)))
+                    expired = bool((record.valid_to and as_utc(record.valid_to) < as_utc(as_of)) or
+                                   (record.valid_from and as_utc(record.valid_from) > as_utc(as_of)))
                     conflict = bool(record.conflicts)
                     outside_role = bool(context.role and record.roles and
                                         context.role.lower() not in {r.lower() for r in record.roles})

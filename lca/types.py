@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Mapping
 
@@ -18,6 +19,22 @@ def canonical_json(value: Any) -> str:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Aware in UTC; a naive time (a date in a hand-written file, an imported history) is read as UTC,
+    so times written with and without an offset compare instead of raising."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def parse_timestamp(text: str | None) -> datetime | None:
+    """An ISO 8601 time (``Z`` and ``/`` date separators accepted) in UTC, or None if unreadable."""
+    if not text:
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(str(text).replace("Z", "+00:00").replace("/", "-")))
+    except ValueError:
+        return None
 
 
 def text_digest(text: str) -> str:

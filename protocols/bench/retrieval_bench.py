@@ -79,14 +79,6 @@ class UnitIndex:
         return scores
 
 
-def bm25_scores(texts: Sequence[str], query: str) -> np.ndarray:
-    return UnitIndex(texts, None, None, dense=False).bm25(query)
-
-
-def dense_scores(texts: Sequence[str], query: str, embedder, chunker) -> np.ndarray:
-    return UnitIndex(texts, embedder, chunker).dense(query)
-
-
 def ranking_of(scores: np.ndarray) -> list[int]:
     """Descending score, ties by position (stable)."""
     return [int(i) for i in np.lexsort((np.arange(len(scores)), -scores))]
@@ -127,18 +119,12 @@ def rank_units(units: "UnitIndex", query: str, retriever: str,
 
 
 # ---- full resonance recall over a real substrate -------------------------------------------------
-def _lme_or_iso(raw: str | None) -> str:
-    from datetime import datetime
+def _history_time(raw: str | None) -> str:
+    """A LongMemEval or LoCoMo date as ISO 8601 (the epoch of 2000 when absent or unreadable)."""
+    from lca.importers import parse_locomo_date, parse_longmemeval_date
 
-    if not raw:
-        return "2000-01-01T00:00:00"
-    for parse in (lambda r: datetime.strptime(r.split(" (")[0] + " " + r.split(") ")[-1], "%Y/%m/%d %H:%M"),
-                  lambda r: datetime.strptime(r.strip(), "%I:%M %p on %d %B, %Y")):
-        try:
-            return parse(raw).isoformat()
-        except (ValueError, IndexError):
-            continue
-    return "2000-01-01T00:00:00"
+    moment = parse_longmemeval_date(raw) or parse_locomo_date(raw) if raw else None
+    return moment.isoformat() if moment is not None else "2000-01-01T00:00:00"
 
 
 class ResonanceIndex:
@@ -155,7 +141,7 @@ class ResonanceIndex:
         shutil.rmtree(workdir, ignore_errors=True)
         self.workdir = workdir
         entries = [TranscriptEntry(id=f"u{i}", session_id="haystack", agent_id="bench", kind=EntryKind.USER_TURN,
-                                   timestamp=_lme_or_iso(date), content=text or " ")
+                                   timestamp=_history_time(date), content=text or " ")
                    for i, (text, date) in enumerate(zip(texts, dates))]
         pool = min(len(entries), 100)
         config = RecallConfig(pool=pool, floor=-1.0, memory_quota=0, transcript_quota=pool, token_budget=10 ** 7,
@@ -168,7 +154,7 @@ class ResonanceIndex:
 
         from lca.recall import RecallContext
 
-        asked = datetime.fromisoformat(_lme_or_iso(as_of)) if as_of else None
+        asked = datetime.fromisoformat(_history_time(as_of)) if as_of else None
         result = self.substrate.recall(RecallContext(query=query, as_of=asked))
         order: list[int] = []
         for candidate in result.candidates:   # sorted by resonance score
@@ -185,17 +171,9 @@ class ResonanceIndex:
 
 
 # ---- datasets -------------------------------------------------------------------------------------
-def _lme_time(raw: Any):
-    from datetime import datetime
-
-    try:
-        return datetime.strptime(str(raw).strip(), "%Y/%m/%d (%a) %H:%M")
-    except ValueError:
-        return None
-
-
 def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
                     workdir: Path, fusion: str = "z", context: bool = False, anchors: bool = True) -> dict[str, Any]:
+    from lca.importers import parse_longmemeval_date
     from lca.temporal_anchor import anchor_weight, temporal_anchor
     from lca.importers import load_official_json
     from protocols.evals.longmemeval.retrieval_metrics import average, question_units, score_ranking
@@ -216,8 +194,8 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
                     return index.rank(q, asked)
                 finally:
                     index.close()
-        anchor = temporal_anchor(query, _lme_time(record.get("question_date"))) if anchors else None
-        weights = np.array([anchor_weight(anchor, _lme_time(d)) for d in units.dates]) if anchor else None
+        anchor = temporal_anchor(query, parse_longmemeval_date(record.get("question_date"))) if anchors else None
+        weights = np.array([anchor_weight(anchor, parse_longmemeval_date(d)) for d in units.dates]) if anchor else None
         context_texts = None
         if context:
             sessions = [u.rsplit("_", 1)[0] for u in units.ids]

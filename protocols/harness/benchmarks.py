@@ -16,7 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lca.importers import file_sha256, import_locomo, import_longmemeval, load_official_json
+from lca.importers import (file_sha256, import_locomo, import_longmemeval, load_official_json,
+                           parse_longmemeval_date)
 
 
 @dataclass
@@ -63,7 +64,8 @@ def longmemeval_samples(path: Path | str, *, limit: int | None = None):
         samples.append(Sample(
             id=qid, input=str(record["question"]), target=answer,
             metadata={"question_type": record.get("question_type"), "abstention": qid.endswith("_abs"),
-                      "asked_at": _lme_time(record.get("question_date")), "probe": qid,
+                      "asked_at": _iso_or_none(parse_longmemeval_date(record.get("question_date"))),
+                      "probe": qid,
                       "history_ref": {"dataset": "longmemeval", "file": str(path), "sha256": report.sha256,
                                       "id": qid},
                       "gold": {"evidence": evidence, "evidence_texts": texts[:20]},
@@ -71,13 +73,8 @@ def longmemeval_samples(path: Path | str, *, limit: int | None = None):
     return samples, report
 
 
-def _lme_time(raw: Any) -> str | None:
-    from datetime import datetime
-
-    try:
-        return datetime.strptime(str(raw).strip(), "%Y/%m/%d (%a) %H:%M").isoformat()
-    except ValueError:
-        return None
+def _iso_or_none(moment) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 # ---- LoCoMo -----------------------------------------------------------------------------------------

@@ -140,7 +140,6 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
     @solver(name="replay_condition")
     def _make():
         async def solve(state, generate):
-            from conditions.summaries import transcript_lines  # noqa: F401  (import here keeps startup light)
             from protocols.harness.scenario import entry_from_dict
 
             loop = asyncio.get_running_loop()
