@@ -362,12 +362,15 @@ class Consolidator:
                                        f"will not write over it: {detail}. Fix or move them, then run again.")
         drifted = set(loaded.drifted)
         state = self.ledger.state()
+        # read once per cycle: the schemas stamped on every write, and what recall injected since the last cycle
+        self.schema_stamp = tuple(SchemaRef(id=s.id, version=s.version) for s in state.active_schemas())
+        injected = self._injected_since(self.substrate.home / "logs" / "recall.jsonl", self._last_cycle_at(state))
         lines, marks = self._span(state)
         failures: list[Failure] = []
-        candidates, prevented = self._identify(lines, state, failures)
+        candidates, prevented = self._identify(lines, state, failures, injected)
         candidates += self._resurface(candidates, state)
         plans = [self._review(c, lines, state, failures) for c in candidates]
-        events = self._experience(lines, prevented, failures, started_after=self._last_cycle_at(state))
+        events = self._experience(lines, prevented, failures, injected)
         writes: list[Write] = []
         read_back: list[ReadBack] = []
         if plans:
@@ -426,13 +429,13 @@ class Consolidator:
     def _windows(self, lines: Sequence[SpanLine]) -> list[list[SpanLine]]:
         return windows_by_tokens(lines, self.config.window_tokens, text=lambda line: line.text)
 
-    def _identify(self, lines: list[SpanLine], state: LearnedState,
-                  failures: list[Failure]) -> tuple[list[Candidate], list[tuple[str, str, int, str]]]:
+    def _identify(self, lines: list[SpanLine], state: LearnedState, failures: list[Failure],
+                  injected: set[str]) -> tuple[list[Candidate], list[tuple[str, str, int, str]]]:
         by_number = {line.number: line for line in lines}
         candidates: dict[str, Candidate] = {}
         prevented: list[tuple[str, str, int, str]] = []
         schemas = state.active_schemas()
-        in_use = self._memories_in_use()
+        in_use = self._memories_in_use(injected)
         for w, window in enumerate(self._windows(lines)):
             if len(candidates) >= self.config.max_candidates:
                 break
@@ -491,11 +494,8 @@ class Consolidator:
             self.repeats_merged += 1
         return kept
 
-    def _memories_in_use(self) -> list[tuple[str, str]]:
+    def _memories_in_use(self, injected: set[str]) -> list[tuple[str, str]]:
         """Memories recall injected since the last cycle, as (id, first line) for the writer prompt."""
-        path = self.substrate.home / "logs" / "recall.jsonl"
-        since = self._last_cycle_at(self.ledger.state())
-        injected = self._injected_since(path, since)
         files = self.substrate.memory_files()
         return [(mid, files[mid].body.strip().splitlines()[0][:200]) for mid in sorted(injected)
                 if mid in files and files[mid].body.strip()][:8]
@@ -537,8 +537,9 @@ class Consolidator:
         files = self.substrate.memory_files()
         if not files:
             return [], None
-        hits = self.substrate.search(candidate.claim, k=self.config.related_k * 3, mode="hybrid")
-        qvec = self.substrate.index.query_vector(candidate.claim)
+        qvec = self.substrate.index.query_vector(candidate.claim)   # embedded once, for the search and the cosines
+        hits = self.substrate.index.search(candidate.claim, k=self.config.related_k * 3, mode="hybrid",
+                                           query_vector=qvec)
         vectors = self.substrate.index.vectors_for_hits(hits) if hits else {}
         terms = key_terms(candidate.claim)
         best: dict[str, tuple[MemoryFile, float]] = {}
@@ -679,7 +680,7 @@ class Consolidator:
         for line in cited:
             sources_by_session.setdefault(line.session_id, []).append(line.entry_id)
         spans = tuple(TranscriptSpan(session=s, entries=tuple(ids)) for s, ids in sources_by_session.items())
-        stamp = tuple(SchemaRef(id=s.id, version=s.version) for s in self.ledger.state().active_schemas())
+        stamp = self.schema_stamp
         when = self.now
         if update is not None:
             # A repeat reinforces the memory it repeats: its supporting spans are added; its text and
@@ -705,8 +706,8 @@ class Consolidator:
         return plan
 
     # -- experience: hits and prevented mistakes
-    def _experience(self, lines: Sequence[SpanLine], prevented, failures: list[Failure], *,
-                    started_after: float) -> list[dict[str, Any]]:
+    def _experience(self, lines: Sequence[SpanLine], prevented, failures: list[Failure],
+                    injected: set[str]) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         files = self.substrate.memory_files()
         by_number = {line.number: line for line in lines}
@@ -720,7 +721,6 @@ class Consolidator:
             span = f"{line.session_id}#{line.entry_id}"
             self.substrate.experience.record(f"memory:{memory_id}", "prevented_mistake", span=span)
             events.append({"memory": memory_id, "kind": "prevented_mistake", "span": span, "what": what})
-        injected = self._injected_since(self.substrate.home / "logs" / "recall.jsonl", started_after)
         assistant_terms = key_terms(" ".join(line.text for line in lines if line.speaker == "assistant"))
         for memory_id in sorted(injected):
             memory = files.get(memory_id)
