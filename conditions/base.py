@@ -176,18 +176,20 @@ class Condition:
         return ContextPacket(self.name, tuple(messages), tuple(items), tokens if items else 0, self.budget_tokens,
                              latency_ms, notes)
 
-    def _fit(self, text: str) -> str:
-        """The longest prefix of whole lines within the budget (then whole words for a lone long line)."""
+    def _fit(self, text: str, budget: int | None = None) -> str:
+        """The longest prefix of whole lines within ``budget`` (default the condition's), then whole
+        words for a lone long line."""
         count = self.runtime.count_tokens
-        if count(text) <= self.budget_tokens:
+        budget = self.budget_tokens if budget is None else budget
+        if count(text) <= budget:
             return text
         kept: list[str] = []
         for line in text.splitlines():
-            if count("\n".join(kept + [line])) > self.budget_tokens:
+            if count("\n".join(kept + [line])) > budget:
                 if not kept:
                     words: list[str] = []
                     for word in line.split():
-                        if count(" ".join(words + [word])) > self.budget_tokens:
+                        if count(" ".join(words + [word])) > budget:
                             break
                         words.append(word)
                     kept = [" ".join(words)]

@@ -181,12 +181,7 @@ class FullLCA(_SubstrateCondition):
                                              ("handoff", latest.id if latest else "handoff", handoff, tail)):
             if not text:
                 continue
-            cap = self.budget_tokens
-            self.budget_tokens = max(0, share - sum(i.tokens for i in items))
-            try:
-                fitted = self._fit(text)
-            finally:
-                self.budget_tokens = cap
+            fitted = self._fit(text, max(0, share - sum(i.tokens for i in items)))
             if fitted:
                 items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
         fixed = "\n\n".join(i.text for i in items)

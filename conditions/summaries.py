@@ -52,8 +52,8 @@ class _SummaryBase(Condition):
                                           max_tokens=max_tokens, temperature=0.0, seed=self.runtime.seed).strip()
         return summary
 
-    def _items(self, summary: str, source: str) -> list[InjectedItem]:
-        text = self._fit(summary)
+    def _items(self, summary: str, source: str, budget: int) -> list[InjectedItem]:
+        text = self._fit(summary, budget)
         return [InjectedItem("summary", source, text, self.runtime.count_tokens(text))] if text else []
 
 
@@ -89,12 +89,8 @@ class RollingSummary(_SummaryBase):
         identity = identity_block(self.runtime.identity) if self.include_identity else ""
         identity_items = [InjectedItem("identity", "identity-files", identity, self.runtime.count_tokens(identity))] \
             if identity else []
-        budget = self.budget_tokens
-        self.budget_tokens = max(0, budget - sum(i.tokens for i in identity_items))
-        try:
-            items = identity_items + self._items(self.summary, f"summary:{self.sessions_summarized}-sessions")
-        finally:
-            self.budget_tokens = budget
+        left = max(0, self.budget_tokens - sum(i.tokens for i in identity_items))
+        items = identity_items + self._items(self.summary, f"summary:{self.sessions_summarized}-sessions", left)
         return self._packet(probe, items, notes={"sessions_summarized": self.sessions_summarized})
 
 
@@ -165,11 +161,6 @@ class AdversarialSummary(_SummaryBase):
             repairs += len(missing)
             draft = self._summarize(draft, ["Facts the summary left out:"] + missing,
                                     max_tokens=max(16, min(budget, 512)))
-        cap = self.budget_tokens
-        self.budget_tokens = budget
-        try:
-            items = self._items(draft, "summary:adversarial")
-        finally:
-            self.budget_tokens = cap
+        items = self._items(draft, "summary:adversarial", budget)
         return self._packet(probe, items, notes={"matched_budget": budget, "full_lca_injected": measured,
                                                  "repaired_windows": repairs})
