@@ -168,11 +168,9 @@ class FullLCA(_SubstrateCondition):
 
         count = self.runtime.count_tokens
         budget = self.budget_tokens
-        probe_manager = LiveContextManager(self.substrate, ContextWindow(total_tokens=budget + 512),
-                                           session_id=f"probe:{probe.id}", agent_id="agent", identity="")
         standing = IdentityStore(self.substrate.home).standing()
-        handoff = probe_manager.replay_handoff()
         latest = LiveContextManager.latest_handoff(self.substrate, "agent")
+        handoff = LiveContextManager.render_handoff(latest) if latest is not None else ""
         tail = tuple(f"{t['session']}#{t['entry']}" for t in json.loads(latest.content).get("recent_tail", [])) \
             if latest is not None else ()
         items: list[InjectedItem] = []

@@ -327,8 +327,11 @@ class LiveContextManager:
     def replay_handoff(self) -> str:
         """At a session start: the agent's latest handoff rendered for the working set ('' if none)."""
         entry = self.latest_handoff(self.substrate, self.agent_id)
-        if entry is None:
-            return ""
+        return self.render_handoff(entry) if entry is not None else ""
+
+    @staticmethod
+    def render_handoff(entry: TranscriptEntry) -> str:
+        """A handoff entry as the text the working set carries."""
         body = json.loads(entry.content)
         lines = [f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})>"]
         for key in ("objective", "open_threads", "decisions", "next_actions", "risks_and_constraints",
