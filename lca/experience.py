@@ -42,28 +42,24 @@ class ExperienceLog:
         append_bytes(self.path, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
         return event
 
-    def counts_at(self, as_of: float | None) -> dict[str, Counter]:
-        """The counts as they stood at ``as_of`` (epoch seconds): E's part of a past worldview."""
-        if as_of is None:
-            return self.counts()
+    def _replay(self, as_of: float | None = None) -> dict[str, Counter]:
+        """target -> Counter of event kinds, from the events at or before ``as_of`` (all when None)."""
         out: dict[str, Counter] = defaultdict(Counter)
         if self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     event = json.loads(line)
-                    if event["at"] <= as_of:
+                    if as_of is None or event["at"] <= as_of:
                         out[event["target"]][event["kind"]] += 1
         return dict(out)
+
+    def counts_at(self, as_of: float | None) -> dict[str, Counter]:
+        """The counts as they stood at ``as_of`` (epoch seconds): E's part of a past worldview."""
+        return self.counts() if as_of is None else self._replay(as_of)
 
     def counts(self) -> dict[str, Counter]:
         """target -> Counter of event kinds, replayed from the log (cached by the log's size)."""
         size = self.path.stat().st_size if self.path.exists() else 0
         if self._cache is None or self._cache[0] != size:
-            out: dict[str, Counter] = defaultdict(Counter)
-            if size:
-                for line in self.path.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        event = json.loads(line)
-                        out[event["target"]][event["kind"]] += 1
-            self._cache = (size, dict(out))
+            self._cache = (size, self._replay())
         return self._cache[1]
