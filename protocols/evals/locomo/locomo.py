@@ -7,17 +7,12 @@ reported overall and per category by LoCoMo's own ids, and the substrate measure
 from __future__ import annotations
 
 from inspect_ai import Task, task
-from inspect_ai.dataset import MemoryDataset
-from inspect_ai.model import GenerateConfig
-from inspect_ai.solver import generate
 
-from conditions import build_condition
-from lca.provenance import code_version
 from protocols.data_paths import find_data_file
 from protocols.evals.locomo.qa_metrics import CATEGORY_NAMES, locomo_score
 from protocols.harness.benchmarks import locomo_samples
 from protocols.harness.scorers import substrate
-from protocols.harness.solvers import parse_params, replay_condition
+from protocols.harness.tasks import condition_task
 
 
 def locomo_qa():
@@ -40,16 +35,14 @@ def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: 
     path = find_data_file("locomo", data or None)
     if path is None:
         raise FileNotFoundError("no LoCoMo file: pass -T data=PATH or set LCA_DATA")
-    parsed = parse_params(condition, params)
-    resolved = build_condition(condition, **parsed).get_params()
-    samples, report = locomo_samples(path)
-    for sample in samples:
-        sample.metadata["category_name"] = f"{sample.metadata['category']} {CATEGORY_NAMES[sample.metadata['category']]}"
-    return Task(dataset=MemoryDataset(samples, name=path.name),
-                solver=[replay_condition(condition, parsed, seed), generate()],
-                scorer=[locomo_qa(), substrate()],
-                config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
-                name=f"locomo-{condition}",
-                metadata={"protocol": "locomo", "condition": condition, "condition_params": resolved,
-                          "dataset": str(path), "dataset_sha256": report.sha256, "load_report": report.to_dict(),
-                          "seed": seed, "code_version": code_version()})
+
+    def load():
+        samples, report = locomo_samples(path)
+        for sample in samples:
+            category = sample.metadata["category"]
+            sample.metadata["category_name"] = f"{category} {CATEGORY_NAMES[category]}"
+        return samples, report.sha256, {"load_report": report.to_dict()}
+
+    return condition_task(protocol="locomo", condition=condition, params=params, seed=seed, max_tokens=max_tokens,
+                          dataset=path, dataset_name=path.name, load=load,
+                          scorers=lambda: [locomo_qa(), substrate()])
