@@ -215,12 +215,7 @@ def parse_memory_text(text: str, *, path: str) -> tuple[MemoryRecord, str]:
     try:
         record = MemoryRecord.model_validate(front)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        others = len(exc.errors()) - 1
-        more = f" (and {others} more problem(s): " + "; ".join(
-            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in exc.errors()[1:]) + ")" if others else ""
-        raise RecordFormatError(first["msg"] + more, path=path, field=field) from None
+        raise RecordFormatError.from_validation(exc, path=path) from None
     body = match.group(2)
     return record, body
 

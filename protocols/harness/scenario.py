@@ -120,9 +120,7 @@ def load_scenarios(path: Path | str) -> tuple[list[Scenario], str]:
         try:
             scenario = Scenario.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or None
-            raise RecordFormatError(first["msg"], path=str(path), line=number, field=field) from None
+            raise RecordFormatError.from_validation(exc, path=str(path), line=number) from None
         if scenario.id in seen:
             raise RecordFormatError(f"scenario id '{scenario.id}' repeats", path=str(path), line=number, field="id")
         seen.add(scenario.id)
