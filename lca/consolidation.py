@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lca.errors import ApprovalRequired, LCAError
 from lca.fileio import atomic_write_bytes
-from lca.ledger import Ledger, LearnedState, hypothesis_id, key_terms, membership_overlap
+from lca.ledger import Ledger, LearnedState, hypothesis_id, key_terms
 from lca.memory import (PROCEDURAL_TYPES, Authority, Conflict, MemoryFile, MemoryRecord, MemoryType, Privacy,
-                        SchemaRef, Supersession, TranscriptSpan, memory_content_hash, render_memory)
+                        SchemaRef, Supersession, TranscriptSpan, render_memory)
 from lca.ports import TextGenerator
 from lca.recall import RecallContext, contains_secret
 from lca.types import EntryKind, SourceType, TranscriptEntry, as_utc, parse_timestamp
@@ -745,9 +745,8 @@ class Consolidator:
                         "by": cand.resurfaced_by, "cycle": cycle_id,
                         "sources": [f"{s}#{e}" for s, e in cand.sources]})
                 else:
-                    self.ledger.append("hypothesis_proposed", cand.id, {
-                        "claim": cand.claim, "type": cand.type, "cycle": cycle_id,
-                        "members": sorted(key_terms(cand.claim)), "sources": [f"{s}#{e}" for s, e in cand.sources]})
+                    self.ledger.propose(cand.claim, type=cand.type, cycle=cycle_id,
+                                        sources=[f"{s}#{e}" for s, e in cand.sources])
                 if plan.verdict.verdict in ("reject", "remove", "failed"):
                     if plan.verdict.verdict != "failed":
                         self.ledger.append("hypothesis_refuted", cand.id, {"reason": plan.verdict.reason,
@@ -1028,5 +1027,4 @@ def approve_proposal(substrate: "Substrate", proposal_id: str, *, approver: str)
 
 __all__ = ["Candidate", "ConsolidationConfig", "ConsolidationRefused", "ConsolidationResult",
            "ConsolidationTrigger", "Consolidator", "Failure", "ReadBack", "Verdict", "Write",
-           "approve_proposal", "lexical_support", "membership_overlap", "parse_review", "parse_writer_output",
-           "pending_proposals", "memory_content_hash"]
+           "approve_proposal", "lexical_support", "parse_review", "parse_writer_output", "pending_proposals"]

@@ -226,13 +226,11 @@ class Ledger:
 
     # -- hypotheses
     def propose(self, claim: str, *, type: str, sources: list[str], cycle: str,
-                members: Iterable[str] | None = None) -> Hypothesis:
-        hid = hypothesis_id(claim)
-        self.append("hypothesis_proposed", hid, {"claim": claim, "type": type, "sources": list(sources),
-                                                  "cycle": cycle,
-                                                  "members": sorted(members if members is not None
-                                                                    else key_terms(claim))})
-        return self.state().hypotheses[hid]
+                members: Iterable[str] | None = None) -> LedgerEvent:
+        """A candidate enters the ledger under its stable id, its membership its key terms by default."""
+        return self.append("hypothesis_proposed", hypothesis_id(claim), {
+            "claim": claim, "type": type, "sources": list(sources), "cycle": cycle,
+            "members": sorted(members if members is not None else key_terms(claim))})
 
     def dormant_neighbours(self, members: Iterable[str], *, threshold: float = 0.6,
                            min_shared: int = 2, state: LearnedState | None = None) -> list[Hypothesis]:
@@ -286,9 +284,7 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
                                                        frozenset(d.get("members") or ()))
         else:
             h.members = h.members | frozenset(d.get("members") or ())
-            if h.status in ("proposed", "resurfaced", "held"):
-                pass
-            elif h.status == "dormant":  # proposed again with new evidence: back under review
+            if h.status == "dormant":  # proposed again with new evidence: back under review
                 h.status = "resurfaced"
         h.history.append(entry)
     elif kind in HYPOTHESIS_EVENTS:
