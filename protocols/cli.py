@@ -329,14 +329,20 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--dataset", choices=["longmemeval", "locomo"], required=True)
     rb.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
     rb.add_argument("--retriever", choices=["bm25", "dense", "hybrid", "resonance"], default="hybrid")
-    rb.add_argument("--fusion", choices=["z", "rrf"], default="z", help="hybrid fusion (default z; rrf is the store's)")
+    rb.add_argument("--fusion", choices=["z", "rrf"], help="hybrid fusion (default z; rrf is the store's)")
+    rb.add_argument("--set", action="append", metavar="NAME=VALUE",
+                    help="override one hybrid weight (bm25_weight, context_weight, anchor_weight, feedback_weight, "
+                         "feedback_depth, reply_weight, speaker_weight); repeatable")
     rb.add_argument("--context", choices=["on", "off"], help="score each unit also through its neighbours "
                                                             "(default: on for LoCoMo, off for LongMemEval)")
     rb.add_argument("--anchors", choices=["on", "off"], help="temporal anchors from the question date "
                                                             "(default: on for LongMemEval; LoCoMo has no question date)")
+    rb.add_argument("--units", choices=["turns", "observations", "summaries"],
+                    help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its session "
+                         "summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns")
     rb.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
     rb.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
-    rb.add_argument("--out", default="results/bench/{dataset}-{retriever}.json")
+    rb.add_argument("--out", default="results/bench/{dataset}-{retriever}{units}.json")
     rb.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_bench)
 

@@ -8,11 +8,21 @@ inside a word when a single word exceeds the limit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lca.ports import Embedder
 
 _SENTENCE_END = ".!?\n"
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|\n+")
+
+
+def sentence_keys(text: str, *, min_chars: int = 16, limit: int = 40) -> list[str]:
+    """The sentences of a multi-sentence text (at most ``limit``, each at least ``min_chars``), as extra
+    retrieval keys: a remark in passing ("By the way, I replaced the faucet") then scores on its own
+    instead of being averaged into the turn's main topic. A one-sentence text has no extra keys."""
+    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.strip()) >= min_chars]
+    return sentences[:limit] if len(sentences) > 1 else []
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,11 @@ Embeddings are cached by content hash across runs (``--cache``), so a warm run e
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from collections import defaultdict
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -33,8 +35,60 @@ import numpy as np
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
 RRF_K = 60
-BM25_WEIGHT = 0.5    # z fusion: dense + 0.5 x BM25 (chosen on the dev splits)
-ANCHOR_WEIGHT = 4.0  # z units added on the anchored day (chosen on the LongMemEval_S dev split)
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """The hybrid retriever's weights, in z units of the fused score. The per-dataset defaults
+    (``HYBRID_DEFAULTS``) were chosen on the dev splits only; ``--set name=value`` overrides one."""
+
+    fusion: str = "z"             # "z": z-scored dense + bm25_weight x z-scored BM25, then the rest below;
+                                  # "rrf": the store's reciprocal-rank fusion of dense and BM25, nothing else
+    bm25_weight: float = 0.5
+    context_weight: float = 1.0   # the neighbour-context key, when the dataset builds one (LoCoMo)
+    anchor_weight: float = 4.0    # added on the day a temporal anchor points at (LongMemEval)
+    feedback_weight: float = 0.6  # Rocchio feedback: the query vector plus w x the mean of the top units' vectors
+    feedback_depth: int = 3       # how many top units feed back
+    reply_weight: float = 0.0     # a turn answering a question turn adds w x the question's positive score
+    speaker_weight: float = 0.0   # added to the turns of the one speaker a question names
+    sentences: bool = True        # each sentence of a unit is also a dense key (the unit scores as its best)
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("z", "rrf"):
+            raise ValueError(f"fusion must be 'z' or 'rrf', not {self.fusion!r}")
+        if self.feedback_depth < 1:
+            raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
+
+    def with_overrides(self, pairs: Sequence[str]) -> "HybridConfig":
+        """``name=value`` strings (from ``--set``) applied over this config, each checked by name and type."""
+        known = {f.name: f.type for f in fields(self)}
+        changes: dict[str, Any] = {}
+        for pair in pairs:
+            name, sep, raw = pair.partition("=")
+            name = name.strip().replace("-", "_")
+            if not sep or name not in known:
+                raise ValueError(f"--set {pair!r}: expected name=value with name one of {', '.join(known)}")
+            kind = str(known[name])
+            try:
+                changes[name] = {"str": str, "int": int, "float": float, "bool": _flag}[kind](raw.strip())
+            except ValueError:
+                raise ValueError(f"--set {pair!r}: {name} takes a {kind}") from None
+        return replace(self, **changes)
+
+
+def _flag(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "on", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "off", "no"):
+        return False
+    raise ValueError(raw)
+
+
+# chosen on LongMemEval_S dev and LoCoMo (no other split was looked at); see docs/benchmarks.md
+HYBRID_DEFAULTS = {
+    "longmemeval": HybridConfig(),
+    "locomo": HybridConfig(reply_weight=0.3, speaker_weight=0.6),
+}
 
 
 def znorm(scores: np.ndarray) -> np.ndarray:
@@ -47,23 +101,31 @@ def znorm(scores: np.ndarray) -> np.ndarray:
 class UnitIndex:
     """One corpus of units, embedded and BM25-indexed once, scored for many queries."""
 
-    def __init__(self, texts: Sequence[str], embedder, chunker, *, dense: bool = True) -> None:
+    def __init__(self, texts: Sequence[str], embedder, chunker, *, dense: bool = True, sentences: bool = False) -> None:
+        from lca.index.chunker import sentence_keys
         from lca.index.lexical import Bm25LexicalIndex
 
         self.n = len(texts)
         self.embedder = embedder
         self.lexical = Bm25LexicalIndex()
         self.lexical.build(list(range(self.n)), texts, "bench")
-        self.vectors = self.owner = None
+        self.vectors = self.owner = self.whole = None
         if dense:
             pieces: list[str] = []
             owner: list[int] = []
+            whole: list[bool] = []   # a piece of the unit's own text, not one of its sentence keys
             for i, text in enumerate(texts):
-                for piece in chunker.split(text or " "):
-                    pieces.append(piece.text)
+                keys = [(piece.text, True) for piece in chunker.split(text or " ")]
+                if sentences:
+                    keys += [(piece.text, False) for sentence in sentence_keys(text or "")
+                             for piece in chunker.split(sentence)]
+                for key, is_whole in keys:
+                    pieces.append(key)
                     owner.append(i)
+                    whole.append(is_whole)
             self.vectors = embedder.embed(pieces)
             self.owner = np.asarray(owner)
+            self.whole = np.asarray(whole)
 
     def bm25(self, query: str) -> np.ndarray:
         scores = np.zeros(self.n, dtype=np.float32)
@@ -71,12 +133,21 @@ class UnitIndex:
         scores[rows] = found
         return scores
 
-    def dense(self, query: str) -> np.ndarray:
-        """A unit longer than the embedder's input scores as its best piece."""
-        sims = self.vectors @ self.embedder.embed_query(query)
+    def query_vector(self, query: str) -> np.ndarray:
+        return np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+
+    def dense(self, query: str | np.ndarray) -> np.ndarray:
+        """Cosine to the query (text or unit vector); a unit scores as its best piece (a unit longer than
+        the embedder's input has several, and with ``sentences`` each sentence is a piece too)."""
+        qvec = self.query_vector(query) if isinstance(query, str) else query
+        sims = self.vectors @ qvec
         scores = np.full(self.n, -1.0, dtype=np.float32)
         np.maximum.at(scores, self.owner, sims.astype(np.float32))
         return scores
+
+    def centroid(self, units: Sequence[int]) -> np.ndarray:
+        """The mean vector of some units (each the mean of its own text's pieces), for relevance feedback."""
+        return np.mean([self.vectors[(self.owner == i) & self.whole].mean(axis=0) for i in units], axis=0)
 
 
 def ranking_of(scores: np.ndarray) -> list[int]:
@@ -92,25 +163,55 @@ def rrf(*rankings: Sequence[int], n: int) -> list[int]:
     return ranking_of(fused)
 
 
-def rank_units(units: "UnitIndex", query: str, retriever: str,
-               resonance: Callable[[], list[int]] | None = None, *, fusion: str = "z",
-               context: "UnitIndex | None" = None, anchor: np.ndarray | None = None) -> list[int]:
+@dataclass(frozen=True)
+class QuerySignals:
+    """What a dataset knows about a query beyond its text, each an array over the units (or None)."""
+
+    anchor: np.ndarray | None = None       # temporal-anchor closeness in [0, 1]
+    replies_to: np.ndarray | None = None   # index of the question turn a unit answers, or -1
+    speaker: np.ndarray | None = None      # 1 for the turns of the speaker the question names
+
+
+def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context: UnitIndex | None = None,
+                  signals: QuerySignals = QuerySignals()) -> np.ndarray:
+    """z fusion of dense and BM25 (and the context key), then the query's signals, then one round of
+    Rocchio feedback on the dense side when ``config.feedback_weight`` is set."""
+    bm25 = znorm(units.bm25(query))
+    context_bm25 = znorm(context.bm25(query)) if context is not None else None
+
+    def fuse(qvec: np.ndarray) -> np.ndarray:
+        fused = znorm(units.dense(qvec)) + config.bm25_weight * bm25
+        if context is not None:
+            fused += config.context_weight * (znorm(context.dense(qvec)) + config.bm25_weight * context_bm25)
+        if signals.anchor is not None:
+            fused += config.anchor_weight * signals.anchor
+        if signals.replies_to is not None and config.reply_weight:
+            asked = signals.replies_to >= 0
+            fused[asked] += config.reply_weight * np.maximum(fused[signals.replies_to[asked]], 0.0)
+        if signals.speaker is not None and config.speaker_weight:
+            fused += config.speaker_weight * signals.speaker
+        return fused
+
+    qvec = units.query_vector(query)
+    fused = fuse(qvec)
+    if config.feedback_weight:
+        top = ranking_of(fused.astype(np.float32))[:config.feedback_depth]
+        moved = qvec + config.feedback_weight * units.centroid(top)
+        fused = fuse((moved / np.linalg.norm(moved)).astype(np.float32))
+    return fused
+
+
+def rank_units(units: UnitIndex, query: str, retriever: str, resonance: Callable[[], list[int]] | None = None, *,
+               config: HybridConfig = HybridConfig(), context: UnitIndex | None = None,
+               signals: QuerySignals = QuerySignals()) -> list[int]:
     if retriever == "bm25":
         return ranking_of(units.bm25(query))
-    dense_values = units.dense(query)
-    dense = ranking_of(dense_values)
     if retriever == "dense":
-        return dense
-    bm25_values = units.bm25(query)
-    if fusion == "rrf":
-        hybrid = rrf(dense, ranking_of(bm25_values), n=units.n)
+        return ranking_of(units.dense(query))
+    if config.fusion == "rrf":
+        hybrid = rrf(ranking_of(units.dense(query)), ranking_of(units.bm25(query)), n=units.n)
     else:
-        fused = znorm(dense_values) + BM25_WEIGHT * znorm(bm25_values)
-        if context is not None:
-            fused += znorm(context.dense(query)) + BM25_WEIGHT * znorm(context.bm25(query))
-        if anchor is not None:
-            fused += ANCHOR_WEIGHT * anchor
-        hybrid = ranking_of(fused.astype(np.float32))
+        hybrid = ranking_of(hybrid_scores(units, query, config, context=context, signals=signals).astype(np.float32))
     if retriever == "hybrid":
         return hybrid
     head = resonance() if resonance is not None else []
@@ -172,12 +273,13 @@ class ResonanceIndex:
 
 # ---- datasets -------------------------------------------------------------------------------------
 def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
-                    workdir: Path, fusion: str = "z", context: bool = False, anchors: bool = True) -> dict[str, Any]:
-    from lca.importers import parse_longmemeval_date
+                    workdir: Path, config: HybridConfig | None = None, context: bool = False,
+                    anchors: bool = True) -> dict[str, Any]:
+    from lca.importers import load_official_json, parse_longmemeval_date
     from lca.temporal_anchor import anchor_weight, temporal_anchor
-    from lca.importers import load_official_json
     from protocols.evals.longmemeval.retrieval_metrics import average, question_units, score_ranking
 
+    config = config or HYBRID_DEFAULTS["longmemeval"]
     records = load_official_json(path)
     if limit:
         records = records[:limit]
@@ -203,8 +305,10 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
                                       if 0 <= j < len(units.texts) and sessions[j] == sessions[i])
                              for i in range(len(units.texts))]
         dense = retriever != "bm25"
-        ranking = rank_units(UnitIndex(units.texts, embedder, chunker, dense=dense), query, retriever, resonance,
-                             fusion=fusion, anchor=weights,
+        sentences = config.sentences and retriever in ("hybrid", "resonance")
+        ranking = rank_units(UnitIndex(units.texts, embedder, chunker, dense=dense, sentences=sentences), query,
+                             retriever, resonance,
+                             config=config, signals=QuerySignals(anchor=weights),
                              context=UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None)
         seconds.append(time.perf_counter() - started)
         results.append({"question_id": record["question_id"], "question_type": record["question_type"],
@@ -223,60 +327,108 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
 
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+LOCOMO_UNITS = ("turns", "observations", "summaries")
+
+
+def _dia_ids(raw: object) -> list[str]:
+    """Evidence or observation ids as given: a string (possibly "D8:6; D9:17" or "D1:3,D1:4") or a list."""
+    parts = raw if isinstance(raw, list) else [raw]
+    return [piece.strip() for part in parts for piece in str(part).replace(",", ";").split(";") if piece.strip()]
+
+
+def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
+    """One conversation's retrieval units, as the LoCoMo paper's RAG study used them.
+
+    ``turns``: each dialog turn ("speaker: text", with the image caption when the turn shares a photo);
+    ``observations``: each fact of the record's ``observation`` view, covering the turns it cites;
+    ``summaries``: each session summary, covering every turn of its session. ``covers`` holds the
+    dialog ids a unit retrieves; evidence recall counts an evidence id found once any top-k unit covers it.
+    """
+    if units not in LOCOMO_UNITS:
+        raise ValueError(f"unknown LoCoMo retrieval unit {units!r}; known: {', '.join(LOCOMO_UNITS)}")
+    conversation = record["conversation"]
+    sessions = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+    out: dict[str, list] = {"texts": [], "dates": [], "covers": [], "session": [], "speaker": []}
+
+    def add(text: str, when: str, covers: list[str], session: str, speaker: str) -> None:
+        out["texts"].append(text)
+        out["dates"].append(when)
+        out["covers"].append(covers)
+        out["session"].append(session)
+        out["speaker"].append(speaker)
+
+    for key in sessions:
+        when = conversation.get(f"{key}_date_time", "")
+        if units == "turns":
+            for turn in conversation[key]:
+                caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
+                add(f"{turn['speaker']}: {turn['text']}{caption}", when, [turn["dia_id"]], key, turn["speaker"])
+        elif units == "observations":
+            facts = (record.get("observation") or {}).get(f"{key}_observation") or {}
+            for speaker, items in facts.items():
+                for item in items:
+                    add(f"{item[0]}", when, _dia_ids(item[1]) if len(item) > 1 else [], key, speaker)
+        else:
+            summary = (record.get("session_summary") or {}).get(f"{key}_summary")
+            if summary:
+                add(str(summary), when, [turn["dia_id"] for turn in conversation[key]], key, "")
+    return out
 
 
 def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
-               workdir: Path, fusion: str = "z", context: bool = True, anchors: bool = False,
-               ks=(1, 5, 10, 25)) -> dict[str, Any]:
+               workdir: Path, config: HybridConfig | None = None, context: bool = True, anchors: bool = False,
+               units: str = "turns", ks=(1, 5, 10, 25)) -> dict[str, Any]:
+    """Evidence recall@k per item. ``anchors`` is accepted for symmetry and unused: LoCoMo questions carry no date."""
     from lca.importers import load_official_json
 
+    config = config or HYBRID_DEFAULTS["locomo"]
     records = load_official_json(path)
     if limit:
         records = records[:limit]
+    context = context and units == "turns"   # neighbouring turns only make sense for turns
     per_item, seconds, unparsed = [], [], 0
     for record in progress(records):
-        conversation = record["conversation"]
-        texts, ids, dates, session_of = [], [], [], []
-        for key in sorted((k for k in conversation if k.startswith("session_") and not k.endswith("date_time")),
-                          key=lambda k: int(k.split("_")[1])):
-            when = conversation.get(f"{key}_date_time", "")
-            for turn in conversation[key]:
-                caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
-                texts.append(f"{turn['speaker']}: {turn['text']}{caption}")
-                ids.append(turn["dia_id"])
-                dates.append(when)
-                session_of.append(key)
+        view = locomo_units(record, units)
+        texts, dates, covers, session_of = view["texts"], view["dates"], view["covers"], view["session"]
         context_texts = None
         if context:
             context_texts = ["\n".join([f"[{dates[i]}]"] + [texts[j] for j in (i - 1, i, i + 1)
                                                              if 0 <= j < len(texts) and session_of[j] == session_of[i]])
                              for i in range(len(texts))]
-        known = set(ids)
+        known = {turn["dia_id"] for key in record["conversation"] if re.fullmatch(r"session_\d+", key)
+                 for turn in record["conversation"][key]}
         dense = retriever != "bm25"
-        index = UnitIndex(texts, embedder, chunker, dense=dense)
+        index = UnitIndex(texts, embedder, chunker, dense=dense,
+                          sentences=config.sentences and retriever in ("hybrid", "resonance"))
         context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
         resonance_index = ResonanceIndex(texts, dates, embedder, workdir) if retriever == "resonance" else None
+        replies_to = None
+        if units == "turns":   # a turn right after a question in its session answers it
+            replies_to = np.array([i - 1 if i and session_of[i - 1] == session_of[i] and "?" in texts[i - 1] else -1
+                                   for i in range(len(texts))])
+        speakers = {name: np.array([1.0 if s == name else 0.0 for s in view["speaker"]])
+                    for name in (record["conversation"].get("speaker_a"), record["conversation"].get("speaker_b")) if name}
         for qa in record["qa"]:
-            evidence = []
-            for raw in qa.get("evidence", []):
-                for part in str(raw).replace(",", ";").split(";"):
-                    part = part.strip()
-                    if part in known:
-                        evidence.append(part)
-                    elif part:
-                        unparsed += 1
+            evidence = set()
+            for part in _dia_ids(qa.get("evidence", [])):
+                if part in known:
+                    evidence.add(part)
+                else:
+                    unparsed += 1
             if not evidence:
                 continue
             started = time.perf_counter()
-            ranking = rank_units(index, str(qa["question"]), retriever,
-                                 (lambda q=str(qa["question"]): resonance_index.rank(q))
-                                 if resonance_index is not None else None, fusion=fusion, context=context_index)
+            question = str(qa["question"])
+            named = [name for name in speakers if re.search(rf"\b{re.escape(name.split()[0])}\b", question, re.IGNORECASE)]
+            signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None)
+            ranking = rank_units(index, question, retriever,
+                                 (lambda q=question: resonance_index.rank(q)) if resonance_index is not None else None,
+                                 config=config, context=context_index, signals=signals)
             seconds.append(time.perf_counter() - started)
-            ranked = [ids[i] for i in ranking]
-            row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(set(evidence))}
+            row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(evidence)}
             for k in ks:
-                top = set(ranked[:k])
-                row[f"recall@{k}"] = sum(1 for e in set(evidence) if e in top) / len(set(evidence))
+                found = {dia for i in ranking[:k] for dia in covers[i]}
+                row[f"recall@{k}"] = len(evidence & found) / len(evidence)
             per_item.append(row)
         if resonance_index is not None:
             resonance_index.close()
@@ -286,7 +438,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
     by_category = {f"{c} {LOCOMO_CATEGORIES[c]}": {f"recall@{k}": mean_of([r for r in per_item if r["category"] == c],
                                                                           f"recall@{k}") for k in ks}
                    | {"n": sum(1 for r in per_item if r["category"] == c)} for c in sorted(LOCOMO_CATEGORIES)}
-    return {"overall": {f"recall@{k}": mean_of(per_item, f"recall@{k}") for k in ks} | {"n": len(per_item)},
+    return {"units": units,
+            "overall": {f"recall@{k}": mean_of(per_item, f"recall@{k}") for k in ks} | {"n": len(per_item)},
             "categories_1_to_4": {f"recall@{k}": mean_of([r for r in per_item if r["category"] != 5], f"recall@{k}")
                                   for k in ks} | {"n": sum(1 for r in per_item if r["category"] != 5)},
             "by_category": by_category, "unparsed_evidence_ids": unparsed,
@@ -305,6 +458,13 @@ def run_retrieval_bench(args) -> int:
     from lca.provenance import code_version
     from protocols.data_paths import find_data_file
 
+    units = getattr(args, "units", None)
+    if units is not None and args.dataset != "locomo":
+        import sys
+
+        print("lca: error: --units applies to LoCoMo only (LongMemEval's official units are user turns)",
+              file=sys.stderr)
+        return 2
     path = find_data_file("locomo" if args.dataset == "locomo" else "longmemeval_s_dev", args.data)
     if path is None:
         raise FileNotFoundError(f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
@@ -318,20 +478,32 @@ def run_retrieval_bench(args) -> int:
 
     started = time.perf_counter()
     runner = run_longmemeval if args.dataset == "longmemeval" else run_locomo
-    options = {"fusion": args.fusion}
+    try:
+        config = HYBRID_DEFAULTS[args.dataset].with_overrides(
+            ([f"fusion={args.fusion}"] if args.fusion else []) + list(getattr(args, "set", None) or []))
+    except ValueError as exc:
+        import sys
+
+        print(f"lca: error: {exc}", file=sys.stderr)
+        return 2
+    options: dict[str, Any] = {"config": config}
     if args.context is not None:
         options["context"] = args.context == "on"
     if args.anchors is not None:
         options["anchors"] = args.anchors == "on"
+    if units is not None:
+        options["units"] = units
     report = runner(path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit, progress=progress,
                     workdir=workdir, **options)
     report["provenance"] = {"dataset": args.dataset, "file": str(path), "sha256": file_sha256(path),
-                            "retriever": args.retriever, "embedder": embedder.embedder_id, "options": options,
+                            "retriever": args.retriever, "embedder": embedder.embedder_id,
+                            "options": {**options, "config": asdict(config)},
                             "code_version": code_version(), "limit": args.limit,
                             "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits,
                                                 "misses": embedder.misses},
                             "wall_seconds": time.perf_counter() - started}
-    out = Path(args.out.format(dataset=args.dataset, retriever=args.retriever))
+    out = Path(args.out.format(dataset=args.dataset, retriever=args.retriever,
+                               units=f"-{units}" if units and units != "turns" else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=float), encoding="utf-8")
     table = markdown_table(report, args.dataset)
@@ -363,7 +535,8 @@ def markdown_table(report: dict[str, Any], dataset: str) -> str:
                 lines.append(f"| {qtype} | {table['n']} | {table['session']['recall_any@5']:.4f} | "
                              f"{table['session']['recall_all@5']:.4f} |")
     else:
-        lines += ["| units: dialog turns | n | recall@1 | recall@5 | recall@10 | recall@25 |", "| --- | --- | --- | --- | --- | --- |"]
+        unit_name = {"turns": "dialog turns", "observations": "observations", "summaries": "session summaries"}
+        lines += [f"| units: {unit_name[report.get('units', 'turns')]} | n | recall@1 | recall@5 | recall@10 | recall@25 |", "| --- | --- | --- | --- | --- | --- |"]
         for name, table in [("all categories", report["overall"]), ("categories 1-4", report["categories_1_to_4"]),
                             *report["by_category"].items()]:
             if table["n"]:
