@@ -5,19 +5,18 @@ Retrievers, so each layer's contribution shows:
 - ``bm25``: bm25s with the substrate's tokenizer (lowercase, English stopwords, Snowball stems);
 - ``dense``: all-MiniLM-L6-v2 cosine; a unit longer than the embedder's input is split by the
   substrate's chunker and scores as its best piece (never truncated);
-- ``hybrid``: the two fused. ``--fusion z`` (default) adds z-scored dense and 0.5 x z-scored BM25
-  scores; ``--fusion rrf`` is the substrate store's reciprocal-rank fusion (k = 60). Both were
-  compared on the dev splits only (z: LongMemEval_S session recall_any@5 0.947 vs 0.938; LoCoMo
-  turn recall@5 0.524 vs 0.454). With ``--context`` (LoCoMo's default) each dialog turn is also
-  scored through a key made of the session date, the turn before it and the turn after it (many
-  evidence turns answer the previous turn's question); with temporal anchors (LongMemEval's
-  default) a question that says "two weeks ago" or "last Saturday" lifts the units dated near
-  that day (lca.temporal_anchor);
+- ``hybrid``: ``HybridConfig``: z-scored dense plus 0.5 x z-scored BM25, sentence keys, one round
+  of Rocchio feedback, and each dataset's signals (temporal anchors for LongMemEval; the
+  neighbour-context key, answer-after-question and named-speaker signals for LoCoMo). Each part
+  is a weight ``--set`` can zero, so each can be ablated; ``--fusion rrf`` is the substrate store's
+  reciprocal-rank fusion alone. Chosen on the dev splits only (docs/benchmarks.md);
 - ``resonance``: the full recall pipeline of a real substrate built from the haystack (transcript,
   faiss, bm25s, SQLite), candidates ranked by resonance score R with the question date as
   ``as_of``; the units beyond its candidate pool follow in hybrid order.
 
-Embeddings are cached by content hash across runs (``--cache``), so a warm run embeds nothing.
+LoCoMo is scored over dialog turns, observations or session summaries (``--units``), the LoCoMo
+paper's three RAG settings. Embeddings are cached by content hash across runs (``--cache``), so a
+warm run embeds nothing.
 """
 
 from __future__ import annotations

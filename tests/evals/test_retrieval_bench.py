@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 
 import protocols.cli as cli
-from lca.index.chunker import Chunker
+from dataclasses import replace
+
+import numpy as np
+
+from lca.index.chunker import Chunker, sentence_keys
 from lca.temporal_anchor import anchor_weight, temporal_anchor
-from protocols.bench.retrieval_bench import run_locomo, run_longmemeval
+from protocols.bench.retrieval_bench import (HybridConfig, QuerySignals, UnitIndex, hybrid_scores, locomo_units,
+                                             ranking_of, run_locomo, run_longmemeval)
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,3 +91,124 @@ def test_temporal_anchors_read_relative_times_against_the_question_date():
     anchor = temporal_anchor("two weeks ago", asked)
     assert anchor_weight(anchor, datetime(2023, 4, 8, 18)) == 1.0
     assert 0 < anchor_weight(anchor, datetime(2023, 4, 10)) < 1 and anchor_weight(anchor, datetime(2023, 3, 1)) == 0.0
+
+
+# ---- LoCoMo's three retrieval units -------------------------------------------------------------------
+def locomo_record() -> dict:
+    turns_1 = [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat last week."},
+               {"speaker": "Ben", "dia_id": "D1:2", "text": "What did you name the cat?"},
+               {"speaker": "Ana", "dia_id": "D1:3", "text": "Pebble, after the beach stones."}]
+    turns_2 = [{"speaker": "Ben", "dia_id": "D2:1", "text": "I started climbing at the Granite Loft gym."},
+               {"speaker": "Ana", "dia_id": "D2:2", "text": "Tax forms are due soon, ugh."}]
+    return {
+        "sample_id": "conv-test",
+        "conversation": {"speaker_a": "Ana", "speaker_b": "Ben", "session_1_date_time": "1:56 pm on 8 May, 2023",
+                         "session_1": turns_1, "session_2_date_time": "3:00 pm on 9 June, 2023",
+                         "session_2": turns_2, "session_3_date_time": "a date key with no session"},
+        "qa": [{"question": "What is the name of Ana's cat?", "answer": "Pebble", "evidence": ["D1:3"], "category": 4},
+               {"question": "Where does Ben climb?", "answer": "Granite Loft", "evidence": ["D2:1; D9:99", "D"],
+                "category": 4}],
+        "observation": {"session_1_observation": {"Ana": [["Ana named her new grey cat Pebble.", "D1:3"],
+                                                          ["Ana adopted a cat.", ["D1:1", "D1:3"]]]},
+                        "session_2_observation": {"Ben": [["Ben climbs at the Granite Loft gym.", "D2:1"]]}},
+        "session_summary": {"session_1_summary": "Ana adopted a grey cat and named it Pebble.",
+                            "session_2_summary": "Ben took up climbing at the Granite Loft."},
+    }
+
+
+def test_locomo_units_say_which_dialog_turns_each_unit_covers():
+    record = locomo_record()
+    turns = locomo_units(record, "turns")
+    assert turns["covers"] == [["D1:1"], ["D1:2"], ["D1:3"], ["D2:1"], ["D2:2"]]   # the stray date key is skipped
+    assert turns["texts"][1] == "Ben: What did you name the cat?" and turns["speaker"][0] == "Ana"
+    observations = locomo_units(record, "observations")
+    assert observations["covers"] == [["D1:3"], ["D1:1", "D1:3"], ["D2:1"]]
+    summaries = locomo_units(record, "summaries")
+    assert summaries["covers"] == [["D1:1", "D1:2", "D1:3"], ["D2:1", "D2:2"]]
+    with pytest.raises(ValueError, match="observations"):
+        locomo_units(record, "events")
+
+
+@pytest.mark.parametrize("units", ["turns", "observations", "summaries"])
+def test_locomo_recall_counts_evidence_through_the_units_that_cover_it(tmp_path, units):
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([locomo_record()]))
+    embedder = FakeHashingEmbedder(max_input_tokens=200)
+    report = run_locomo(path, "hybrid", embedder=embedder, chunker=Chunker(embedder), limit=None,
+                        progress=lambda x: x, workdir=tmp_path / "work", units=units)
+    assert report["units"] == units and report["items"] == 2
+    assert report["unparsed_evidence_ids"] == 2   # "D9:99" names no turn, "D" is malformed; both counted
+    assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
+    # one summary covers a whole session, so @1 finds the evidence; every unit kind finds it by @5
+    assert report["overall"]["recall@5"] == 1.0
+    if units == "summaries":
+        assert report["overall"]["recall@1"] == 1.0
+
+
+# ---- the hybrid retriever's parts -------------------------------------------------------------------
+def test_sentence_keys_split_only_multi_sentence_texts():
+    text = "I'm looking for recipe ideas for tonight. By the way, I replaced my kitchen faucet last Sunday!"
+    assert sentence_keys(text) == ["I'm looking for recipe ideas for tonight.",
+                                   "By the way, I replaced my kitchen faucet last Sunday!"]
+    assert sentence_keys("Just one sentence here, nothing more.") == []
+    assert len(sentence_keys(". ".join(f"Sentence number {i} is here" for i in range(60)), limit=40)) == 40
+
+
+def test_sentence_keys_lift_a_remark_in_passing_and_never_lower_a_unit():
+    embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
+    texts = ["I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, garlic, "
+             "ginger, sesame oil, soy sauce and lime that my whole family would enjoy on busy evenings after school. "
+             "By the way, I replaced my kitchen faucet.",
+             "Which kitchen faucet brands last longest?", "Tax forms are due soon."]
+    plain = UnitIndex(texts, embedder, Chunker(embedder))
+    keyed = UnitIndex(texts, embedder, Chunker(embedder), sentences=True)
+    query = "I replaced my kitchen faucet"
+    assert np.all(keyed.dense(query) >= plain.dense(query) - 1e-6)
+    assert ranking_of(plain.dense(query))[0] == 1 and ranking_of(keyed.dense(query))[0] == 0
+
+
+def test_reply_signal_lifts_the_turn_that_answers_a_matching_question():
+    embedder = FakeHashingEmbedder(max_input_tokens=200)
+    texts = ["Ben: What did you name the grey cat you adopted?", "Ana: Pebble, after the stones on the beach.",
+             "Ana: The cat sleeps all day.", "Ben: Tax forms are due soon.", "Ana: I like climbing."]
+    units = UnitIndex(texts, embedder, Chunker(embedder))
+    replies_to = np.array([-1, 0, -1, -1, -1])
+    query = "What did Ana name the grey cat she adopted?"
+    quiet = HybridConfig(feedback_weight=0.0, reply_weight=0.0)
+    without = ranking_of(hybrid_scores(units, query, quiet).astype(np.float32))
+    with_replies = ranking_of(hybrid_scores(units, query, replace(quiet, reply_weight=1.0),
+                                            signals=QuerySignals(replies_to=replies_to)).astype(np.float32))
+    assert with_replies.index(1) < without.index(1) and with_replies[:2] == [0, 1]
+
+
+def test_feedback_pulls_in_units_that_resemble_the_top_hits():
+    embedder = FakeHashingEmbedder(max_input_tokens=200)
+    texts = ["my dog rex loves the beach", "rex chases seagulls and waves at the beach every morning",
+             "tax forms are due friday", "the printer is out of toner", "a recipe for lentil soup"]
+    units = UnitIndex(texts, embedder, Chunker(embedder))
+    query = "where does my dog love to go"
+    without = hybrid_scores(units, query, HybridConfig(feedback_weight=0.0))
+    fed_back = hybrid_scores(units, query, HybridConfig(feedback_weight=1.0, feedback_depth=1))
+    assert ranking_of(without.astype(np.float32))[0] == 0
+    # unit 1 shares no word with the query, but "rex" and "beach" with the top hit
+    assert fed_back[1] - fed_back[2:].max() > without[1] - without[2:].max()
+
+
+def test_hybrid_config_overrides_are_checked_by_name_and_type():
+    config = HybridConfig().with_overrides(["feedback_weight=0.2", "sentences=off", "feedback-depth=5"])
+    assert (config.feedback_weight, config.sentences, config.feedback_depth) == (0.2, False, 5)
+    with pytest.raises(ValueError, match="speaker_weight"):   # the message lists the known names
+        HybridConfig().with_overrides(["bogus=1"])
+    with pytest.raises(ValueError, match="takes a float"):
+        HybridConfig().with_overrides(["bm25_weight=lots"])
+    with pytest.raises(ValueError, match="feedback_depth"):
+        HybridConfig().with_overrides(["feedback_depth=0"])
+
+
+def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
+    data = str(REPO / "data" / "fixtures" / "locomo_fixture.json")
+    assert cli.main(["bench", "retrieval", "--dataset", "longmemeval", "--units", "observations"]) == 2
+    assert "LoCoMo only" in capsys.readouterr().err
+    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--set", "bogus=1",
+                     "--out", str(tmp_path / "x.json")]) == 2
+    assert "bogus" in capsys.readouterr().err
