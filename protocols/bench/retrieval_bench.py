@@ -58,6 +58,10 @@ class HybridConfig:
         if self.feedback_depth < 1:
             raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
 
+    def embeds_sentences(self, retriever: str) -> bool:
+        """Sentence keys are built only where they are scored: z fusion in the hybrid (and resonance's tail)."""
+        return self.sentences and self.fusion == "z" and retriever in ("hybrid", "resonance")
+
     def with_overrides(self, pairs: Sequence[str]) -> "HybridConfig":
         """``name=value`` strings (from ``--set``) applied over this config, each checked by name and type."""
         known = {f.name: f.type for f in fields(self)}
@@ -304,7 +308,7 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
                                       if 0 <= j < len(units.texts) and sessions[j] == sessions[i])
                              for i in range(len(units.texts))]
         dense = retriever != "bm25"
-        sentences = config.sentences and retriever in ("hybrid", "resonance")
+        sentences = config.embeds_sentences(retriever)
         ranking = rank_units(UnitIndex(units.texts, embedder, chunker, dense=dense, sentences=sentences), query,
                              retriever, resonance,
                              config=config, signals=QuerySignals(anchor=weights),
@@ -398,7 +402,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                  for turn in record["conversation"][key]}
         dense = retriever != "bm25"
         index = UnitIndex(texts, embedder, chunker, dense=dense,
-                          sentences=config.sentences and retriever in ("hybrid", "resonance"))
+                          sentences=config.embeds_sentences(retriever))
         context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
         resonance_index = ResonanceIndex(texts, dates, embedder, workdir) if retriever == "resonance" else None
         replies_to = None
