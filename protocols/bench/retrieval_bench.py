@@ -339,6 +339,11 @@ def _dia_ids(raw: object) -> list[str]:
     return [piece.strip() for part in parts for piece in str(part).replace(",", ";").split(";") if piece.strip()]
 
 
+def _session_keys(conversation: dict) -> list[str]:
+    """The sessions that exist, in order (some records carry more ``_date_time`` keys than sessions)."""
+    return sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+
+
 def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
     """One conversation's retrieval units, as the LoCoMo paper's RAG study used them.
 
@@ -350,7 +355,7 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
     if units not in LOCOMO_UNITS:
         raise ValueError(f"unknown LoCoMo retrieval unit {units!r}; known: {', '.join(LOCOMO_UNITS)}")
     conversation = record["conversation"]
-    sessions = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+    sessions = _session_keys(conversation)
     out: dict[str, list] = {"texts": [], "dates": [], "covers": [], "session": [], "speaker": []}
 
     def add(text: str, when: str, covers: list[str], session: str, speaker: str) -> None:
@@ -398,8 +403,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
             context_texts = ["\n".join([f"[{dates[i]}]"] + [texts[j] for j in (i - 1, i, i + 1)
                                                              if 0 <= j < len(texts) and session_of[j] == session_of[i]])
                              for i in range(len(texts))]
-        known = {turn["dia_id"] for key in record["conversation"] if re.fullmatch(r"session_\d+", key)
-                 for turn in record["conversation"][key]}
+        known = {turn["dia_id"] for key in _session_keys(record["conversation"]) for turn in record["conversation"][key]}
         dense = retriever != "bm25"
         index = UnitIndex(texts, embedder, chunker, dense=dense,
                           sentences=config.embeds_sentences(retriever))
@@ -462,11 +466,15 @@ def run_retrieval_bench(args) -> int:
     from protocols.data_paths import find_data_file
 
     units = getattr(args, "units", None)
-    if units is not None and args.dataset != "locomo":
+    try:   # options are checked before any file is read or model loaded
+        if units is not None and args.dataset != "locomo":
+            raise ValueError("--units applies to LoCoMo only (LongMemEval's official units are user turns)")
+        config = HYBRID_DEFAULTS[args.dataset].with_overrides(
+            ([f"fusion={args.fusion}"] if args.fusion else []) + list(getattr(args, "set", None) or []))
+    except ValueError as exc:
         import sys
 
-        print("lca: error: --units applies to LoCoMo only (LongMemEval's official units are user turns)",
-              file=sys.stderr)
+        print(f"lca: error: {exc}", file=sys.stderr)
         return 2
     path = find_data_file("locomo" if args.dataset == "locomo" else "longmemeval_s_dev", args.data)
     if path is None:
@@ -481,14 +489,6 @@ def run_retrieval_bench(args) -> int:
 
     started = time.perf_counter()
     runner = run_longmemeval if args.dataset == "longmemeval" else run_locomo
-    try:
-        config = HYBRID_DEFAULTS[args.dataset].with_overrides(
-            ([f"fusion={args.fusion}"] if args.fusion else []) + list(getattr(args, "set", None) or []))
-    except ValueError as exc:
-        import sys
-
-        print(f"lca: error: {exc}", file=sys.stderr)
-        return 2
     options: dict[str, Any] = {"config": config}
     if args.context is not None:
         options["context"] = args.context == "on"
