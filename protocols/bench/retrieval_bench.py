@@ -45,18 +45,33 @@ class HybridConfig:
                                   # "rrf": the store's reciprocal-rank fusion of dense and BM25, nothing else
     bm25_weight: float = 0.5
     context_weight: float = 1.0   # the neighbour-context key, when the dataset builds one (LoCoMo)
+    context_before: int = 1       # the context key holds this many turns before the unit (same session) ...
+    context_after: int = 1        # ... and this many after
     anchor_weight: float = 4.0    # added on the day a temporal anchor points at (LongMemEval)
     feedback_weight: float = 0.6  # Rocchio feedback: the query vector plus w x the mean of the top units' vectors
     feedback_depth: int = 3       # how many top units feed back
     reply_weight: float = 0.0     # a turn answering a question turn adds w x the question's positive score
     speaker_weight: float = 0.0   # added to the turns of the one speaker a question names
     sentences: bool = True        # each sentence of a unit is also a dense key (the unit scores as its best)
+    names_in_dense_query: bool = True  # False: the speakers' names leave the embedded query (the speaker signal
+                                       # carries them; a name otherwise pulls every turn of that speaker)
 
     def __post_init__(self) -> None:
         if self.fusion not in ("z", "rrf"):
             raise ValueError(f"fusion must be 'z' or 'rrf', not {self.fusion!r}")
         if self.feedback_depth < 1:
             raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
+        if self.context_before < 0 or self.context_after < 0:
+            raise ValueError(f"context_before and context_after must be at least 0, not "
+                             f"{self.context_before} and {self.context_after}")
+
+    def context_texts(self, texts: Sequence[str], session_of: Sequence[str], header: Sequence[str] = ()) -> list[str]:
+        """Each unit's context key: the unit with its neighbours in the same session (and a header line per unit)."""
+        n = len(texts)
+        return ["\n".join(([header[i]] if header else [])
+                          + [texts[j] for j in range(i - self.context_before, i + self.context_after + 1)
+                             if 0 <= j < n and session_of[j] == session_of[i]])
+                for i in range(n)]
 
     def embeds_sentences(self, retriever: str) -> bool:
         """Sentence keys are built only where they are scored: z fusion in the hybrid (and resonance's tail)."""
@@ -90,7 +105,7 @@ def _flag(raw: str) -> bool:
 # chosen on LongMemEval_S dev and LoCoMo (no other split was looked at); see docs/benchmarks.md
 HYBRID_DEFAULTS = {
     "longmemeval": HybridConfig(),
-    "locomo": HybridConfig(reply_weight=0.3, speaker_weight=0.6),
+    "locomo": HybridConfig(reply_weight=0.3, speaker_weight=0.6, context_before=2, names_in_dense_query=False),
 }
 
 
@@ -176,9 +191,10 @@ class QuerySignals:
 
 
 def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context: UnitIndex | None = None,
-                  signals: QuerySignals = QuerySignals()) -> np.ndarray:
+                  signals: QuerySignals = QuerySignals(), dense_query: str | None = None) -> np.ndarray:
     """z fusion of dense and BM25 (and the context key), then the query's signals, then one round of
-    Rocchio feedback on the dense side when ``config.feedback_weight`` is set."""
+    Rocchio feedback on the dense side when ``config.feedback_weight`` is set. ``dense_query`` is the
+    text embedded for the dense side when it differs from the BM25 query (default: ``query``)."""
     bm25 = znorm(units.bm25(query))
     context_bm25 = znorm(context.bm25(query)) if context is not None else None
 
@@ -195,7 +211,7 @@ def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context
             fused += config.speaker_weight * signals.speaker
         return fused
 
-    qvec = units.query_vector(query)
+    qvec = units.query_vector(query if dense_query is None else dense_query)
     fused = fuse(qvec)
     if config.feedback_weight:
         top = ranking_of(fused.astype(np.float32))[:config.feedback_depth]
@@ -206,7 +222,7 @@ def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context
 
 def rank_units(units: UnitIndex, query: str, retriever: str, resonance: Callable[[], list[int]] | None = None, *,
                config: HybridConfig = HybridConfig(), context: UnitIndex | None = None,
-               signals: QuerySignals = QuerySignals()) -> list[int]:
+               signals: QuerySignals = QuerySignals(), dense_query: str | None = None) -> list[int]:
     if retriever == "bm25":
         return ranking_of(units.bm25(query))
     if retriever == "dense":
@@ -214,7 +230,8 @@ def rank_units(units: UnitIndex, query: str, retriever: str, resonance: Callable
     if config.fusion == "rrf":
         hybrid = rrf(ranking_of(units.dense(query)), ranking_of(units.bm25(query)), n=units.n)
     else:
-        hybrid = ranking_of(hybrid_scores(units, query, config, context=context, signals=signals).astype(np.float32))
+        hybrid = ranking_of(hybrid_scores(units, query, config, context=context, signals=signals,
+                                          dense_query=dense_query).astype(np.float32))
     if retriever == "hybrid":
         return hybrid
     head = resonance() if resonance is not None else []
@@ -303,10 +320,7 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
         weights = np.array([anchor_weight(anchor, parse_longmemeval_date(d)) for d in units.dates]) if anchor else None
         context_texts = None
         if context:
-            sessions = [u.rsplit("_", 1)[0] for u in units.ids]
-            context_texts = [" ".join(units.texts[j] for j in (i - 1, i, i + 1)
-                                      if 0 <= j < len(units.texts) and sessions[j] == sessions[i])
-                             for i in range(len(units.texts))]
+            context_texts = config.context_texts(units.texts, [u.rsplit("_", 1)[0] for u in units.ids])
         dense = retriever != "bm25"
         sentences = config.embeds_sentences(retriever)
         ranking = rank_units(UnitIndex(units.texts, embedder, chunker, dense=dense, sentences=sentences), query,
@@ -342,6 +356,18 @@ def _dia_ids(raw: object) -> list[str]:
 def _session_keys(conversation: dict) -> list[str]:
     """The sessions that exist, in order (some records carry more ``_date_time`` keys than sessions)."""
     return sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+
+
+def _name_pattern(name: str) -> str:
+    """A speaker named by first name, with or without a possessive ("Caroline", "Caroline's")."""
+    return rf"\b{re.escape(name.split()[0])}(?:'s)?\b"
+
+
+def without_names(question: str, names) -> str:
+    """The question with the speakers' first names taken out, for the embedded (dense) query."""
+    for name in names:
+        question = re.sub(_name_pattern(name), "", question, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", question).strip()
 
 
 def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
@@ -398,11 +424,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
     for record in progress(records):
         view = locomo_units(record, units)
         texts, dates, covers, session_of = view["texts"], view["dates"], view["covers"], view["session"]
-        context_texts = None
-        if context:
-            context_texts = ["\n".join([f"[{dates[i]}]"] + [texts[j] for j in (i - 1, i, i + 1)
-                                                             if 0 <= j < len(texts) and session_of[j] == session_of[i]])
-                             for i in range(len(texts))]
+        context_texts = config.context_texts(texts, session_of, [f"[{d}]" for d in dates]) if context else None
         known = {turn["dia_id"] for key in _session_keys(record["conversation"]) for turn in record["conversation"][key]}
         dense = retriever != "bm25"
         index = UnitIndex(texts, embedder, chunker, dense=dense,
@@ -426,11 +448,14 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                 continue
             started = time.perf_counter()
             question = str(qa["question"])
-            named = [name for name in speakers if re.search(rf"\b{re.escape(name.split()[0])}\b", question, re.IGNORECASE)]
+            named = [name for name in speakers if re.search(_name_pattern(name), question, re.IGNORECASE)]
             signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None)
+            # the names leave the embedded query only where the speaker signal carries them (not summaries)
+            dense_query = (without_names(question, speakers) if not config.names_in_dense_query and any(view["speaker"])
+                           else None)
             ranking = rank_units(index, question, retriever,
                                  (lambda q=question: resonance_index.rank(q)) if resonance_index is not None else None,
-                                 config=config, context=context_index, signals=signals)
+                                 config=config, context=context_index, signals=signals, dense_query=dense_query)
             seconds.append(time.perf_counter() - started)
             row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(evidence)}
             for k in ks:

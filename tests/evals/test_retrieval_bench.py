@@ -17,7 +17,7 @@ import numpy as np
 from lca.index.chunker import Chunker, sentence_keys
 from lca.temporal_anchor import anchor_weight, temporal_anchor
 from protocols.bench.retrieval_bench import (HybridConfig, QuerySignals, UnitIndex, hybrid_scores, locomo_units,
-                                             ranking_of, run_locomo, run_longmemeval)
+                                             ranking_of, run_locomo, run_longmemeval, without_names)
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,6 +192,42 @@ def test_feedback_pulls_in_units_that_resemble_the_top_hits():
     assert ranking_of(without.astype(np.float32))[0] == 0
     # unit 1 shares no word with the query, but "rex" and "beach" with the top hit
     assert fed_back[1] - fed_back[2:].max() > without[1] - without[2:].max()
+
+
+def test_context_key_holds_the_configured_neighbours_and_stops_at_the_session():
+    texts, sessions = ["a1", "a2", "a3", "b1", "b2"], ["a", "a", "a", "b", "b"]
+    keys = HybridConfig(context_before=2, context_after=1).context_texts(texts, sessions, ["[h0]", "[h1]", "[h2]", "[h3]", "[h4]"])
+    assert keys[2] == "[h2]\na1\na2\na3"          # two before, none after: a3 ends its session
+    assert keys[3] == "[h3]\nb1\nb2"               # nothing from session a leaks in
+    assert HybridConfig(context_before=0, context_after=0).context_texts(texts, sessions) == texts
+    with pytest.raises(ValueError, match="context_before"):
+        HybridConfig(context_before=-1)
+
+
+def test_speaker_names_leave_only_the_embedded_query(tmp_path):
+    assert without_names("What did Caroline's mentor tell caroline about Mel?", ["Caroline Smith", "Melanie"]) \
+        == "What did mentor tell about Mel?"      # first names, possessives, any case; "Mel" is not "Melanie"
+
+    class RecordingEmbedder(FakeHashingEmbedder):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.queries: list[str] = []
+
+        def embed_query(self, text):
+            self.queries.append(text)
+            return super().embed_query(text)
+
+    record = locomo_record()
+    record["qa"] = record["qa"][:1]   # "What is the name of Ana's cat?"
+    for names_in_query, expected in ((True, "What is the name of Ana's cat?"), (False, "What is the name of cat?")):
+        path = tmp_path / f"names-{names_in_query}" / "locomo.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps([record]))
+        embedder = RecordingEmbedder(max_input_tokens=200)
+        config = HybridConfig(speaker_weight=0.6, names_in_dense_query=names_in_query)
+        report = run_locomo(path, "hybrid", embedder=embedder, chunker=Chunker(embedder), limit=None,
+                            progress=lambda x: x, workdir=path.parent / "work", config=config)
+        assert embedder.queries == [expected] and report["items"] == 1
 
 
 def test_hybrid_config_overrides_are_checked_by_name_and_type():
