@@ -330,7 +330,8 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
         seconds.append(time.perf_counter() - started)
         results.append({"question_id": record["question_id"], "question_type": record["question_type"],
                         "anchor": anchor.expression if anchor else None,
-                        "has_gold": bool(units.gold), "metrics": score_ranking(ranking, units, "turn")})
+                        "has_gold": bool(units.gold), "seconds": seconds[-1],
+                        "metrics": score_ranking(ranking, units, "turn")})
     by_type: dict[str, list] = defaultdict(list)
     for r in results:
         by_type[r["question_type"]].append(r)
@@ -457,7 +458,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                                  (lambda q=question: resonance_index.rank(q)) if resonance_index is not None else None,
                                  config=config, context=context_index, signals=signals, dense_query=dense_query)
             seconds.append(time.perf_counter() - started)
-            row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(evidence)}
+            row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(evidence),
+                   "seconds": seconds[-1]}
             for k in ks:
                 found = {dia for i in ranking[:k] for dia in covers[i]}
                 row[f"recall@{k}"] = len(evidence & found) / len(evidence)

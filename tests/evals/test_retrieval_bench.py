@@ -64,6 +64,7 @@ def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path,
         assert report["per_question"][0]["metrics"]["session"]["recall_any@1"] == 1.0   # "Rex" / "beagle" match
     if retriever == "hybrid":
         assert report["per_question"][1]["anchor"] == "two weeks ago"
+        assert all(q["seconds"] >= 0 for q in report["per_question"])
         assert report["per_question"][1]["metrics"]["session"]["recall_any@1"] == 1.0   # the anchored day wins
 
 
@@ -139,6 +140,7 @@ def test_locomo_recall_counts_evidence_through_the_units_that_cover_it(tmp_path,
     assert report["units"] == units and report["items"] == 2
     assert report["unparsed_evidence_ids"] == 2   # "D9:99" names no turn, "D" is malformed; both counted
     assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
+    assert all(item["seconds"] >= 0 for item in report["per_item"])   # each item's time, for the distribution
     # one summary covers a whole session, so @1 finds the evidence; every unit kind finds it by @5
     assert report["overall"]["recall@5"] == 1.0
     if units == "summaries":
