@@ -1,4 +1,5 @@
-"""Temporal anchors: "two weeks ago", "last Saturday", "yesterday" read against the question's date.
+"""Temporal anchors: "two weeks ago", "last Saturday", "yesterday" read against the question's date, and
+absolute dates ("on 1 May, 2022") read as they stand.
 
 A question that names a relative time points at a day; records dated near that day are more
 likely its evidence. ``temporal_anchor`` turns the expression into a target date and a tolerance;
@@ -29,10 +30,42 @@ class TemporalAnchor:
     expression: str
 
 
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december"]
+_MONTH = "(" + "|".join(_MONTHS) + ")"
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.IGNORECASE)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
+
+
+def dated_anchor(question: str) -> TemporalAnchor | None:
+    """The days an absolute date in ``question`` ("on 1 May, 2022", "May 8, 2022", "in July 2023") points at.
+
+    Records tell of an event on its day or in the week after ("yesterday", "last weekend"), so a
+    day's window is that day to a week later; a month's is the month, centred on its middle.
+    """
+    def day(year: str, month: str, number: str) -> datetime | None:
+        try:
+            return datetime(int(year), _MONTHS.index(month.lower()) + 1, int(number))
+        except ValueError:   # "31 June": no such day
+            return None
+
+    for pattern, order in ((_DAY_MONTH_YEAR, (3, 2, 1)), (_MONTH_DAY_YEAR, (3, 1, 2))):
+        for match in pattern.finditer(question):
+            moment = day(*(match.group(i) for i in order))
+            if moment is not None:
+                return TemporalAnchor(moment + timedelta(days=3), 3.0, match.group(0))
+    match = _MONTH_YEAR.search(question)
+    if match:
+        return TemporalAnchor(day(match.group(2), match.group(1), "1") + timedelta(days=15), 16.0, match.group(0))
+    return None
+
+
 def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | None:
-    """The day a relative time expression in ``question`` points at, seen from ``asked``."""
+    """The day a time expression in ``question`` points at: a relative one ("two weeks ago") seen from
+    ``asked``, else an absolute date (``dated_anchor``), which needs no question date."""
     if asked is None:
-        return None
+        return dated_anchor(question)
     day = asked.replace(hour=0, minute=0, second=0, microsecond=0)
     match = _AGO.search(question)
     if match:
@@ -56,7 +89,7 @@ def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | N
         if unit == "week":   # the previous week, give or take the week's edges
             return TemporalAnchor(day - timedelta(days=7), 4.5, match.group(0))
         return TemporalAnchor(day - timedelta(days=15), 15.0, match.group(0))   # within the past month
-    return None
+    return dated_anchor(question)
 
 
 def anchor_weight(anchor: TemporalAnchor, moment: datetime | None) -> float:

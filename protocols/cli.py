@@ -335,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "feedback_weight, feedback_depth, reply_weight, speaker_weight, sentences); repeatable")
     rb.add_argument("--context", choices=["on", "off"], help="score each unit also through its neighbours "
                                                             "(default: on for LoCoMo, off for LongMemEval)")
-    rb.add_argument("--anchors", choices=["on", "off"], help="temporal anchors from the question date "
-                                                            "(default: on for LongMemEval; LoCoMo has no question date)")
+    rb.add_argument("--anchors", choices=["on", "off"], help="temporal anchors (default on): relative times read "
+                                                            "against the question date, and absolute dates in the "
+                                                            "question (LoCoMo has no question date: absolute only)")
     rb.add_argument("--units", choices=["turns", "observations", "summaries"],
                     help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its session "
                          "summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns")

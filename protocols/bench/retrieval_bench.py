@@ -6,8 +6,8 @@ Retrievers, so each layer's contribution shows:
 - ``dense``: all-MiniLM-L6-v2 cosine; a unit longer than the embedder's input is split by the
   substrate's chunker and scores as its best piece (never truncated);
 - ``hybrid``: ``HybridConfig``: z-scored dense plus 0.5 x z-scored BM25, sentence keys, one round
-  of Rocchio feedback, and each dataset's signals (temporal anchors for LongMemEval; the
-  neighbour-context key, answer-after-question and named-speaker signals for LoCoMo). Each part
+  of Rocchio feedback, and each dataset's signals (temporal anchors; for LoCoMo also the
+  neighbour-context key, answer-after-question and named-speaker signals). Each part
   is a weight ``--set`` can zero, so each can be ablated; ``--fusion rrf`` is the substrate store's
   reciprocal-rank fusion alone. Chosen on the dev splits only (docs/benchmarks.md);
 - ``resonance``: the full recall pipeline of a real substrate built from the haystack (transcript,
@@ -411,10 +411,12 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
 
 
 def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
-               workdir: Path, config: HybridConfig | None = None, context: bool = True, anchors: bool = False,
+               workdir: Path, config: HybridConfig | None = None, context: bool = True, anchors: bool = True,
                units: str = "turns", ks=(1, 5, 10, 25)) -> dict[str, Any]:
-    """Evidence recall@k per item. ``anchors`` is accepted for symmetry and unused: LoCoMo questions carry no date."""
-    from lca.importers import load_official_json
+    """Evidence recall@k per item. LoCoMo questions carry no date, so ``anchors`` reads only absolute
+    dates in the question ("on 1 May, 2022"), against each unit's session date."""
+    from lca.importers import load_official_json, parse_locomo_date
+    from lca.temporal_anchor import anchor_weight, dated_anchor
 
     config = config or HYBRID_DEFAULTS["locomo"]
     records = load_official_json(path)
@@ -425,6 +427,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
     for record in progress(records):
         view = locomo_units(record, units)
         texts, dates, covers, session_of = view["texts"], view["dates"], view["covers"], view["session"]
+        moments = [parse_locomo_date(d) for d in dates]
         context_texts = config.context_texts(texts, session_of, [f"[{d}]" for d in dates]) if context else None
         known = {turn["dia_id"] for key in _session_keys(record["conversation"]) for turn in record["conversation"][key]}
         dense = retriever != "bm25"
@@ -450,7 +453,9 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
             started = time.perf_counter()
             question = str(qa["question"])
             named = [name for name in speakers if re.search(_name_pattern(name), question, re.IGNORECASE)]
-            signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None)
+            anchor = dated_anchor(question) if anchors else None
+            signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None,
+                                   anchor=np.array([anchor_weight(anchor, m) for m in moments]) if anchor else None)
             # the names leave the embedded query only where the speaker signal carries them (not summaries)
             dense_query = (without_names(question, speakers) if not config.names_in_dense_query and any(view["speaker"])
                            else None)
@@ -459,7 +464,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                                  config=config, context=context_index, signals=signals, dense_query=dense_query)
             seconds.append(time.perf_counter() - started)
             row = {"sample_id": record["sample_id"], "category": int(qa["category"]), "evidence": sorted(evidence),
-                   "seconds": seconds[-1]}
+                   "anchor": anchor.expression if anchor else None, "seconds": seconds[-1]}
             for k in ks:
                 found = {dia for i in ranking[:k] for dia in covers[i]}
                 row[f"recall@{k}"] = len(evidence & found) / len(evidence)

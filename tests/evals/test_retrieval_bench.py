@@ -94,6 +94,21 @@ def test_temporal_anchors_read_relative_times_against_the_question_date():
     assert 0 < anchor_weight(anchor, datetime(2023, 4, 10)) < 1 and anchor_weight(anchor, datetime(2023, 3, 1)) == 0.0
 
 
+
+def test_absolute_dates_anchor_the_days_that_tell_of_them():
+    day = temporal_anchor("What movie did Joanna watch on 1 May, 2022?", None)
+    assert day.expression == "1 May, 2022" and temporal_anchor("Who called on May 1st, 2022?", None).target == day.target
+    # told that day or in the week after ("last night", "last weekend"); never before it
+    assert anchor_weight(day, datetime(2022, 4, 30)) == 0.0 and anchor_weight(day, datetime(2022, 5, 8)) == 0.0
+    assert 0 < anchor_weight(day, datetime(2022, 5, 1, 20)) < anchor_weight(day, datetime(2022, 5, 4)) == 1.0
+    month = temporal_anchor("What did Maria donate in December 2023?", None)
+    assert all(anchor_weight(month, datetime(2023, 12, d)) > 0 for d in (1, 16, 31))
+    assert anchor_weight(month, datetime(2024, 1, 5)) == 0.0 and anchor_weight(month, datetime(2023, 11, 25)) == 0.0
+    assert temporal_anchor("What happened on 31 June, 2023?", None).expression == "June, 2023"   # no such day
+    assert temporal_anchor("What did I do on May 8?", None) is None   # no year: too loose to anchor
+    asked = datetime(2023, 4, 22)   # a relative time wins over an absolute date in the same question
+    assert temporal_anchor("What did I buy two weeks ago, on 1 May, 2022?", asked).target == datetime(2023, 4, 8)
+
 # ---- LoCoMo's three retrieval units -------------------------------------------------------------------
 def locomo_record() -> dict:
     turns_1 = [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat last week."},
@@ -107,7 +122,7 @@ def locomo_record() -> dict:
                          "session_1": turns_1, "session_2_date_time": "3:00 pm on 9 June, 2023",
                          "session_2": turns_2, "session_3_date_time": "a date key with no session"},
         "qa": [{"question": "What is the name of Ana's cat?", "answer": "Pebble", "evidence": ["D1:3"], "category": 4},
-               {"question": "Where does Ben climb?", "answer": "Granite Loft", "evidence": ["D2:1; D9:99", "D"],
+               {"question": "Where did Ben start climbing on 7 June, 2023?", "answer": "Granite Loft", "evidence": ["D2:1; D9:99", "D"],
                 "category": 4}],
         "observation": {"session_1_observation": {"Ana": [["Ana named her new grey cat Pebble.", "D1:3"],
                                                           ["Ana adopted a cat.", ["D1:1", "D1:3"]]]},
@@ -141,6 +156,7 @@ def test_locomo_recall_counts_evidence_through_the_units_that_cover_it(tmp_path,
     assert report["unparsed_evidence_ids"] == 2   # "D9:99" names no turn, "D" is malformed; both counted
     assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
     assert all(item["seconds"] >= 0 for item in report["per_item"])   # each item's time, for the distribution
+    assert [item["anchor"] for item in report["per_item"]] == [None, "7 June, 2023"]
     # one summary covers a whole session, so @1 finds the evidence; every unit kind finds it by @5
     assert report["overall"]["recall@5"] == 1.0
     if units == "summaries":
