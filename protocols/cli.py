@@ -331,8 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--retriever", choices=["bm25", "dense", "hybrid", "resonance"], default="hybrid")
     rb.add_argument("--fusion", choices=["z", "rrf"], help="hybrid fusion (default z; rrf is the store's)")
     rb.add_argument("--set", action="append", metavar="NAME=VALUE",
-                    help="override one field of the hybrid's HybridConfig (bm25_weight, context_weight, anchor_weight, "
-                         "feedback_weight, feedback_depth, reply_weight, speaker_weight, sentences); repeatable")
+                    help="override one field of the hybrid's HybridConfig, e.g. bm25_weight=0.3 or sentences=off "
+                         "(an unknown name is refused with the list of every field); repeatable")
     rb.add_argument("--context", choices=["on", "off"], help="score each unit also through its neighbours "
                                                             "(default: on for LoCoMo, off for LongMemEval)")
     rb.add_argument("--anchors", choices=["on", "off"], help="temporal anchors (default on): relative times read "

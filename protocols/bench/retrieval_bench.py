@@ -47,7 +47,7 @@ class HybridConfig:
     context_weight: float = 1.0   # the neighbour-context key, when the dataset builds one (LoCoMo)
     context_before: int = 1       # the context key holds this many turns before the unit (same session) ...
     context_after: int = 1        # ... and this many after
-    anchor_weight: float = 4.0    # added on the day a temporal anchor points at (LongMemEval)
+    anchor_weight: float = 4.0    # added on the day a temporal anchor points at
     feedback_weight: float = 0.6  # Rocchio feedback: the query vector plus w x the mean of the top units' vectors
     feedback_depth: int = 3       # how many top units feed back
     reply_weight: float = 0.0     # a turn answering a question turn adds w x the question's positive score
@@ -441,6 +441,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                                    for i in range(len(texts))])
         speakers = {name: np.array([1.0 if s == name else 0.0 for s in view["speaker"]])
                     for name in (record["conversation"].get("speaker_a"), record["conversation"].get("speaker_b")) if name}
+        # the names leave the embedded query only where the speaker signal carries them (not summaries)
+        names_out = not config.names_in_dense_query and any(view["speaker"])
         for qa in record["qa"]:
             evidence = set()
             for part in _dia_ids(qa.get("evidence", [])):
@@ -456,9 +458,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
             anchor = dated_anchor(question) if anchors else None
             signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None,
                                    anchor=np.array([anchor_weight(anchor, m) for m in moments]) if anchor else None)
-            # the names leave the embedded query only where the speaker signal carries them (not summaries)
-            dense_query = (without_names(question, speakers) if not config.names_in_dense_query and any(view["speaker"])
-                           else None)
+            dense_query = without_names(question, speakers) if names_out else None
             ranking = rank_units(index, question, retriever,
                                  (lambda q=question: resonance_index.rank(q)) if resonance_index is not None else None,
                                  config=config, context=context_index, signals=signals, dense_query=dense_query)
