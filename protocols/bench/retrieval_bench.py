@@ -7,7 +7,7 @@ Retrievers, so each layer's contribution shows:
   substrate's chunker and scores as its best piece (never truncated);
 - ``hybrid``: ``HybridConfig``: z-scored dense plus 0.5 x z-scored BM25, sentence keys, one round
   of Rocchio feedback, and each dataset's signals (temporal anchors; for LoCoMo also the
-  neighbour-context key, answer-after-question and named-speaker signals). Each part
+  neighbour-context key, question-turn, answer-after-question and named-speaker signals). Each part
   is a weight ``--set`` can zero, so each can be ablated; ``--fusion rrf`` is the substrate store's
   reciprocal-rank fusion alone. Chosen on the dev splits only (docs/benchmarks.md);
 - ``resonance``: the full recall pipeline of a real substrate built from the haystack (transcript,
@@ -50,6 +50,8 @@ class HybridConfig:
     anchor_weight: float = 4.0    # added on the day a temporal anchor points at
     feedback_weight: float = 0.6  # Rocchio feedback: the query vector plus w x the mean of the top units' vectors
     feedback_depth: int = 3       # how many top units feed back
+    question_weight: float = 0.0  # subtracted from a turn that only asks (ends in "?", shares no photo): a question
+                                  # states no fact, and it yields its place to the reply below
     reply_weight: float = 0.0     # a turn answering a question turn adds w x the question's positive score
     speaker_weight: float = 0.0   # added to the turns of the one speaker a question names
     sentences: bool = True        # each sentence of a unit is also a dense key (the unit scores as its best)
@@ -105,7 +107,8 @@ def _flag(raw: str) -> bool:
 # chosen on LongMemEval_S dev and LoCoMo (no other split was looked at); see docs/benchmarks.md
 HYBRID_DEFAULTS = {
     "longmemeval": HybridConfig(),
-    "locomo": HybridConfig(reply_weight=0.3, speaker_weight=0.6, context_before=2, names_in_dense_query=False),
+    "locomo": HybridConfig(question_weight=2.0, reply_weight=0.3, speaker_weight=0.6, context_before=2,
+                           names_in_dense_query=False),
 }
 
 
@@ -187,6 +190,7 @@ class QuerySignals:
 
     anchor: np.ndarray | None = None       # temporal-anchor closeness in [0, 1]
     replies_to: np.ndarray | None = None   # index of the question turn a unit answers, or -1
+    asks: np.ndarray | None = None         # 1 for a turn that only asks a question
     speaker: np.ndarray | None = None      # 1 for the turns of the speaker the question names
 
 
@@ -204,6 +208,8 @@ def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context
             fused += config.context_weight * (znorm(context.dense(qvec)) + config.bm25_weight * context_bm25)
         if signals.anchor is not None:
             fused += config.anchor_weight * signals.anchor
+        if signals.asks is not None and config.question_weight:
+            fused -= config.question_weight * signals.asks   # before the reply inherits from its question
         if signals.replies_to is not None and config.reply_weight:
             asked = signals.replies_to >= 0
             fused[asked] += config.reply_weight * np.maximum(fused[signals.replies_to[asked]], 0.0)
@@ -375,6 +381,7 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
     """One conversation's retrieval units, as the LoCoMo paper's RAG study used them.
 
     ``turns``: each dialog turn ("speaker: text", with the image caption when the turn shares a photo);
+    ``asks`` marks a turn that only asks (its text ends in "?" and it shares no photo);
     ``observations``: each fact of the record's ``observation`` view, covering the turns it cites;
     ``summaries``: each session summary, covering every turn of its session. ``covers`` holds the
     dialog ids a unit retrieves; evidence recall counts an evidence id found once any top-k unit covers it.
@@ -383,21 +390,23 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
         raise ValueError(f"unknown LoCoMo retrieval unit {units!r}; known: {', '.join(LOCOMO_UNITS)}")
     conversation = record["conversation"]
     sessions = _session_keys(conversation)
-    out: dict[str, list] = {"texts": [], "dates": [], "covers": [], "session": [], "speaker": []}
+    out: dict[str, list] = {"texts": [], "dates": [], "covers": [], "session": [], "speaker": [], "asks": []}
 
-    def add(text: str, when: str, covers: list[str], session: str, speaker: str) -> None:
+    def add(text: str, when: str, covers: list[str], session: str, speaker: str, asks: bool = False) -> None:
         out["texts"].append(text)
         out["dates"].append(when)
         out["covers"].append(covers)
         out["session"].append(session)
         out["speaker"].append(speaker)
+        out["asks"].append(asks)
 
     for key in sessions:
         when = conversation.get(f"{key}_date_time", "")
         if units == "turns":
             for turn in conversation[key]:
                 caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
-                add(f"{turn['speaker']}: {turn['text']}{caption}", when, [turn["dia_id"]], key, turn["speaker"])
+                asks = str(turn["text"]).rstrip().endswith("?") and not caption   # a photo is content however asked
+                add(f"{turn['speaker']}: {turn['text']}{caption}", when, [turn["dia_id"]], key, turn["speaker"], asks)
         elif units == "observations":
             facts = (record.get("observation") or {}).get(f"{key}_observation") or {}
             for speaker, items in facts.items():
@@ -435,8 +444,9 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                           sentences=config.embeds_sentences(retriever))
         context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
         resonance_index = ResonanceIndex(texts, dates, embedder, workdir) if retriever == "resonance" else None
-        replies_to = None
+        replies_to = asks = None
         if units == "turns":   # a turn right after a question in its session answers it
+            asks = np.array(view["asks"], dtype=np.float64)
             replies_to = np.array([i - 1 if i and session_of[i - 1] == session_of[i] and "?" in texts[i - 1] else -1
                                    for i in range(len(texts))])
         speakers = {name: np.array([1.0 if s == name else 0.0 for s in view["speaker"]])
@@ -456,7 +466,7 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
             question = str(qa["question"])
             named = [name for name in speakers if re.search(_name_pattern(name), question, re.IGNORECASE)]
             anchor = dated_anchor(question) if anchors else None
-            signals = QuerySignals(replies_to=replies_to, speaker=speakers[named[0]] if len(named) == 1 else None,
+            signals = QuerySignals(replies_to=replies_to, asks=asks, speaker=speakers[named[0]] if len(named) == 1 else None,
                                    anchor=np.array([anchor_weight(anchor, m) for m in moments]) if anchor else None)
             dense_query = without_names(question, speakers) if names_out else None
             ranking = rank_units(index, question, retriever,

@@ -137,6 +137,7 @@ def test_locomo_units_say_which_dialog_turns_each_unit_covers():
     turns = locomo_units(record, "turns")
     assert turns["covers"] == [["D1:1"], ["D1:2"], ["D1:3"], ["D2:1"], ["D2:2"]]   # the stray date key is skipped
     assert turns["texts"][1] == "Ben: What did you name the cat?" and turns["speaker"][0] == "Ana"
+    assert turns["asks"] == [False, True, False, False, False]
     observations = locomo_units(record, "observations")
     assert observations["covers"] == [["D1:3"], ["D1:1", "D1:3"], ["D2:1"]]
     summaries = locomo_units(record, "summaries")
@@ -197,6 +198,26 @@ def test_reply_signal_lifts_the_turn_that_answers_a_matching_question():
     with_replies = ranking_of(hybrid_scores(units, query, replace(quiet, reply_weight=1.0),
                                             signals=QuerySignals(replies_to=replies_to)).astype(np.float32))
     assert with_replies.index(1) < without.index(1) and with_replies[:2] == [0, 1]
+
+
+def test_question_signal_lowers_a_turn_that_only_asks_and_its_reply_inherits_less():
+    record = locomo_record()
+    record["conversation"]["session_1"][1]["blip_caption"] = "a photo of a grey cat"
+    assert locomo_units(record, "turns")["asks"][1] is False   # a shared photo is content, however it is asked
+    embedder = FakeHashingEmbedder(max_input_tokens=200)
+    texts = ["Ben: What did you name the grey cat you adopted?", "Ana: Pebble, after the stones on the beach.",
+             "Ana: The grey cat sleeps all day.", "Ben: Tax forms are due soon.", "Ana: I like climbing."]
+    units = UnitIndex(texts, embedder, Chunker(embedder))
+    query = "What did Ana name the grey cat she adopted?"
+    signals = QuerySignals(replies_to=np.array([-1, 0, -1, -1, -1]), asks=np.array([1.0, 0, 0, 0, 0]))
+    config = HybridConfig(feedback_weight=0.0, reply_weight=0.3)
+    plain = hybrid_scores(units, query, config, signals=signals)
+    lowered = hybrid_scores(units, query, replace(config, question_weight=2.0), signals=signals)
+    assert ranking_of(plain.astype(np.float32))[0] == 0            # the question repeats the query's words
+    assert ranking_of(lowered.astype(np.float32))[0] != 0
+    assert lowered[0] == pytest.approx(plain[0] - 2.0)
+    assert lowered[1] < plain[1]                                   # its reply inherits from the lowered question
+    np.testing.assert_allclose(lowered[2:], plain[2:])             # statements are untouched
 
 
 def test_feedback_pulls_in_units_that_resemble_the_top_hits():
