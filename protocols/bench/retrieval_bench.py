@@ -496,6 +496,63 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
             "items": len(per_item), "per_item": per_item}
 
 
+# ---- ablation: what each part of the hybrid adds ------------------------------------------------------
+SIGNAL_WEIGHTS = ("bm25_weight", "context_weight", "anchor_weight", "feedback_weight", "question_weight",
+                  "reply_weight", "speaker_weight")
+
+
+def ablations(config: HybridConfig, *, uses: set[str]) -> dict[str, HybridConfig]:
+    """One variant per part that is switched on in ``config`` and used by the run (``uses`` names the
+    weights the run's units can act on): that part off, everything else as it is."""
+    variants = {f"{name}=0": replace(config, **{name: 0.0})
+                for name in SIGNAL_WEIGHTS if name in uses and getattr(config, name)}
+    if config.sentences:
+        variants["sentences=off"] = replace(config, sentences=False)
+    if not config.names_in_dense_query and "speaker_weight" in uses:
+        variants["names_in_dense_query=on"] = replace(config, names_in_dense_query=True)
+    return variants
+
+
+def used_weights(dataset: str, *, context: bool, anchors: bool, units: str) -> set[str]:
+    """The hybrid weights a run can act on: the rest multiply a signal the run never builds."""
+    uses = {"bm25_weight", "feedback_weight"}
+    if context:
+        uses.add("context_weight")
+    if anchors:
+        uses.add("anchor_weight")
+    if dataset == "locomo" and units == "turns":
+        uses |= {"question_weight", "reply_weight", "speaker_weight"}
+    elif dataset == "locomo" and units == "observations":
+        uses.add("speaker_weight")
+    return uses
+
+
+def headline(report: dict[str, Any], dataset: str) -> dict[str, float]:
+    """The figures an ablation table compares: the issue's targets and their @10 companions."""
+    if dataset == "longmemeval":
+        return {"recall_any@5 (strict)": report["strict"]["session"]["recall_any@5"],
+                "recall_all@5 (lenient)": report["lenient"]["session"]["recall_all@5"],
+                "ndcg_any@5 (strict)": report["strict"]["session"]["ndcg_any@5"],
+                "recall_all@10 (lenient)": report["lenient"]["session"]["recall_all@10"]}
+    return {"recall@5": report["overall"]["recall@5"], "recall@10": report["overall"]["recall@10"],
+            "recall@5 (categories 1-4)": report["categories_1_to_4"]["recall@5"]}
+
+
+def ablation_table(ablation: dict[str, Any], dataset: str) -> str:
+    prov = ablation["provenance"]
+    names = list(ablation["default"])
+    lines = [f"# {dataset} retrieval, hybrid ablation ({prov['embedder']})", "",
+             f"file {prov['file']} (sha256 {prov['sha256'][:16]}...), code {prov['code_version']}; "
+             f"each row turns one part off, the rest at the default", "",
+             "| variant | " + " | ".join(names) + f" | change in {names[0]} |",
+             "| --- | " + " | ".join("---" for _ in names) + " | --- |",
+             "| default | " + " | ".join(f"{ablation['default'][n]:.4f}" for n in names) + " | |"]
+    for variant, row in ablation["variants"].items():
+        lines.append(f"| {variant} | " + " | ".join(f"{row['metrics'][n]:.4f}" for n in names)
+                     + f" | {row['delta'][names[0]]:+.4f} |")
+    return "\n".join(lines) + "\n"
+
+
 # ---- the command ------------------------------------------------------------------------------------
 def run_retrieval_bench(args) -> int:
     from tqdm import tqdm
@@ -513,6 +570,9 @@ def run_retrieval_bench(args) -> int:
             raise ValueError("--units applies to LoCoMo only (LongMemEval's official units are user turns)")
         config = HYBRID_DEFAULTS[args.dataset].with_overrides(
             ([f"fusion={args.fusion}"] if args.fusion else []) + list(getattr(args, "set", None) or []))
+        if getattr(args, "ablate", False) and (args.retriever != "hybrid" or config.fusion != "z"):
+            raise ValueError("--ablate turns off the parts of the hybrid's z fusion one at a time: "
+                             "it needs --retriever hybrid and --fusion z")
     except ValueError as exc:
         import sys
 
@@ -526,8 +586,8 @@ def run_retrieval_bench(args) -> int:
     chunker = Chunker(embedder)
     workdir = Path(args.out).parent / "work-retrieval"
 
-    def progress(items):
-        return tqdm(items, desc=f"{args.dataset} {args.retriever}", unit="q", disable=args.quiet)
+    def progress(items, desc: str = f"{args.dataset} {args.retriever}"):
+        return tqdm(items, desc=desc, unit="q", disable=args.quiet)
 
     started = time.perf_counter()
     runner = run_longmemeval if args.dataset == "longmemeval" else run_locomo
@@ -555,6 +615,27 @@ def run_retrieval_bench(args) -> int:
     out.with_suffix(".md").write_text(table, encoding="utf-8")
     print(table)
     print(f"wrote {out} and {out.with_suffix('.md')}")
+    if getattr(args, "ablate", False):
+        uses = used_weights(args.dataset, context=options.get("context", args.dataset == "locomo"),
+                            anchors=options.get("anchors", True), units=units or "turns")
+        default = headline(report, args.dataset)
+        ablation: dict[str, Any] = {"default": default, "variants": {}}
+        for variant, variant_config in ablations(config, uses=uses).items():
+            variant_report = runner(path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit,
+                                    progress=lambda items, v=variant: progress(items, f"without {v}"),
+                                    workdir=workdir, **{**options, "config": variant_config})
+            metrics = headline(variant_report, args.dataset)
+            ablation["variants"][variant] = {"config": asdict(variant_config), "metrics": metrics,
+                                             "delta": {n: metrics[n] - default[n] for n in default}}
+        ablation["provenance"] = {**report["provenance"], "wall_seconds": time.perf_counter() - started,
+                                  "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits,
+                                                      "misses": embedder.misses}}
+        ablation_out = out.with_name(f"{out.stem}-ablation.json")
+        ablation_out.write_text(json.dumps(ablation, indent=2, default=float), encoding="utf-8")
+        table = ablation_table(ablation, args.dataset)
+        ablation_out.with_suffix(".md").write_text(table, encoding="utf-8")
+        print(table)
+        print(f"wrote {ablation_out} and {ablation_out.with_suffix('.md')}")
     embedder.close()
     return 0
 

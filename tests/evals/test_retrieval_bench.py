@@ -16,8 +16,9 @@ import numpy as np
 
 from lca.index.chunker import Chunker, sentence_keys
 from lca.temporal_anchor import anchor_weight, temporal_anchor
-from protocols.bench.retrieval_bench import (HybridConfig, QuerySignals, UnitIndex, hybrid_scores, locomo_units,
-                                             ranking_of, run_locomo, run_longmemeval, without_names)
+from protocols.bench.retrieval_bench import (HYBRID_DEFAULTS, HybridConfig, QuerySignals, UnitIndex, ablations,
+                                             hybrid_scores, locomo_units, ranking_of, run_locomo, run_longmemeval,
+                                             used_weights, without_names)
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -287,3 +288,46 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
     assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--set", "bogus=1",
                      "--out", str(tmp_path / "x.json")]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+# ---- --ablate: one run per part of the hybrid that is on ------------------------------------------------
+def test_ablations_turn_off_exactly_one_part_that_the_run_uses():
+    def changed(a: HybridConfig, b: HybridConfig) -> set[str]:
+        return {f for f in vars(a) if getattr(a, f) != getattr(b, f)}
+
+    locomo = HYBRID_DEFAULTS["locomo"]
+    variants = ablations(locomo, uses=used_weights("locomo", context=True, anchors=True, units="turns"))
+    assert set(variants) == {"bm25_weight=0", "context_weight=0", "anchor_weight=0", "feedback_weight=0",
+                             "question_weight=0", "reply_weight=0", "speaker_weight=0", "sentences=off",
+                             "names_in_dense_query=on"}
+    assert all(len(changed(locomo, v)) == 1 for v in variants.values())
+    # LongMemEval builds no context key and no turn signals; with anchors off the anchor weight is idle too
+    lme = ablations(HYBRID_DEFAULTS["longmemeval"], uses=used_weights("longmemeval", context=False, anchors=False,
+                                                                      units="turns"))
+    assert set(lme) == {"bm25_weight=0", "feedback_weight=0", "sentences=off"}
+    summaries = ablations(locomo, uses=used_weights("locomo", context=False, anchors=True, units="summaries"))
+    assert "speaker_weight=0" not in summaries and "names_in_dense_query=on" not in summaries
+
+
+def test_bench_retrieval_ablate_writes_one_row_per_variant(tmp_path, monkeypatch, capsys):
+    import lca.index.embedders as embedders
+
+    monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", lambda: FakeHashingEmbedder(max_input_tokens=200))
+    out = tmp_path / "locomo-hybrid.json"
+    data = str(REPO / "data" / "fixtures" / "locomo_fixture.json")
+    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--ablate", "--quiet",
+                     "--set", "reply_weight=0", "--cache", str(tmp_path / "cache"), "--out", str(out)]) == 0
+    ablation = json.loads((tmp_path / "locomo-hybrid-ablation.json").read_text())
+    assert "reply_weight=0" not in ablation["variants"]          # already off: nothing to ablate
+    assert "question_weight=0" in ablation["variants"] and "sentences=off" in ablation["variants"]
+    main = json.loads(out.read_text())
+    assert ablation["default"]["recall@5"] == main["overall"]["recall@5"]
+    for row in ablation["variants"].values():
+        assert row["delta"]["recall@5"] == pytest.approx(row["metrics"]["recall@5"] - ablation["default"]["recall@5"])
+    assert ablation["variants"]["feedback_weight=0"]["config"]["feedback_weight"] == 0.0
+    assert ablation["provenance"]["sha256"] == main["provenance"]["sha256"]
+    table = (tmp_path / "locomo-hybrid-ablation.md").read_text()
+    assert table.count("\n| ") == 3 + len(ablation["variants"])   # header, rule, default, one row per variant
+    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--ablate",
+                     "--retriever", "dense", "--out", str(out)]) == 2
+    assert "--retriever hybrid" in capsys.readouterr().err
