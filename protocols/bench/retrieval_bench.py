@@ -516,7 +516,7 @@ def ablations(config: HybridConfig, *, uses: set[str]) -> dict[str, HybridConfig
 def used_weights(dataset: str, *, context: bool, anchors: bool, units: str) -> set[str]:
     """The hybrid weights a run can act on: the rest multiply a signal the run never builds."""
     uses = {"bm25_weight", "feedback_weight"}
-    if context:
+    if context and (dataset == "longmemeval" or units == "turns"):   # LoCoMo builds context keys for turns only
         uses.add("context_weight")
     if anchors:
         uses.add("anchor_weight")
@@ -528,7 +528,7 @@ def used_weights(dataset: str, *, context: bool, anchors: bool, units: str) -> s
 
 
 def headline(report: dict[str, Any], dataset: str) -> dict[str, float]:
-    """The figures an ablation table compares: the issue's targets and their @10 companions."""
+    """The figures an ablation table compares: the headline figures at k=5 and their @10 companions."""
     if dataset == "longmemeval":
         return {"recall_any@5 (strict)": report["strict"]["session"]["recall_any@5"],
                 "recall_all@5 (lenient)": report["lenient"]["session"]["recall_all@5"],
