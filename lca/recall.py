@@ -415,6 +415,8 @@ class Recaller:
         out: list[ScoredCandidate] = []
         for hit in hits:
             cosine = float(vectors[hit.chunk_id] @ qvec)
+            if hit.dense_score is not None:   # the chunk's best dense key: one of its sentences, if the store keys them
+                cosine = max(cosine, float(hit.dense_score))
             lexical_norm = (hit.lexical_score or 0.0) / best_lexical
             s = similarity_term(cosine, lexical_norm, lexical_share=cfg.lexical_share)
             private_in_public = superseded = expired = conflict = outside_role = False

@@ -341,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--units", choices=["turns", "observations", "summaries"],
                     help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its session "
                          "summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns")
+    rb.add_argument("--sentence-keys", choices=["on", "off"],
+                    help="resonance only: build the substrate with the store's sentence keys, each sentence of a "
+                         "multi-sentence chunk also a dense key (default off, the substrate's default)")
     rb.add_argument("--ablate", action="store_true",
                     help="after the hybrid run, run it again once per part that is on (each weight at 0, sentence "
                          "keys off, names kept in the embedded query) and write <out>-ablation.json and .md")

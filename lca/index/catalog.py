@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS embedding_failures (
     first_at REAL NOT NULL,
     last_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sentence_keys (
+    chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+    text_hash TEXT NOT NULL REFERENCES texts(text_hash),
+    PRIMARY KEY (chunk_id, text_hash)
+);
+CREATE INDEX IF NOT EXISTS sentence_keys_text ON sentence_keys(text_hash);
 CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
@@ -185,12 +191,19 @@ class Catalog:
             (chunk.chunk_id, chunk.text_hash, p.source_type.value, p.session_id, p.entry_id, p.memory_id, p.path,
              p.char_start, p.char_end, chunk.part, chunk.parts, chunk.timestamp, chunk.channel))
 
+    def insert_sentence_key(self, chunk_id: str, text_hash: str) -> None:
+        """One sentence of a chunk as an extra dense key for that chunk (its text is in ``texts``)."""
+        self.db.execute("INSERT OR IGNORE INTO sentence_keys(chunk_id, text_hash) VALUES(?, ?)", (chunk_id, text_hash))
+
     def delete_chunks_of_memory(self, memory_id: str) -> int:
+        self.db.execute("DELETE FROM sentence_keys WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE memory_id=?)",
+                        (memory_id,))
         return self.db.execute("DELETE FROM chunks WHERE memory_id=?", (memory_id,)).rowcount
 
     def orphan_texts(self) -> list[tuple[str, int]]:
         return self.db.execute("SELECT text_hash, vector_id FROM texts WHERE text_hash NOT IN "
-                               "(SELECT text_hash FROM chunks)").fetchall()
+                               "(SELECT text_hash FROM chunks) AND text_hash NOT IN "
+                               "(SELECT text_hash FROM sentence_keys)").fetchall()
 
     def delete_texts(self, hashes: Sequence[str]) -> None:
         self.db.executemany("DELETE FROM texts WHERE text_hash=?", [(h,) for h in hashes])
@@ -207,9 +220,12 @@ class Catalog:
         return out
 
     def chunk_keys(self) -> list[tuple[int, int, str]]:
-        """(vector id, row, chunk id) for every chunk: the small part of the catalog ranking needs."""
+        """(vector id, row, chunk id) for every chunk's own text and each of its sentence keys: the small
+        part of the catalog ranking needs."""
         return self.db.execute("SELECT t.vector_id, c.row, c.chunk_id FROM chunks c JOIN texts t "
-                               "ON c.text_hash=t.text_hash").fetchall()
+                               "ON c.text_hash=t.text_hash UNION ALL "
+                               "SELECT t.vector_id, c.row, c.chunk_id FROM sentence_keys k "
+                               "JOIN chunks c ON k.chunk_id=c.chunk_id JOIN texts t ON k.text_hash=t.text_hash").fetchall()
 
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):
@@ -264,7 +280,8 @@ class Catalog:
         texts = q("SELECT count(*) FROM texts").fetchone()[0]
         text_bytes = q("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM texts").fetchone()[0]
         failures = q("SELECT count(*) FROM embedding_failures").fetchone()[0]
-        return {
+        keys = q("SELECT count(*) FROM sentence_keys").fetchone()[0]
+        return {"sentence_keys": keys,
             "chunks": chunks, "chunks_by_source": by_source, "items_by_source": entries_by_source,
             "distinct_texts": distinct, "texts": texts, "text_bytes": text_bytes,
             "split_chunks": split, "split_items": split_entries, "failed_embeddings": failures,

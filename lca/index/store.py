@@ -17,6 +17,7 @@ import numpy as np
 
 from lca.errors import EmbedderMismatchError, EmbeddingFailedError, LCAError
 from lca.index.catalog import Catalog
+from lca.index.chunker import sentence_keys
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.vectors import FaissVectorIndex, vector_id_for
 from lca.ports import Embedder
@@ -35,11 +36,12 @@ class AddResult:
     reused_vectors: int = 0
     failed_chunks: int = 0
     retried_failures_recovered: int = 0
+    failed_sentence_keys: int = 0   # sentence keys that could not be embedded (their chunk is indexed)
     errors: list[str] = field(default_factory=list)
 
     def merge(self, other: "AddResult") -> None:
         for name in ("new_chunks", "duplicate_chunks", "embedded_texts", "reused_vectors", "failed_chunks",
-                     "retried_failures_recovered"):
+                     "retried_failures_recovered", "failed_sentence_keys"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)
 
@@ -65,8 +67,10 @@ class IndexStore:
 
     def __init__(self, root: Path | str, embedder: Embedder, *, pool: int = 50, rrf_k: int = 60,
                  dense_weight: float = 1.0, lexical_weight: float = 1.0, fusion: str = "rrf",
-                 embed_batch: int = 256, embed_retries: int = 2, approximate_threshold: int = 200_000) -> None:
+                 embed_batch: int = 256, embed_retries: int = 2, approximate_threshold: int = 200_000,
+                 sentence_keys: bool = False) -> None:
         self.root = Path(root)
+        self.sentence_keys = sentence_keys   # each sentence of a multi-sentence chunk is also a dense key
         self.embedder = embedder
         self.pool = pool
         self.rrf_k = rrf_k
@@ -191,11 +195,17 @@ class IndexStore:
 
     def _add_batch(self, batch: Sequence[Chunk]) -> AddResult:
         result = AddResult()
-        have = self.catalog_.known_text_hashes({c.text_hash for c in batch})
+        keys = {c.chunk_id: [(text_digest(k), k) for k in sentence_keys(c.text)] for c in batch} \
+            if self.sentence_keys else {}
+        have = self.catalog_.known_text_hashes({c.text_hash for c in batch} | {h for ks in keys.values() for h, _ in ks})
         need: dict[str, str] = {}
         for chunk in batch:
             if chunk.text_hash not in have:
                 need.setdefault(chunk.text_hash, chunk.text)
+        for chunk_keys in keys.values():
+            for key_hash, key in chunk_keys:
+                if key_hash not in have:
+                    need.setdefault(key_hash, key)
         vectors, errors = self._embed_fail_closed(list(need.items()))
         if vectors:
             self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
@@ -211,6 +221,11 @@ class IndexStore:
                     self.catalog_.insert_chunk(chunk)
                     self.catalog_.clear_failure(chunk.chunk_id)
                     result.new_chunks += 1
+                    for key_hash, _ in keys.get(chunk.chunk_id, ()):
+                        if key_hash in have or key_hash in vectors:
+                            self.catalog_.insert_sentence_key(chunk.chunk_id, key_hash)
+                        else:   # the chunk is still found by its own text; the lost key is counted
+                            result.failed_sentence_keys += 1
                 else:
                     self.catalog_.record_failure(chunk, errors[chunk.text_hash])
                     result.failed_chunks += 1
@@ -219,6 +234,7 @@ class IndexStore:
                 self.catalog_.bump_generation()
             self.catalog_.add_counter("embedded_texts", len(vectors))
             self.catalog_.add_counter("embedding_failures", sum(1 for h in need if h not in vectors))
+            self.catalog_.add_counter("sentence_key_failures", result.failed_sentence_keys)
             self.catalog_.commit()
         except BaseException:
             self.catalog_.rollback()
@@ -335,10 +351,17 @@ class IndexStore:
             for vector_id, row, chunk_id in self.catalog_.chunk_keys():
                 by_vector.setdefault(vector_id, []).append((row, chunk_id))
                 by_row[row] = chunk_id
+            links = 0
             for rows in by_vector.values():
                 rows.sort(key=lambda rc: rc[1])
-            cached = self._maps = (generation, by_vector, by_row)
+                links += len(rows)
+            cached = self._maps = (generation, by_vector, by_row, links > len(by_row))
         return cached[1], cached[2]
+
+    def _has_keys(self) -> bool:
+        """Whether some chunk owns more than one vector (its sentence keys), per catalog generation."""
+        self._row_maps()
+        return bool(self._maps and self._maps[3])
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's unit vector from the store's own embedder (refused if the store's differs)."""
@@ -359,9 +382,14 @@ class IndexStore:
         dense: list[tuple[float, int]] = []
         if mode in ("hybrid", "dense") and len(self.vectors):
             qvec = self._embed_query(query) if query_vector is None else query_vector
-            scores, ids = self.vectors.search(qvec, pool)
+            # with sentence keys a chunk may own several vectors: search deeper, keep each row's best
+            scores, ids = self.vectors.search(qvec, pool * 3 if self._has_keys() else pool)
+            seen: set[int] = set()
             for score, vid in zip(scores.tolist(), ids.tolist()):
-                dense.extend((score, row) for row, _ in by_vector.get(vid, ()))
+                for row, _ in by_vector.get(vid, ()):
+                    if row not in seen:
+                        seen.add(row)
+                        dense.append((score, row))
             dense = dense[:pool]
         lexical: list[tuple[float, int]] = []
         if mode in ("hybrid", "lexical"):

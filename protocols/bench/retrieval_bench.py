@@ -12,7 +12,8 @@ Retrievers, so each layer's contribution shows:
   reciprocal-rank fusion alone. Chosen on the dev splits only (docs/benchmarks.md);
 - ``resonance``: the full recall pipeline of a real substrate built from the haystack (transcript,
   faiss, bm25s, SQLite), candidates ranked by resonance score R with the question date as
-  ``as_of``; the units beyond its candidate pool follow in hybrid order.
+  ``as_of``; the units beyond its candidate pool follow in hybrid order. ``--sentence-keys on``
+  builds that substrate with the store's sentence keys.
 
 LoCoMo is scored over dialog turns, observations or session summaries (``--units``), the LoCoMo
 paper's three RAG settings. Embeddings are cached by content hash across runs (``--cache``), so a
@@ -258,7 +259,8 @@ class ResonanceIndex:
     """A real substrate (transcript, faiss, bm25s, SQLite) built from one corpus, ranked by resonance
     score R for each query; entries are named by position (a haystack may repeat a session id)."""
 
-    def __init__(self, texts: Sequence[str], dates: Sequence[str | None], embedder, workdir: Path) -> None:
+    def __init__(self, texts: Sequence[str], dates: Sequence[str | None], embedder, workdir: Path, *,
+                 sentence_keys: bool = False) -> None:
         import shutil
 
         from lca.recall import RecallConfig
@@ -273,7 +275,7 @@ class ResonanceIndex:
         pool = min(len(entries), 100)
         config = RecallConfig(pool=pool, floor=-1.0, memory_quota=0, transcript_quota=pool, token_budget=10 ** 7,
                               item_char_cap=10 ** 6, mmr_lambda=1.0)
-        self.substrate = Substrate(workdir, embedder=embedder, recall_config=config)
+        self.substrate = Substrate(workdir, embedder=embedder, recall_config=config, sentence_keys=sentence_keys)
         self.substrate.append(entries)
 
     def rank(self, query: str, as_of: str | None = None) -> list[int]:
@@ -300,7 +302,7 @@ class ResonanceIndex:
 # ---- datasets -------------------------------------------------------------------------------------
 def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
                     workdir: Path, config: HybridConfig | None = None, context: bool = False,
-                    anchors: bool = True) -> dict[str, Any]:
+                    anchors: bool = True, sentence_keys: bool = False) -> dict[str, Any]:
     from lca.importers import load_official_json, parse_longmemeval_date
     from lca.temporal_anchor import anchor_weight, temporal_anchor
     from protocols.evals.longmemeval.retrieval_metrics import average, question_units, score_ranking
@@ -317,7 +319,7 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
         resonance = None
         if retriever == "resonance":
             def resonance(texts=units.texts, dates=units.dates, q=query, asked=record.get("question_date")):
-                index = ResonanceIndex(texts, dates, embedder, workdir)
+                index = ResonanceIndex(texts, dates, embedder, workdir, sentence_keys=sentence_keys)
                 try:
                     return index.rank(q, asked)
                 finally:
@@ -421,7 +423,7 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
 
 def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | None, progress,
                workdir: Path, config: HybridConfig | None = None, context: bool = True, anchors: bool = True,
-               units: str = "turns", ks=(1, 5, 10, 25)) -> dict[str, Any]:
+               units: str = "turns", sentence_keys: bool = False, ks=(1, 5, 10, 25)) -> dict[str, Any]:
     """Evidence recall@k per item. LoCoMo questions carry no date, so ``anchors`` reads only absolute
     dates in the question ("on 1 May, 2022"), against each unit's session date."""
     from lca.importers import load_official_json, parse_locomo_date
@@ -443,7 +445,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
         index = UnitIndex(texts, embedder, chunker, dense=dense,
                           sentences=config.embeds_sentences(retriever))
         context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
-        resonance_index = ResonanceIndex(texts, dates, embedder, workdir) if retriever == "resonance" else None
+        resonance_index = (ResonanceIndex(texts, dates, embedder, workdir, sentence_keys=sentence_keys)
+                           if retriever == "resonance" else None)
         replies_to = asks = None
         if units == "turns":   # a turn right after a question in its session answers it
             asks = np.array(view["asks"], dtype=np.float64)
@@ -570,6 +573,9 @@ def run_retrieval_bench(args) -> int:
             raise ValueError("--units applies to LoCoMo only (LongMemEval's official units are user turns)")
         config = HYBRID_DEFAULTS[args.dataset].with_overrides(
             ([f"fusion={args.fusion}"] if args.fusion else []) + list(getattr(args, "set", None) or []))
+        if getattr(args, "sentence_keys", None) is not None and args.retriever != "resonance":
+            raise ValueError("--sentence-keys is the substrate store's option: it applies to --retriever resonance "
+                             "(the hybrid's own sentence keys are --set sentences=on|off)")
         if getattr(args, "ablate", False) and (args.retriever != "hybrid" or config.fusion != "z"):
             raise ValueError("--ablate turns off the parts of the hybrid's z fusion one at a time: "
                              "it needs --retriever hybrid and --fusion z")
@@ -598,6 +604,8 @@ def run_retrieval_bench(args) -> int:
         options["anchors"] = args.anchors == "on"
     if units is not None:
         options["units"] = units
+    if getattr(args, "sentence_keys", None) is not None:
+        options["sentence_keys"] = args.sentence_keys == "on"
     report = runner(path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit, progress=progress,
                     workdir=workdir, **options)
     report["provenance"] = {"dataset": args.dataset, "file": str(path), "sha256": file_sha256(path),

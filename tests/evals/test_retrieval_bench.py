@@ -288,6 +288,26 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
     assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--set", "bogus=1",
                      "--out", str(tmp_path / "x.json")]) == 2
     assert "bogus" in capsys.readouterr().err
+    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", data, "--sentence-keys", "on",
+                     "--out", str(tmp_path / "x.json")]) == 2
+    assert "--retriever resonance" in capsys.readouterr().err
+
+
+def test_resonance_retriever_can_build_its_substrate_with_sentence_keys(tmp_path):
+    from protocols.bench.retrieval_bench import ResonanceIndex
+
+    texts = ["I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
+             "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
+             "faucet last Sunday.", "Which kitchen faucet should I buy for my sink?", "Tax forms are due soon."]
+    first = {}
+    for keyed in (False, True):
+        index = ResonanceIndex(texts, [None] * 3, FakeHashingEmbedder(dimension=512, max_input_tokens=200),
+                               tmp_path / f"work-{keyed}", sentence_keys=keyed)
+        try:
+            first[keyed] = index.rank("I replaced my kitchen faucet")[0]
+        finally:
+            index.close()
+    assert first == {False: 1, True: 0}   # the remark in passing wins only through its own sentence key
 
 
 # ---- --ablate: one run per part of the hybrid that is on ------------------------------------------------

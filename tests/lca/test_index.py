@@ -11,7 +11,7 @@ import pytest
 
 from lca.errors import EmbedderMismatchError, EmbeddingFailedError, StoreLockedError
 from lca.importers import import_locomo
-from lca.index.chunker import Chunker
+from lca.index.chunker import Chunker, entry_chunks
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.substrate import Substrate
 from lca.types import HealthStatus, SourceType
@@ -139,7 +139,8 @@ def test_store_embedded_by_another_model_is_reported_not_mixed(tmp_path):
 
 def test_every_vector_records_its_embedder_and_a_mixed_store_is_refused(tmp_path):
     with fixture_store(tmp_path) as s:
-        assert s.index.catalog_.vectors_by_embedder() == {s.embedder.embedder_id: 16}
+        stats = s.index.catalog_.stats()   # the fixture's 16 turns, and their sentences where the store keys them
+        assert stats["chunks"] == 16 and s.index.catalog_.vectors_by_embedder() == {s.embedder.embedder_id: stats["texts"]}
         catalog = s.index.catalog_
         code = catalog.embedder_code("smuggled-model")
         catalog.db.execute("UPDATE texts SET embedder=? WHERE rowid IN (SELECT rowid FROM texts LIMIT 3)", (code,))
@@ -197,12 +198,13 @@ def test_unloadable_memory_file_makes_health_fail_and_keeps_its_old_chunks(tmp_p
 def test_health_detects_a_lost_vector_file_and_ingest_repairs_it(tmp_path):
     with fixture_store(tmp_path) as s:
         assert s.health().healthy
+        texts = s.index.catalog_.stats()["texts"]   # 16 chunks' own texts (and their sentence keys, if keyed)
     (tmp_path / "index" / "vectors.faiss").unlink()
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         check = s.health().check("consistency")
-        assert check.status is HealthStatus.FAIL and check.data["missing_vectors"] == 16
+        assert check.status is HealthStatus.FAIL and check.data["missing_vectors"] == texts
         report = s.ingest()
-        assert report.repairs["vectors_reembedded"] == 16
+        assert report.repairs["vectors_reembedded"] == texts
         assert s.health().healthy
 
 
@@ -280,3 +282,53 @@ def test_an_older_catalog_schema_is_refused_and_reindex_rebuilds_it(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         s.reindex()
         assert s.index.catalog_.stats()["chunks"] == 16 and s.health().healthy
+
+
+# ---- sentence keys: each sentence of a multi-sentence chunk is also a dense key ------------------------
+PASSING_REMARK = ("I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
+                  "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
+                  "faucet last Sunday.")
+
+
+def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
+    top = {}
+    for keyed in (False, True):
+        embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
+        with Substrate(tmp_path / str(keyed), embedder=embedder, sentence_keys=keyed) as s:
+            s.append([make_entry("s", 1, PASSING_REMARK), make_entry("s", 2, "Which kitchen faucet should I buy for my sink?"),
+                      make_entry("s", 3, "Tax forms are due soon.")])
+            assert s.index.catalog_.stats()["sentence_keys"] == (2 if keyed else 0)
+            hits = s.search("I replaced my kitchen faucet", k=3, mode="dense")
+            assert len({h.chunk_id for h in hits}) == len(hits)   # one hit per chunk, however many keys match
+            assert hits[0].text.startswith(PASSING_REMARK[:20]) or not keyed   # the chunk's whole text comes back
+            recalled = s.recall("I replaced my kitchen faucet").candidates
+            top[keyed] = (hits[0].pointer.entry_id, recalled[0].source)
+    assert top[True][0] == "s:1" and top[False][0] == "s:2"
+    assert "s:1" in top[True][1] and "s:2" in top[False][1]   # recall's similarity is the best key's cosine
+
+
+def test_removed_memory_takes_its_sentence_keys_with_it(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), sentence_keys=True) as s:
+        s.memory.write(memory("pets"), "Ana's cat is called Pebble. She is grey and sleeps all day.",
+                       approver="test-approver")
+        s.ingest()
+        assert s.index.catalog_.stats()["sentence_keys"] == 2
+        s.memory.path_for("pets").unlink()
+        assert s.ingest().memory_files_removed == 1
+        stats = s.index.catalog_.stats()
+        assert stats["sentence_keys"] == 0 and stats["texts"] == 0 and len(s.index.vectors) == 0
+        assert s.health().healthy
+
+
+def test_a_sentence_key_that_cannot_be_embedded_is_counted_and_its_chunk_still_indexed(tmp_path):
+    class FakeFailsOnOneSentence(FakeHashingEmbedder):
+        def embed(self, texts):
+            if any(t.startswith("By the way") for t in texts):
+                raise RuntimeError("fake embedder failure")
+            return super().embed(texts)
+
+    with Substrate(tmp_path, embedder=FakeFailsOnOneSentence(max_input_tokens=200), sentence_keys=True) as s:
+        result = s.index.add_chunks(entry_chunks(make_entry("s", 1, PASSING_REMARK), Chunker(s.embedder)))
+        assert result.new_chunks == 1 and result.failed_chunks == 0 and result.failed_sentence_keys == 1
+        assert s.index.catalog_.stats()["sentence_keys"] == 1
+        assert s.index.catalog_.counters()["sentence_key_failures"] == 1
