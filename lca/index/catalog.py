@@ -281,10 +281,11 @@ class Catalog:
         text_bytes = q("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM texts").fetchone()[0]
         failures = q("SELECT count(*) FROM embedding_failures").fetchone()[0]
         keys = q("SELECT count(*) FROM sentence_keys").fetchone()[0]
-        return {"sentence_keys": keys,
+        return {
             "chunks": chunks, "chunks_by_source": by_source, "items_by_source": entries_by_source,
             "distinct_texts": distinct, "texts": texts, "text_bytes": text_bytes,
             "split_chunks": split, "split_items": split_entries, "failed_embeddings": failures,
+            "sentence_keys": keys,
         }
 
     def indexed_entry_ids(self) -> set[tuple[str, str]]:

@@ -197,15 +197,12 @@ class IndexStore:
         result = AddResult()
         keys = {c.chunk_id: [(text_digest(k), k) for k in sentence_keys(c.text)] for c in batch} \
             if self.sentence_keys else {}
-        have = self.catalog_.known_text_hashes({c.text_hash for c in batch} | {h for ks in keys.values() for h, _ in ks})
+        texts = [(c.text_hash, c.text) for c in batch] + [key for chunk_keys in keys.values() for key in chunk_keys]
+        have = self.catalog_.known_text_hashes({h for h, _ in texts})
         need: dict[str, str] = {}
-        for chunk in batch:
-            if chunk.text_hash not in have:
-                need.setdefault(chunk.text_hash, chunk.text)
-        for chunk_keys in keys.values():
-            for key_hash, key in chunk_keys:
-                if key_hash not in have:
-                    need.setdefault(key_hash, key)
+        for text_hash, text in texts:
+            if text_hash not in have:
+                need.setdefault(text_hash, text)
         vectors, errors = self._embed_fail_closed(list(need.items()))
         if vectors:
             self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),

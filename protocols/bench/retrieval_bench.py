@@ -349,6 +349,7 @@ def run_longmemeval(path: Path, retriever: str, *, embedder, chunker, limit: int
         "seconds_per_question": {"median": statistics.median(seconds), "max": max(seconds),
                                  "total": sum(seconds)},
         "questions": len(results), "per_question": results,
+        "weights_used": sorted(used_weights("longmemeval", context=context, anchors=anchors, units="turns")),
     }
 
 
@@ -496,7 +497,8 @@ def run_locomo(path: Path, retriever: str, *, embedder, chunker, limit: int | No
                                   for k in ks} | {"n": sum(1 for r in per_item if r["category"] != 5)},
             "by_category": by_category, "unparsed_evidence_ids": unparsed,
             "seconds_per_question": {"median": statistics.median(seconds), "total": sum(seconds)} if seconds else {},
-            "items": len(per_item), "per_item": per_item}
+            "items": len(per_item), "per_item": per_item,
+            "weights_used": sorted(used_weights("locomo", context=context, anchors=anchors, units=units))}
 
 
 # ---- ablation: what each part of the hybrid adds ------------------------------------------------------
@@ -517,9 +519,10 @@ def ablations(config: HybridConfig, *, uses: set[str]) -> dict[str, HybridConfig
 
 
 def used_weights(dataset: str, *, context: bool, anchors: bool, units: str) -> set[str]:
-    """The hybrid weights a run can act on: the rest multiply a signal the run never builds."""
+    """The hybrid weights a run can act on, given what it built (``context``: it built context keys);
+    the rest multiply a signal the run never builds. Each runner reports its set as ``weights_used``."""
     uses = {"bm25_weight", "feedback_weight"}
-    if context and (dataset == "longmemeval" or units == "turns"):   # LoCoMo builds context keys for turns only
+    if context:
         uses.add("context_weight")
     if anchors:
         uses.add("anchor_weight")
@@ -595,6 +598,9 @@ def run_retrieval_bench(args) -> int:
     def progress(items, desc: str = f"{args.dataset} {args.retriever}"):
         return tqdm(items, desc=desc, unit="q", disable=args.quiet)
 
+    def cache_state() -> dict[str, Any]:
+        return {"path": str(embedder.path), "hits": embedder.hits, "misses": embedder.misses}
+
     started = time.perf_counter()
     runner = run_longmemeval if args.dataset == "longmemeval" else run_locomo
     options: dict[str, Any] = {"config": config}
@@ -612,8 +618,7 @@ def run_retrieval_bench(args) -> int:
                             "retriever": args.retriever, "embedder": embedder.embedder_id,
                             "options": {**options, "config": asdict(config)},
                             "code_version": code_version(), "limit": args.limit,
-                            "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits,
-                                                "misses": embedder.misses},
+                            "embedding_cache": cache_state(),
                             "wall_seconds": time.perf_counter() - started}
     out = Path(args.out.format(dataset=args.dataset, retriever=args.retriever,
                                units=f"-{units}" if units and units != "turns" else ""))
@@ -624,11 +629,9 @@ def run_retrieval_bench(args) -> int:
     print(table)
     print(f"wrote {out} and {out.with_suffix('.md')}")
     if getattr(args, "ablate", False):
-        uses = used_weights(args.dataset, context=options.get("context", args.dataset == "locomo"),
-                            anchors=options.get("anchors", True), units=units or "turns")
         default = headline(report, args.dataset)
         ablation: dict[str, Any] = {"default": default, "variants": {}}
-        for variant, variant_config in ablations(config, uses=uses).items():
+        for variant, variant_config in ablations(config, uses=set(report["weights_used"])).items():
             variant_report = runner(path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit,
                                     progress=lambda items, v=variant: progress(items, f"without {v}"),
                                     workdir=workdir, **{**options, "config": variant_config})
@@ -636,8 +639,7 @@ def run_retrieval_bench(args) -> int:
             ablation["variants"][variant] = {"config": asdict(variant_config), "metrics": metrics,
                                              "delta": {n: metrics[n] - default[n] for n in default}}
         ablation["provenance"] = {**report["provenance"], "wall_seconds": time.perf_counter() - started,
-                                  "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits,
-                                                      "misses": embedder.misses}}
+                                  "embedding_cache": cache_state()}
         ablation_out = out.with_name(f"{out.stem}-ablation.json")
         ablation_out.write_text(json.dumps(ablation, indent=2, default=float), encoding="utf-8")
         table = ablation_table(ablation, args.dataset)

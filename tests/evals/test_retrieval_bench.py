@@ -159,6 +159,9 @@ def test_locomo_recall_counts_evidence_through_the_units_that_cover_it(tmp_path,
     assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
     assert all(item["seconds"] >= 0 for item in report["per_item"])   # each item's time, for the distribution
     assert [item["anchor"] for item in report["per_item"]] == [None, "7 June, 2023"]
+    # the runner reports the weights it could act on: context keys are built for turns only
+    assert ("context_weight" in report["weights_used"]) == (units == "turns")
+    assert ("question_weight" in report["weights_used"]) == (units == "turns")
     # one summary covers a whole session, so @1 finds the evidence; every unit kind finds it by @5
     assert report["overall"]["recall@5"] == 1.0
     if units == "summaries":
@@ -325,7 +328,7 @@ def test_ablations_turn_off_exactly_one_part_that_the_run_uses():
     lme = ablations(HYBRID_DEFAULTS["longmemeval"], uses=used_weights("longmemeval", context=False, anchors=False,
                                                                       units="turns"))
     assert set(lme) == {"bm25_weight=0", "feedback_weight=0", "sentences=off"}
-    summaries = ablations(locomo, uses=used_weights("locomo", context=True, anchors=True, units="summaries"))
+    summaries = ablations(locomo, uses=used_weights("locomo", context=False, anchors=True, units="summaries"))
     assert set(summaries) == {"bm25_weight=0", "anchor_weight=0", "feedback_weight=0", "sentences=off"}
 
 
