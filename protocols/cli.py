@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
     b.add_argument("--out", default="results/bench/index.json")
     b.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
+    b.add_argument("--sentence-keys", choices=["on", "off"], default="off",
+                   help="build the store with sentence keys, each sentence of a multi-sentence chunk also a dense "
+                        "key (default off, the substrate's default); use with --fresh and another --out")
     r = bench.add_parser("recall", help="full resonance recall beside plain hybrid search on the index "
                                         "benchmark's store; tokens per policy; gravity-well figures")
     r.add_argument("--work", default="results/bench/work-index", help="the store (default: lca bench index's)")
