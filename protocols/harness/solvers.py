@@ -8,11 +8,14 @@ to the event loop and waits. Each role uses ``get_model(role=...)``, falling bac
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition, condition_class
 from lca.errors import LCAError
@@ -41,26 +44,84 @@ class LockedEmbedder:
 
 
 def shared_embedder():
+    """The process's embedder, with a content-hash cache for the process's lifetime: every sample of
+    one history embeds the same turns, and a vector depends only on the model and the text. Query
+    vectors are not cached, so recall latency still includes embedding the question."""
     global _EMBEDDER
     with _EMBEDDER_LOCK:
         if _EMBEDDER is None:
+            import atexit
+
             from lca.index.embedders import SentenceTransformerEmbedder
+            from lca.index.embedding_cache import CachedEmbedder
 
             embedder = SentenceTransformerEmbedder()
             embedder.embed_query("warm up")  # load and trace once: recall latency then measures recall, not loading
             embedder.embed(["warm up"])
-            _EMBEDDER = LockedEmbedder(embedder)
+            folder = tempfile.mkdtemp(prefix="lca-embeddings-")
+            cached = CachedEmbedder(embedder, folder)
+            atexit.register(shutil.rmtree, folder, True)
+            _EMBEDDER = LockedEmbedder(cached)
         return _EMBEDDER
 
 
-class InspectRoleGenerator:
-    """A ``TextGenerator`` over an inspect Model, callable from a worker thread."""
+class SharedRoleCalls:
+    """Role calls shared by the samples of one process. The samples of one history (a LoCoMo
+    conversation's ~200 questions, a scenario's probes) each replay it through the condition, and
+    the same model, prompt, settings and epoch give the same call: it runs once, and a sample asking
+    while it runs waits for it. Each sample still builds its own store, so samples stay independent;
+    only the model's text is reused."""
 
-    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str) -> None:
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._calls: OrderedDict[str, Future] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def run(self, key: str, call: Callable[[], str]) -> tuple[str, bool]:
+        """``call()``'s text, and whether it was shared from an earlier or concurrent identical call."""
+        with self._lock:
+            pending = self._calls.get(key)
+            if pending is None:
+                pending = self._calls[key] = Future()
+                owner = True
+                done = [k for k, f in self._calls.items() if f.done()]
+                for stale in done[:max(0, len(self._calls) - self.capacity)]:
+                    del self._calls[stale]
+            else:
+                self._calls.move_to_end(key)
+                owner = False
+        if not owner:
+            try:
+                return pending.result(), True
+            except Exception:   # the first asker's call failed: this sample makes its own
+                return call(), False
+        try:
+            text = call()
+        except BaseException as exc:
+            with self._lock:
+                self._calls.pop(key, None)
+            pending.set_exception(exc)
+            raise
+        pending.set_result(text)
+        return text, False
+
+
+SHARED_ROLE_CALLS = SharedRoleCalls()
+
+
+class InspectRoleGenerator:
+    """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
+    identical calls (model, prompt, settings, ``epoch``) are made once per process."""
+
+    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str, *, epoch: int | None = None,
+                 shared: SharedRoleCalls | None = None) -> None:
         self.model = model
         self.loop = loop
         self.role = role
-        self.calls = 0
+        self.epoch = epoch
+        self.shared = shared
+        self.calls = 0          # requests this generator served
+        self.shared_calls = 0   # of which answered by an identical call already made or under way
 
     @property
     def model_id(self) -> str:
@@ -74,11 +135,21 @@ class InspectRoleGenerator:
         chat = [kinds[m["role"]](content=m["content"]) for m in messages]
         config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
         self.calls += 1
-        future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
-        output = future.result()
-        if output.error:
-            raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
-        return output.completion
+
+        def call() -> str:
+            future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
+            output = future.result()
+            if output.error:
+                raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
+            return output.completion
+
+        if self.shared is None:
+            return call()
+        key = json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens, temperature, seed,
+                          self.epoch], sort_keys=True, default=str)
+        text, was_shared = self.shared.run(key, call)
+        self.shared_calls += was_shared
+        return text
 
 
 class _LoopThread:
@@ -144,7 +215,8 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
 
             loop = asyncio.get_running_loop()
             agent = get_model()
-            generators = {role: InspectRoleGenerator(get_model(role=role, default=agent), loop, role)
+            generators = {role: InspectRoleGenerator(get_model(role=role, default=agent), loop, role,
+                                                     epoch=state.epoch, shared=SHARED_ROLE_CALLS)
                           for role in ROLES if role != "grader"}
             if "history_ref" in state.metadata:   # a benchmark file, loaded by reference (see harness.benchmarks)
                 from protocols.harness.benchmarks import load_history
@@ -175,7 +247,9 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
             state.store.set(PACKET_KEY, packet.to_dict() | {"pointers": sorted({p for i in packet.items
                                                                                  for p in i.pointers}),
                                                              "injected_text": packet.injected_text(),
-                                                             "role_calls": {r: g.calls for r, g in generators.items()}})
+                                                             "role_calls": {r: g.calls for r, g in generators.items()},
+                                                             "role_calls_shared": {r: g.shared_calls
+                                                                                   for r, g in generators.items()}})
             chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
             state.messages = [chat[m["role"]](content=m["content"]) for m in packet.messages]
             return state

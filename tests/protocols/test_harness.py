@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import protocols.cli as cli
@@ -130,3 +131,94 @@ def test_lca_run_refuses_unknown_names_and_unresolvable_models_before_any_sample
     assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "-T",
                      "params=gravity=1"]) == 2
     assert "has no parameter 'gravity'" in capsys.readouterr().err
+
+
+def test_shared_role_calls_run_an_identical_call_once_even_when_asked_concurrently():
+    import threading
+    import time
+
+    shared = solvers.SharedRoleCalls(capacity=2)
+    ran: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow_call():
+        ran.append("slow")
+        started.set()
+        release.wait(5)
+        return "summary"
+
+    results = []
+    first = threading.Thread(target=lambda: results.append(shared.run("k", slow_call)))
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=lambda: results.append(shared.run("k", slow_call)))
+    second.start()
+    time.sleep(0.05)          # the second asker is now waiting on the first call
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert ran == ["slow"] and sorted(results) == [("summary", False), ("summary", True)]
+    assert shared.run("k", lambda: "other") == ("summary", True)
+    assert shared.run("j", lambda: "other") == ("other", False)   # another prompt is another call
+
+    def failing():
+        raise RuntimeError("fake model failure")
+
+    with pytest.raises(RuntimeError):
+        shared.run("f", failing)
+    assert shared.run("f", lambda: "retried") == ("retried", False)   # a failure is not remembered
+    shared.run("m", lambda: "x")
+    assert len(shared._calls) <= 2   # bounded: the oldest finished calls go first
+
+
+def test_samples_of_one_history_share_the_summarizer_calls(tmp_path, fake_embedder_for_samples, monkeypatch):
+    from inspect_ai import eval as inspect_eval
+
+    from protocols.evals.continuity.continuity import continuity
+
+    monkeypatch.setattr(solvers, "SHARED_ROLE_CALLS", solvers.SharedRoleCalls())
+    prompts: list[str] = []
+    agent = fake_agent()
+    api_generate = agent.api.generate
+
+    async def counting(input, tools, tool_choice, config):
+        if input and "memory summary" in input[0].text:
+            prompts.append(input[-1].text)
+        return await api_generate(input, tools, tool_choice, config)
+
+    agent.api.generate = counting
+    scenarios, _ = load_scenarios(SCENARIOS)
+    probes = len(scenarios[0].probes)
+    assert probes >= 2
+    (log,) = inspect_eval(continuity(condition="summary"), model=agent, limit=probes, log_dir=str(tmp_path),
+                          display="none")
+    assert log.status == "success"
+    packets = [s.scores["substrate"].metadata["packet"] for s in log.samples]
+    asked = sum(p["role_calls"]["summarizer"] for p in packets)
+    shared_calls = sum(p["role_calls_shared"]["summarizer"] for p in packets)
+    assert len(prompts) == len(set(prompts)) == asked - shared_calls   # each distinct prompt reached the model once
+    assert asked == probes * packets[0]["role_calls"]["summarizer"] and shared_calls == asked - len(prompts) > 0
+    summaries = {next(i["text"] for i in p["items"] if i["kind"] == "summary") for p in packets}
+    assert len(summaries) == 1   # every probe of the history sees the one summary of it
+
+
+def test_the_shared_embedder_embeds_a_text_once_per_process(monkeypatch):
+    import lca.index.embedders as embedders
+
+    embedded: list[str] = []
+
+    class FakeCountingEmbedder(FakeHashingEmbedder):
+        def embed(self, texts):
+            embedded.extend(texts)
+            return super().embed(texts)
+
+    monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", FakeCountingEmbedder)
+    monkeypatch.setattr(solvers, "_EMBEDDER", None)
+    shared = solvers.shared_embedder()
+    assert solvers.shared_embedder() is shared
+    embedded.clear()   # the warm-up
+    first = shared.embed(["Caroline went to a support group.", "Melanie paints sunsets."])
+    again = shared.embed(["Melanie paints sunsets.", "Caroline went to a support group.", "A new turn."])
+    assert embedded == ["Caroline went to a support group.", "Melanie paints sunsets.", "A new turn."]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
+    assert shared.embedder_id == FakeCountingEmbedder().embedder_id
