@@ -8,6 +8,7 @@ to the event loop and waits. Each role uses ``get_model(role=...)``, falling bac
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import shutil
 import tempfile
@@ -145,8 +146,9 @@ class InspectRoleGenerator:
 
         if self.shared is None:
             return call()
-        key = json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens, temperature, seed,
-                          self.epoch], sort_keys=True, default=str)
+        key = hashlib.sha256(json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens,
+                                         temperature, seed, self.epoch], sort_keys=True, default=str)
+                             .encode("utf-8")).hexdigest()
         text, was_shared = self.shared.run(key, call)
         self.shared_calls += was_shared
         return text
