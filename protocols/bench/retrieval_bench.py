@@ -623,11 +623,15 @@ def run_retrieval_bench(args) -> int:
     out = Path(args.out.format(dataset=args.dataset, retriever=args.retriever,
                                units=f"-{units}" if units and units != "turns" else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=float), encoding="utf-8")
-    table = markdown_table(report, args.dataset)
-    out.with_suffix(".md").write_text(table, encoding="utf-8")
-    print(table)
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+
+    def write(path: Path, data: dict[str, Any], table: str) -> None:
+        """The JSON and its markdown table beside it, and the table on the terminal."""
+        path.write_text(json.dumps(data, indent=2, default=float), encoding="utf-8")
+        path.with_suffix(".md").write_text(table, encoding="utf-8")
+        print(table)
+        print(f"wrote {path} and {path.with_suffix('.md')}")
+
+    write(out, report, markdown_table(report, args.dataset))
     if getattr(args, "ablate", False):
         default = headline(report, args.dataset)
         ablation: dict[str, Any] = {"default": default, "variants": {}}
@@ -640,12 +644,7 @@ def run_retrieval_bench(args) -> int:
                                              "delta": {n: metrics[n] - default[n] for n in default}}
         ablation["provenance"] = {**report["provenance"], "wall_seconds": time.perf_counter() - started,
                                   "embedding_cache": cache_state()}
-        ablation_out = out.with_name(f"{out.stem}-ablation.json")
-        ablation_out.write_text(json.dumps(ablation, indent=2, default=float), encoding="utf-8")
-        table = ablation_table(ablation, args.dataset)
-        ablation_out.with_suffix(".md").write_text(table, encoding="utf-8")
-        print(table)
-        print(f"wrote {ablation_out} and {ablation_out.with_suffix('.md')}")
+        write(out.with_name(f"{out.stem}-ablation.json"), ablation, ablation_table(ablation, args.dataset))
     embedder.close()
     return 0
 
