@@ -151,6 +151,16 @@ def _summary(values_ms: list[float]) -> dict[str, float]:
             "min_ms": round(float(arr.min()), 3), "max_ms": round(float(arr.max()), 3)}
 
 
+def stored_vectors(vectors) -> tuple[Any, Any]:
+    """Every vector as the faiss index holds it, and its vector id: the exact baseline's matrix."""
+    import faiss
+    import numpy as np
+
+    inner = faiss.downcast_index(vectors.index_.index)
+    matrix = np.ascontiguousarray(inner.reconstruct_n(0, inner.ntotal), dtype=np.float32)
+    return matrix, faiss.vector_to_array(vectors.index_.id_map).astype(np.int64)
+
+
 def vector_owners(index, vector_ids) -> list[tuple[int, ...]]:
     """Whom each vector ranks: the own-text vector id of every chunk it is the text or a sentence key
     of (itself when no chunk uses it), so an exact baseline can rank chunks as dense search does."""
@@ -211,7 +221,6 @@ def run_index_bench(args) -> int:
               f"found; pass --data FILE_OR_FOLDER or set ${DATA_ENV} (looked in: {looked})", file=sys.stderr)
         return 2
 
-    import faiss
     import numpy as np
     from tqdm import tqdm
 
@@ -418,9 +427,7 @@ def run_index_bench(args) -> int:
         lexical = rindex.lexical
         rcatalog = rindex.catalog_
         pool = max(rindex.pool, TOP_K)
-        inner = faiss.downcast_index(vectors.index_.index)
-        matrix = np.ascontiguousarray(inner.reconstruct_n(0, inner.ntotal), dtype=np.float32)
-        row_ids = faiss.vector_to_array(vectors.index_.id_map).astype(np.int64)
+        matrix, row_ids = stored_vectors(vectors)
         norms = np.linalg.norm(matrix, axis=1)
         owners = vector_owners(rindex, row_ids)
 

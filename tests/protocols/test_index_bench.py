@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 import pytest
 
 from lca.index.vectors import vector_id_for
 from lca.substrate import Substrate
 from lca.types import text_digest
-from protocols.bench.index_bench import top_owners, vector_owners
+from protocols.bench.index_bench import stored_vectors, top_owners, vector_owners
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 
@@ -37,9 +36,7 @@ def test_exact_baseline_ranks_chunks_as_dense_search_does(tmp_path, keyed):
                    sentence_keys=keyed) as s:
         s.append([make_entry("s", i + 1, text) for i, text in enumerate(TURNS)])
         index = s.index
-        inner = faiss.downcast_index(index.vectors.index_.index)
-        matrix = inner.reconstruct_n(0, inner.ntotal)
-        row_ids = faiss.vector_to_array(index.vectors.index_.id_map).astype(np.int64)
+        matrix, row_ids = stored_vectors(index.vectors)
         owners = vector_owners(index, row_ids)
         assert (len(row_ids) > len(TURNS)) == keyed
         plain_differs = False
