@@ -1,0 +1,134 @@
+"""Every path inside an agent home, named once.
+
+A store is a folder: the authoritative transcript and memory files, the learned-state event logs,
+and the derived index that ``lca reindex`` rebuilds. Modules ask ``StoreLayout`` where a thing
+lives instead of joining path segments themselves, so the layout can be read (and changed) here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """The paths of one agent home rooted at ``root``. Nothing is created here."""
+
+    root: Path
+
+    def __init__(self, root: Path | str) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    # ---- authoritative -------------------------------------------------------------------------
+    @property
+    def sessions(self) -> Path:
+        """One JSONL transcript file per session."""
+        return self.root / "sessions"
+
+    @property
+    def quarantine(self) -> Path:
+        """Torn or malformed transcript lines, moved aside and never dropped."""
+        return self.root / "quarantine"
+
+    @property
+    def quarantine_log(self) -> Path:
+        return self.quarantine / "log.jsonl"
+
+    @property
+    def memory(self) -> Path:
+        """Memory files: markdown with YAML front matter."""
+        return self.root / "memory"
+
+    @property
+    def identity(self) -> Path:
+        """Identity, user and instruction files (Layer 0)."""
+        return self.root / "identity"
+
+    # ---- learned state: append-only event logs -------------------------------------------------
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def ledger(self) -> Path:
+        return self.events / "ledger.jsonl"
+
+    @property
+    def experience_log(self) -> Path:
+        return self.events / "experience.jsonl"
+
+    @property
+    def retrieval_log(self) -> Path:
+        return self.events / "retrievals.jsonl"
+
+    # ---- governance ----------------------------------------------------------------------------
+    @property
+    def proposals(self) -> Path:
+        """Procedural writes held for a named approver."""
+        return self.root / "proposals"
+
+    def proposal(self, proposal_id: str) -> Path:
+        return self.proposals / f"{proposal_id}.json"
+
+    @property
+    def consolidation(self) -> Path:
+        """One report per consolidation cycle."""
+        return self.root / "consolidation"
+
+    def cycle_report(self, cycle_id: str) -> Path:
+        return self.consolidation / f"{cycle_id}.json"
+
+    @property
+    def archive(self) -> Path:
+        """Earlier versions of superseded memory and identity files."""
+        return self.root / "archive"
+
+    def memory_archive(self, memory_id: str) -> Path:
+        return self.archive / "memory" / memory_id
+
+    def identity_archive(self, name: str) -> Path:
+        return self.archive / "identity" / name
+
+    # ---- settings, locks and logs --------------------------------------------------------------
+    @property
+    def recall_settings(self) -> Path:
+        return self.root / "recall.yaml"
+
+    @property
+    def write_lock(self) -> Path:
+        """Held by the one writer at a time."""
+        return self.root / "write.lock"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def recall_log(self) -> Path:
+        return self.logs / "recall.jsonl"
+
+    @property
+    def prune_log(self) -> Path:
+        return self.logs / "prune.jsonl"
+
+    # ---- derived: everything ``lca reindex`` deletes and rebuilds ------------------------------
+    @property
+    def index(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def catalog(self) -> Path:
+        return self.index / "catalog.sqlite"
+
+    @property
+    def vectors(self) -> Path:
+        return self.index / "vectors.faiss"
+
+    @property
+    def lexical(self) -> Path:
+        return self.index / "lexical"
+
+    def holds_store(self) -> bool:
+        """Whether ``root`` already holds a store (a transcript, memory files or an index)."""
+        return any(p.exists() for p in (self.sessions, self.memory, self.index, self.events))
