@@ -1,10 +1,11 @@
 """The one interface every experimental condition implements, its records, and the registry.
 
 Conventions follow scikit-learn: a constructor only stores its parameters (plain strings and
-numbers, so inspect's ``eval_set`` can identify tasks by them); heavy resources (the embedder,
-the generators for each role, a working folder) arrive through ``attach(runtime)``; ``reset()``
-starts a fresh history. A condition never sees a probe's gold answer or evidence: ``Probe``
-has no field for them.
+numbers, so inspect's ``eval_set`` can identify tasks by them); ``get_params``/``set_params``/``clone``
+read, change and copy them; heavy resources (the embedder, the generators for each role, a working
+folder) arrive through ``attach(runtime)``; ``reset()`` starts a fresh history. A condition never
+sees a probe's gold answer or evidence: ``Probe`` has no field for them. ``conditions.checks``
+verifies all of this for any condition.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import inspect as pyinspect
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from lca.errors import LCAError
 from lca.ports import Embedder, TextGenerator
@@ -108,7 +110,7 @@ class ConditionRuntime:
         return len(text.split())
 
     @classmethod
-    def temporary(cls, **kw: Any) -> "ConditionRuntime":
+    def temporary(cls, **kw: Any) -> ConditionRuntime:
         return cls(workdir=Path(tempfile.mkdtemp(prefix="lca-condition-")), **kw)
 
 
@@ -129,7 +131,15 @@ class Condition:
     def get_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def attach(self, runtime: ConditionRuntime) -> "Condition":
+    def set_params(self, **params: Any) -> Condition:
+        """Change parameters by name (validated like ``build_condition``: every name is checked before
+        anything is set); they take effect at the next ``reset()``. Returns the condition itself."""
+        check_params(type(self), params)
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def attach(self, runtime: ConditionRuntime) -> Condition:
         self.runtime = runtime
         return self
 
@@ -198,6 +208,23 @@ class Condition:
         return "\n".join(kept)
 
 
+def clone(condition: Condition) -> Condition:
+    """A new, unattached condition of the same class with equal parameters (scikit-learn's ``clone``):
+    nothing of the original's runtime, stores or history comes along."""
+    params = condition.get_params()
+    copy = type(condition)(**params)
+    changed = sorted(name for name, value in params.items() if getattr(copy, name, None) is not value)
+    if changed:
+        raise LCAError(f"cannot clone condition '{condition.name}': its constructor does not store parameter(s) "
+                       f"{', '.join(changed)} as given")
+    return copy
+
+
+def is_plain_parameter(value: Any) -> bool:
+    """What a condition parameter may be: a string, a number, a boolean or None (task arguments are these)."""
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
 def render_items(items: Sequence[InjectedItem]) -> str:
     """One rendering for every condition, so formatting never differs between arms of a study."""
     parts = []
@@ -237,14 +264,19 @@ def condition_class(name: str) -> type[Condition]:
     return _REGISTRY[name]
 
 
-def build_condition(name: str, **params: Any) -> Condition:
-    """A condition by name with plain parameters; unknown parameters are refused by name."""
-    cls = condition_class(name)
+def check_params(cls: type[Condition], params: Mapping[str, Any]) -> None:
+    """Refuse unknown parameter names (listing the known ones) and values that are not plain."""
     known = cls._param_names()
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise LCAError(f"condition '{name}' has no parameter(s) {', '.join(unknown)}; it takes: {', '.join(known)}")
+        raise LCAError(f"condition '{cls.name}' has no parameter(s) {', '.join(unknown)}; it takes: {', '.join(known)}")
     for key, value in params.items():
-        if not isinstance(value, (str, int, float, bool)) and value is not None:
+        if not is_plain_parameter(value):
             raise LCAError(f"condition parameter '{key}' must be a plain string or number, got {type(value).__name__}")
+
+
+def build_condition(name: str, **params: Any) -> Condition:
+    """A condition by name with plain parameters; unknown parameters are refused by name."""
+    cls = condition_class(name)
+    check_params(cls, params)
     return cls(**params)

@@ -8,22 +8,17 @@ from datetime import datetime
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from lca.errors import LCAError
+from lca.params import parse_assignments
 from lca.recall import TERMS, RecallConfig, RecallContext, ResonanceWeights, ScoredCandidate
 from lca.types import parse_timestamp
 
 
 def parse_weights(spec: str) -> dict[str, float]:
-    """``"experience=0,temporal=0.1"`` -> a mapping; a plain string so it can be a task parameter."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
-        name, sep, value = part.partition("=")
-        if not sep or name.strip() not in TERMS:
-            raise LCAError(f"weights: '{part}' is not TERM=VALUE with TERM one of {', '.join(TERMS)}")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise LCAError(f"weights: '{value}' in '{part}' is not a number") from None
-    return out
+    """``"experience=0,temporal=0.1"`` -> a mapping; a plain string so it can be a task parameter.
+    Each part is a ``name=value`` of the one parameter language (``lca.params``), so a bad one fails
+    with its error format: ``weights '<part>': <reason>``."""
+    parts = [part.strip() for part in (spec or "").split(",") if part.strip()]
+    return parse_assignments(parts, flag="weights", known={term: float for term in TERMS})
 
 
 def _as_of(probe: Probe) -> datetime | None:
@@ -194,9 +189,9 @@ class FullLCA(_SubstrateCondition):
         for memory_id in ws.critical_ids:
             memory = files[memory_id]
             text = f"[critical] {memory_id}: {memory.body.strip()}"
+            pointers = tuple(f"{s.session}#{e}" for s in memory.record.sources for e in s.entries)
             items.append(InjectedItem("critical", f"memory:{memory_id}", text, count(text),
-                                      memory.record.authority.value,
-                                      pointers=tuple(f"{s.session}#{e}" for s in memory.record.sources for e in s.entries)))
+                                      memory.record.authority.value, pointers=pointers))
         recall = ws.recall
         if recall is not None:
             for item in recall.items:

@@ -8,7 +8,7 @@ probe, measured by running full LCA beside it on the same history.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from conditions.baselines import identity_block
@@ -113,6 +113,7 @@ class AdversarialSummary(_SummaryBase):
         self.review_passes = review_passes
 
     def reset(self) -> None:
+        self.close()   # the previous history's shadow lives outside this condition's home: close it first
         super().reset()
         self.entries: list[TranscriptEntry] = []
         self.shadow = None
@@ -133,8 +134,9 @@ class AdversarialSummary(_SummaryBase):
             self.shadow.end_session()
 
     def close(self) -> None:
-        if self.shadow is not None:
-            self.shadow.close()
+        shadow = getattr(self, "shadow", None)
+        if shadow is not None:
+            shadow.close()
 
     def build_context(self, probe: Probe) -> ContextPacket:
         budget = self.budget_tokens

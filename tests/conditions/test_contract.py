@@ -1,24 +1,43 @@
-"""Contract tests over every registered condition (scikit-learn style: one suite, every implementation)."""
+"""Contract tests over every registered condition (scikit-learn style: one suite, every implementation).
+
+The generic contract lives in ``conditions.checks``; here it runs over every registered condition with
+fake models, broken conditions show that each check catches what it is about, and the tests that are
+particular to one condition follow.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import re
 
 import pytest
 
-from conditions import (Condition, ConditionRuntime, Probe, Session, available_conditions, build_condition,
-                        condition_class, register_condition)
+from conditions import (
+    Condition,
+    ConditionRuntime,
+    ContextPacket,
+    InjectedItem,
+    Probe,
+    Session,
+    available_conditions,
+    build_condition,
+    clone,
+    condition_class,
+    register_condition,
+)
+from conditions.checks import (
+    CONTRACT_PROBE,
+    ConditionCheckError,
+    check_condition,
+    condition_checks,
+    contract_history,
+    parametrize_with_checks,
+    replay,
+)
+from conditions.recall import parse_weights
 from lca.errors import LCAError
-from lca.types import EntryKind, TranscriptEntry
+from lca.params import ParameterError
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
-
-HISTORY = [
-    ["My sister Lucia lives in Lisbon and works as a nurse.", "Noted: Lucia, a nurse in Lisbon.",
-     "We decided the billing service moves to PostgreSQL 16.", "Understood, PostgreSQL 16 it is."],
-    ["I adopted a grey cat called Pebble last week.", "Congratulations on Pebble!",
-     "Please always answer me briefly.", "I will keep answers brief."],
-]
 
 
 def fake_role(messages):
@@ -39,32 +58,22 @@ def fake_role(messages):
     return "I do not know."
 
 
-def history(prefix="h"):
-    sessions = []
-    for s, turns in enumerate(HISTORY, 1):
-        entries = tuple(TranscriptEntry(id=f"{prefix}{s}:{n}", session_id=f"{prefix}{s}", agent_id="agent",
-                                        kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN,
-                                        timestamp=f"2026-03-0{s}T10:00:0{n}", content=text)
-                        for n, text in enumerate(turns, 1))
-        sessions.append(Session(f"{prefix}{s}", entries))
-    return sessions
-
-
 def runtime(tmp_path):
+    """The runtime factory the contract checks get: fake embedder, one scripted model for every role."""
     generator = FakeScriptedGenerator(fake_role, model_id="fake-role")
     return ConditionRuntime(workdir=tmp_path, embedder=FakeHashingEmbedder(), generators={"agent": generator},
                             identity={"identity": "You are Atlas, a careful assistant.", "user": "The user is Ana."})
 
 
-def replay(condition, sessions):
-    condition.reset()
-    for session in sessions:
-        condition.ingest(session)
-        condition.end_session()
-
-
-PROBE = Probe("p1", "Where does Lucia live and what is her job?", "2026-03-05T09:00:00")
+PROBE = CONTRACT_PROBE
 ALL = available_conditions()
+CHECK_NAMES = [name for name, _ in condition_checks("stateless")]
+
+
+# ---- the generic contract, over every registered condition -----------------------------------------
+@parametrize_with_checks(ALL + [build_condition("transcript-recall", floor=0.0)], runtime_factory=runtime)
+def test_every_condition_meets_the_contract(condition, check):
+    check()
 
 
 def test_the_six_conditions_of_the_protocol_are_registered():
@@ -72,93 +81,175 @@ def test_the_six_conditions_of_the_protocol_are_registered():
                         "adversarial-summary"}
 
 
+def test_the_contract_has_the_checks_the_brief_names():
+    assert CHECK_NAMES == ["check_constructor_stores_plain_parameters", "check_get_params_round_trip",
+                           "check_set_params", "check_clone", "check_interface_packet_and_determinism",
+                           "check_injected_tokens_within_budget", "check_no_access_to_gold",
+                           "check_reset_forgets_history"]
+
+
+def test_parametrize_with_checks_names_each_case_by_condition_and_check():
+    mark = parametrize_with_checks(["stateless", build_condition("full-lca", verify=0)])
+    argnames, cases = mark.args
+    ids = mark.kwargs["ids"]
+    assert argnames == "condition, check" and len(cases) == len(ids) == 2 * len(CHECK_NAMES)
+    assert "stateless-check_clone" in ids and "full-lca(verify=0)-check_reset_forgets_history" in ids
+    assert all(isinstance(condition, Condition) for condition, _ in cases)
+
+
+def test_a_runtime_check_without_a_runtime_factory_says_so(tmp_path):
+    checks = dict(condition_checks("stateless"))
+    checks["check_clone"]()   # the parameter checks need no runtime
+    with pytest.raises(ConditionCheckError, match="check_no_access_to_gold failed for condition stateless: needs a"):
+        checks["check_no_access_to_gold"]()
+    checks["check_no_access_to_gold"](runtime)   # given at the call instead
+
+
+def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
+    condition = build_condition("transcript-recall", floor=0.0, k=3)
+    check_condition(condition, runtime)
+    assert condition.get_params() == {"budget_tokens": 1200, "k": 3, "floor": 0.0}
+    assert not hasattr(condition, "runtime")
+
+
+# ---- broken conditions: each check catches what it is about -----------------------------------------
+class Remembering(Condition):
+    """A correct condition that injects the user's turns it has seen (the base of the broken ones)."""
+
+    name = "remembering"
+
+    def __init__(self, budget_tokens: int = 1200, labels: str = "a,b") -> None:
+        self.budget_tokens = budget_tokens
+        self.labels = labels
+
+    def reset(self) -> None:
+        super().reset()
+        self.seen: list[str] = []
+
+    def ingest(self, session: Session) -> None:
+        self.seen.extend(e.content for e in session.entries if e.kind.value == "user_turn")
+
+    def build_context(self, probe: Probe) -> ContextPacket:
+        items = [InjectedItem("transcript", f"seen:{n}", text, self.runtime.count_tokens(text))
+                 for n, text in enumerate(self.seen)]
+        return self._packet(probe, items)
+
+
+class MutatesParameter(Remembering):
+    def __init__(self, budget_tokens: int = 1200, labels: str = "a,b") -> None:
+        self.budget_tokens = budget_tokens
+        self.labels = labels.split(",")   # a constructor that "helps" by parsing
+
+
+class BuildsInConstructor(Remembering):
+    def __init__(self, budget_tokens: int = 1200, labels: str = "a,b") -> None:
+        self.budget_tokens = budget_tokens
+        self.labels = labels
+        self.cache: dict[str, str] = {}
+
+
+class SetParamsReturnsNothing(Remembering):
+    def set_params(self, **params):
+        for name, value in params.items():
+            setattr(self, name, value)
+
+
+class NotDeterministic(Remembering):
+    calls = itertools.count()
+
+    def build_context(self, probe: Probe) -> ContextPacket:
+        text = f"call {next(self.calls)}"
+        return self._packet(probe, [InjectedItem("memory", "counter", text, self.runtime.count_tokens(text))])
+
+
+class LeaksPastBudget(Remembering):
+    def build_context(self, probe: Probe) -> ContextPacket:
+        text = "\n".join(self.seen)
+        tokens = self.runtime.count_tokens(text)
+        messages = ({"role": "system", "content": text}, {"role": "user", "content": probe.question})
+        return ContextPacket(self.name, messages, (InjectedItem("transcript", "seen", text, tokens),), tokens,
+                             self.budget_tokens)
+
+
+class PeeksAtGold(Remembering):
+    def build_context(self, probe: Probe, gold: str | None = None) -> ContextPacket:
+        return super().build_context(probe)
+
+
+class ResetKeepsHistory(Remembering):
+    def reset(self) -> None:
+        Condition.reset(self)
+        if not hasattr(self, "seen"):
+            self.seen = []
+
+
+def test_a_correct_condition_written_elsewhere_passes_every_check():
+    check_condition(Remembering(), runtime)
+    check_condition(Remembering(budget_tokens=30, labels="x"), runtime)
+
+
+@pytest.mark.parametrize("broken, failing_check", [
+    (MutatesParameter, "check_constructor_stores_plain_parameters"),
+    (BuildsInConstructor, "check_constructor_stores_plain_parameters"),
+    (SetParamsReturnsNothing, "check_set_params"),
+    (NotDeterministic, "check_interface_packet_and_determinism"),
+    (LeaksPastBudget, "check_injected_tokens_within_budget"),
+    (PeeksAtGold, "check_no_access_to_gold"),
+    (ResetKeepsHistory, "check_reset_forgets_history"),
+])
+def test_a_broken_condition_fails_the_matching_check_by_name(broken, failing_check):
+    condition = broken()
+    with pytest.raises(ConditionCheckError, match=f"^{failing_check} failed for condition remembering: ") as caught:
+        check_condition(condition, runtime)
+    assert caught.value.check == failing_check and caught.value.condition == "remembering"
+    with pytest.raises(ConditionCheckError, match=failing_check):
+        dict(condition_checks(condition, runtime))[failing_check]()
+
+
+def test_the_broken_conditions_fail_for_the_reason_they_are_broken():
+    def reason(condition, check):
+        with pytest.raises(ConditionCheckError) as caught:
+            dict(condition_checks(condition, runtime))[check]()
+        return caught.value.reason
+
+    assert "stored parameter 'labels' as ['a', 'b-check']" in reason(MutatesParameter(),
+                                                                  "check_constructor_stores_plain_parameters")
+    assert "set attribute(s) cache" in reason(BuildsInConstructor(), "check_constructor_stores_plain_parameters")
+    assert "over a budget of 12" in reason(LeaksPastBudget(), "check_injected_tokens_within_budget")
+    assert "never saw the history" in reason(ResetKeepsHistory(), "check_reset_forgets_history")
+    assert "['probe', 'gold']" in reason(PeeksAtGold(), "check_no_access_to_gold")
+
+
+# ---- parameters: set_params, clone, the registry -----------------------------------------------------
+def test_set_params_refuses_an_unknown_name_like_the_registry():
+    condition = build_condition("transcript-recall")
+    expected = "condition 'transcript-recall' has no parameter(s) nope; it takes: budget_tokens, k, floor"
+    with pytest.raises(LCAError, match=re.escape(expected)):
+        condition.set_params(nope=1, k=2)
+    with pytest.raises(LCAError, match=re.escape(expected)):
+        build_condition("transcript-recall", nope=1)
+    assert condition.k == 6   # nothing was set
+    with pytest.raises(LCAError, match="plain string or number"):
+        condition.set_params(k=[1])
+    assert condition.set_params(k=2, floor=0.0) is condition and condition.get_params()["k"] == 2
+
+
+def test_clone_is_unattached_with_equal_independent_parameters(tmp_path):
+    original = build_condition("full-lca", verify=0).attach(runtime(tmp_path))
+    copy = clone(original)
+    assert type(copy) is type(original) and copy.get_params() == original.get_params()
+    assert not hasattr(copy, "runtime")
+    copy.set_params(verify=1)
+    assert original.verify == 0
+
+
 @pytest.mark.parametrize("name", ALL)
-def test_constructor_only_stores_plain_parameters(name):
-    cls = condition_class(name)
-    default = build_condition(name)
-    params = default.get_params()
-    assert all(isinstance(v, (str, int, float)) for v in params.values())
-    assert build_condition(name, **params).get_params() == params
-    assert not hasattr(default, "runtime")   # nothing heavy is built by the constructor
+def test_registry_refuses_unknown_and_non_plain_parameters(name):
     with pytest.raises(LCAError, match="has no parameter"):
         build_condition(name, no_such_parameter=1)
     with pytest.raises(LCAError, match="plain string or number"):
         build_condition(name, budget_tokens=[1, 2])
-    assert cls.name == name
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_interface_packet_and_determinism(name, tmp_path):
-    packets = []
-    for run in ("a", "b"):
-        condition = build_condition(name).attach(runtime(tmp_path / run))
-        replay(condition, history())
-        packets.append(condition.build_context(PROBE))
-        condition.close()
-    first, second = packets
-    assert first.condition == name
-    assert first.messages[-1] == {"role": "user", "content": PROBE.question}
-    assert first.messages == second.messages and first.injected_tokens == second.injected_tokens
-    assert [i.source for i in first.items] == [i.source for i in second.items]
-    assert first.recall_latency_ms >= 0.0
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_injected_tokens_never_exceed_the_stated_budget(name, tmp_path):
-    for budget in (12, 40, 400):
-        condition = build_condition(name, budget_tokens=budget).attach(runtime(tmp_path / str(budget)))
-        replay(condition, history())
-        packet = condition.build_context(PROBE)
-        rendered = packet.messages[0]["content"] if packet.messages[0]["role"] == "system" else ""
-        assert packet.injected_tokens <= budget
-        assert condition.runtime.count_tokens(rendered) == packet.injected_tokens
-        condition.close()
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_no_condition_can_see_gold(name, tmp_path):
-    fields = {f.name for f in dataclasses.fields(Probe)}
-    assert fields == {"id", "question", "asked_at"}   # no answer, no evidence: nothing to read
-    condition = build_condition(name).attach(runtime(tmp_path))
-    replay(condition, history())
-    packet = condition.build_context(PROBE)
-    assert "gold" not in " ".join(str(v) for v in packet.notes.values()).lower()
-    condition.close()
-
-
-def test_reset_forgets_the_history(tmp_path):
-    condition = build_condition("transcript-recall", floor=0.0).attach(runtime(tmp_path))
-    replay(condition, history())
-    assert condition.build_context(PROBE).items
-    condition.reset()
-    assert condition.build_context(PROBE).items == ()
-    condition.close()
-
-
-def test_stateless_injects_nothing_and_recall_conditions_bring_back_evidence(tmp_path):
-    stateless = build_condition("stateless").attach(runtime(tmp_path / "s"))
-    replay(stateless, history())
-    packet = stateless.build_context(PROBE)
-    assert packet.items == () and packet.injected_tokens == 0 and len(packet.messages) == 1
-    recall = build_condition("transcript-recall", floor=0.0).attach(runtime(tmp_path / "t"))
-    replay(recall, history())
-    pointers = {p for item in recall.build_context(PROBE).items for p in item.pointers}
-    assert "h1#h1:1" in pointers   # the turn that says where Lucia lives
-    recall.close()
-
-
-def test_adversarial_summary_matches_full_lca_budget_measured_on_the_same_history(tmp_path):
-    rt = runtime(tmp_path)
-    adversarial = build_condition("adversarial-summary").attach(rt)
-    replay(adversarial, history())
-    packet = adversarial.build_context(PROBE)
-    full = build_condition("full-lca").attach(runtime(tmp_path / "full"))
-    replay(full, history())
-    measured = full.build_context(PROBE).injected_tokens
-    assert packet.notes["full_lca_injected"] == measured and packet.notes["matched_budget"] == measured
-    assert packet.injected_tokens <= measured
-    adversarial.close()
-    full.close()
+    assert condition_class(name).name == name
 
 
 def test_registry_refuses_duplicates_unknown_names_and_required_parameters():
@@ -182,9 +273,54 @@ def test_registry_refuses_duplicates_unknown_names_and_required_parameters():
     assert "needs-argument" not in available_conditions()
 
 
+def test_weights_speak_the_one_parameter_language():
+    assert parse_weights("") == {} and parse_weights(" , ") == {}
+    assert parse_weights("experience=0, temporal=0.1,") == {"experience": 0.0, "temporal": 0.1}
+    assert parse_weights("risk=2") == {"risk": 2.0} and isinstance(parse_weights("risk=2")["risk"], float)
+    with pytest.raises(ParameterError, match=re.escape("weights 'gravity=1': unknown name 'gravity'; known: "
+                                                       "activation, authority, experience, risk, similarity, "
+                                                       "task, temporal")):
+        parse_weights("experience=0,gravity=1")
+    with pytest.raises(ParameterError, match=re.escape("weights 'experience': expected NAME=VALUE")):
+        parse_weights("experience")
+    with pytest.raises(ParameterError, match=re.escape("weights 'temporal=soon': takes a number, not 'soon'")):
+        parse_weights("temporal=soon")
+    with pytest.raises(ParameterError, match="given twice"):
+        parse_weights("risk=1,risk=2")
+
+
+# ---- what is particular to one condition -------------------------------------------------------------
+def test_stateless_injects_nothing_and_recall_conditions_bring_back_evidence(tmp_path):
+    stateless = build_condition("stateless").attach(runtime(tmp_path / "s"))
+    replay(stateless, contract_history())
+    packet = stateless.build_context(PROBE)
+    assert packet.items == () and packet.injected_tokens == 0 and len(packet.messages) == 1
+    recall = build_condition("transcript-recall", floor=0.0).attach(runtime(tmp_path / "t"))
+    replay(recall, contract_history())
+    pointers = {p for item in recall.build_context(PROBE).items for p in item.pointers}
+    assert "h1#h1:1" in pointers   # the turn that says where Lucia lives
+    recall.reset()
+    assert recall.build_context(PROBE).items == ()   # and reset forgets it
+    recall.close()
+
+
+def test_adversarial_summary_matches_full_lca_budget_measured_on_the_same_history(tmp_path):
+    rt = runtime(tmp_path)
+    adversarial = build_condition("adversarial-summary").attach(rt)
+    replay(adversarial, contract_history())
+    packet = adversarial.build_context(PROBE)
+    full = build_condition("full-lca").attach(runtime(tmp_path / "full"))
+    replay(full, contract_history())
+    measured = full.build_context(PROBE).injected_tokens
+    assert packet.notes["full_lca_injected"] == measured and packet.notes["matched_budget"] == measured
+    assert packet.injected_tokens <= measured
+    adversarial.close()
+    full.close()
+
+
 def test_full_lca_consolidates_at_session_end_and_ablations_are_parameters(tmp_path):
     full = build_condition("full-lca").attach(runtime(tmp_path / "v"))
-    replay(full, history())
+    replay(full, contract_history())
     assert len(full.cycles) == 2 and full.cycles[0]["candidates"] >= 1
     kinds = {i.kind for i in full.build_context(PROBE).items}
     assert {"identity", "handoff"} <= kinds
@@ -192,8 +328,8 @@ def test_full_lca_consolidates_at_session_end_and_ablations_are_parameters(tmp_p
     assert memories and all(m.record.authority.value == "reviewed" for m in memories)
     full.close()
     unverified = build_condition("full-lca", verify=0).attach(runtime(tmp_path / "u"))
-    replay(unverified, history())
+    replay(unverified, contract_history())
     assert all(m.record.authority.value == "unreviewed" for m in unverified.substrate.memory.load().files)
     unverified.close()
-    with pytest.raises(LCAError, match="TERM=VALUE"):
+    with pytest.raises(ParameterError, match=re.escape("weights 'gravity=1': unknown name 'gravity'")):
         build_condition("full-lca", weights="gravity=1").attach(runtime(tmp_path / "w")).reset()
