@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from lca.fileio import append_bytes
+from lca.layout import StoreLayout
 
 DECAY = 0.5
 WILDCARD_MODES = {"precision": (0.0, 0.0), "balanced": (0.2, 0.3), "explore": (0.4, 1.0)}  # share, temperature
@@ -80,7 +81,7 @@ class RetrievalLog:
     """
 
     def __init__(self, root: Path | str) -> None:
-        self.path = Path(root) / "events" / "retrievals.jsonl"
+        self.path = StoreLayout(root).retrieval_log
         self._offset = 0
         self._by_target: dict[str, list[Access]] = defaultdict(list)
 

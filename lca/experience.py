@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lca.errors import RecordFormatError
 from lca.fileio import append_bytes
+from lca.layout import StoreLayout
 from lca.recall import EXPERIENCE_EVENT_WEIGHTS
 
 
@@ -28,7 +29,7 @@ class ExperienceEvent:
 
 class ExperienceLog:
     def __init__(self, root: Path | str) -> None:
-        self.path = Path(root) / "events" / "experience.jsonl"
+        self.path = StoreLayout(root).experience_log
         self._cache: tuple[int, dict[str, Counter]] | None = None
 
     def record(self, target: str, kind: str, *, span: str | None = None, at: float | None = None) -> ExperienceEvent:

@@ -197,7 +197,7 @@ class LlamaCppGenerator:
             )
             self.last_usage = usage
             self.totals = self.totals.plus(usage)
-            if deadline.fired:
+            if deadline.fired and self.timeout_s is not None:   # only a set timeout fires
                 raise GenerationTimeout(
                     f"{self.model_id}: generation passed timeout_s={self.timeout_s} after {seconds:.3f} s "
                     f"({usage.output_tokens} of max {max_tokens} tokens)",
@@ -271,7 +271,8 @@ class LlamaCppGenerator:
         return llama
 
     def _render(self, llama, messages: list[dict[str, str]]) -> list[int]:
-        rendered = self._formatter(messages=messages)
+        # plain role/content dicts are what the formatter reads; llama_cpp annotates them as its TypedDicts
+        rendered = self._formatter(messages=messages)  # type: ignore[arg-type]
         # the template writes the special tokens itself (added_special), as in the library's handler
         return llama.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
 

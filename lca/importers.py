@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from lca.errors import RecordFormatError
 from lca.transcript import entry_from_wire, wire_records
@@ -69,7 +69,8 @@ def load_official_json(path: Path | str) -> Any:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    openers: dict[str, Callable[..., IO[str]]] = {".gz": gzip.open, ".xz": lzma.open}
+    opener = openers.get(path.suffix, open)
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
             return json.load(handle)

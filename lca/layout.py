@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote
+
+SESSION_SUFFIX = ".jsonl"
 
 
 @dataclass(frozen=True)
@@ -26,10 +29,22 @@ class StoreLayout:
         """One JSONL transcript file per session."""
         return self.root / "sessions"
 
+    def session_file(self, session_id: str) -> Path:
+        """``sessions/<id>.jsonl``, the id percent-quoted so any session id is one safe file name."""
+        return self.sessions / (quote(session_id, safe="") + SESSION_SUFFIX)
+
+    @staticmethod
+    def session_id_of(path: Path) -> str:
+        """The session id a ``session_file`` path names (the inverse of the quoting)."""
+        return unquote(path.name[: -len(SESSION_SUFFIX)])
+
     @property
     def quarantine(self) -> Path:
         """Torn or malformed transcript lines, moved aside and never dropped."""
         return self.root / "quarantine"
+
+    def quarantine_file(self, name: str) -> Path:
+        return self.quarantine / name
 
     @property
     def quarantine_log(self) -> Path:
@@ -40,10 +55,16 @@ class StoreLayout:
         """Memory files: markdown with YAML front matter."""
         return self.root / "memory"
 
+    def memory_file(self, memory_id: str) -> Path:
+        return self.memory / f"{memory_id}.md"
+
     @property
     def identity(self) -> Path:
         """Identity, user and instruction files (Layer 0)."""
         return self.root / "identity"
+
+    def identity_file(self, name: str) -> Path:
+        return self.identity / f"{name}.md"
 
     # ---- learned state: append-only event logs -------------------------------------------------
     @property

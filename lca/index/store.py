@@ -20,6 +20,7 @@ from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.vectors import FaissVectorIndex, vector_id_for
+from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.types import Chunk, SearchHit, text_digest
 
@@ -82,8 +83,9 @@ class IndexStore:
         self.embed_batch = embed_batch
         self.embed_retries = embed_retries
         self.approximate_threshold = approximate_threshold
-        self.dir = self.root / "index"
-        self.catalog_ = Catalog(self.dir / "catalog.sqlite")
+        self.layout = StoreLayout(self.root)
+        self.dir = self.layout.index
+        self.catalog_ = Catalog(self.layout.catalog)
         self._vectors: FaissVectorIndex | None = None
         self._lexical: Bm25LexicalIndex | None = None
         self._lexical_dirty = False
@@ -124,7 +126,7 @@ class IndexStore:
     @property
     def vectors(self) -> FaissVectorIndex:
         if self._vectors is None:
-            path = self.dir / "vectors.faiss"
+            path = self.layout.vectors
             dim_text = self.catalog_.get_meta("dimension")
             if path.exists() and dim_text:
                 self._vectors = FaissVectorIndex.load(path, int(dim_text),
@@ -138,7 +140,7 @@ class IndexStore:
     def lexical(self) -> Bm25LexicalIndex:
         generation = self.catalog_.get_meta("chunks_generation") or ""
         if self._lexical is None:
-            path = self.dir / "lexical"
+            path = self.layout.lexical
             if path.exists():
                 self._lexical = Bm25LexicalIndex.load(path)
         if self._lexical is None or self._lexical.generation_ != generation:
@@ -158,7 +160,7 @@ class IndexStore:
         chunks = self.catalog_.stats()["chunks"]
         stale = True
         lex_docs = 0
-        path = self.dir / "lexical"
+        path = self.layout.lexical
         if path.exists():
             saved = Bm25LexicalIndex.load(path)
             stale = saved.generation_ != generation
@@ -328,13 +330,47 @@ class IndexStore:
             self.vectors.remove(np.asarray([v for _, v in orphans], dtype=np.int64))
             self._vectors_dirty = True
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self._vectors is not None and (self._vectors_dirty or not (self.dir / "vectors.faiss").exists()):
-            self._vectors.save(self.dir / "vectors.faiss")
+        if self._vectors is not None and (self._vectors_dirty or not self.layout.vectors.exists()):
+            self._vectors.save(self.layout.vectors)
             self._vectors_dirty = False
         lexical = self.lexical  # rebuilds if the generation moved
-        if self._lexical_dirty or not (self.dir / "lexical").exists():
-            lexical.save(self.dir / "lexical")
+        if self._lexical_dirty or not self.layout.lexical.exists():
+            lexical.save(self.layout.lexical)
             self._lexical_dirty = False
+
+    # ---- read-only views (health reports, benchmarks) ---------------------------------
+    def stats(self) -> dict:
+        """The catalog's counts: chunks by source, texts, text bytes, split chunks, failures, sentence keys."""
+        return self.catalog_.stats()
+
+    def table_sizes(self) -> dict[str, dict[str, int]]:
+        """Bytes on disk and payload of each catalog table and index (needs SQLite's ``dbstat``)."""
+        return self.catalog_.table_sizes()
+
+    def checkpoint_wal(self) -> tuple[int, int, int] | None:
+        """Fold the catalog's write-ahead log into its file, so file sizes on disk are the index's own."""
+        return self.catalog_.checkpoint_wal()
+
+    def stored_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every stored vector as faiss holds it, and its vector id: the matrix an exact baseline scans."""
+        return self.vectors.stored()
+
+    def vector_owners(self, vector_ids: Sequence[int]) -> list[tuple[int, ...]]:
+        """Whom each vector ranks: the own-text vector id of every chunk it is the text or a sentence key of
+        (itself when no chunk uses it), so an exact scan can rank chunks as dense search does."""
+        own_vector = self.catalog_.chunk_text_vectors()
+        by_vector, _ = self._row_maps()
+        return [tuple(sorted({own_vector[cid] for _, cid in by_vector.get(int(v), ())})) or (int(v),)
+                for v in vector_ids]
+
+    def rows_of_vectors(self, vector_ids: Sequence[int]) -> list[int]:
+        """The catalog rows of the chunks each vector keys, in the order given (a chunk's row may repeat)."""
+        by_vector, _ = self._row_maps()
+        return [row for vid in vector_ids for row, _ in by_vector.get(vid, ())]
+
+    def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
+        """The chunks at some catalog rows, by row: the one SQLite read a search makes."""
+        return self.catalog_.chunks_by_rows(rows)
 
     # ---- searching ---------------------------------------------------------------
     def _row_maps(self) -> tuple[dict[int, list[tuple[int, str]]], dict[int, str]]:

@@ -36,9 +36,13 @@ class FaissVectorIndex:
 
     def _new_index(self, *, approximate: bool):
         fp16 = faiss.ScalarQuantizer.QT_fp16
+        inner: faiss.Index
         if approximate:
-            inner = faiss.IndexHNSWSQ(self.dimension, fp16, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            inner.hnsw.efSearch = self.ef_search
+            # the C++ constructor takes the quantizer type (QT_fp16); faiss's stub names it ScalarQuantizer
+            hnsw = faiss.IndexHNSWSQ(self.dimension, fp16, self.hnsw_m,  # type: ignore[arg-type]
+                                     faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efSearch = self.ef_search
+            inner = hnsw
         else:
             inner = faiss.IndexScalarQuantizer(self.dimension, fp16, faiss.METRIC_INNER_PRODUCT)
         if not inner.is_trained:  # float16 needs no statistics; training on nothing marks it ready
@@ -54,6 +58,13 @@ class FaissVectorIndex:
 
     def ids(self) -> np.ndarray:
         return faiss.vector_to_array(self.index_.id_map).astype(np.int64)
+
+    def stored(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector as the index holds it (float16 values, as float32) and its id, in storage order:
+        the matrix an exact baseline scans. One bulk read, not one lookup per id."""
+        inner = faiss.downcast_index(self.index_.index)
+        matrix = np.ascontiguousarray(inner.reconstruct_n(0, inner.ntotal), dtype=np.float32)
+        return matrix, self.ids()
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         if len(ids) == 0:
@@ -115,6 +126,7 @@ class FaissVectorIndex:
         obj.index_ = faiss.deserialize_index(data)
         if obj.index_.d != dimension:
             raise ValueError(f"{path}: vectors of dimension {obj.index_.d}, expected {dimension}")
-        if obj.approximate:
-            faiss.downcast_index(obj.index_.index).hnsw.efSearch = obj.ef_search
+        inner = faiss.downcast_index(obj.index_.index)
+        if isinstance(inner, faiss.IndexHNSW):   # obj.approximate
+            inner.hnsw.efSearch = obj.ef_search
         return obj

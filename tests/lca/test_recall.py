@@ -276,27 +276,6 @@ def test_each_secret_shape_is_caught_through_the_prefilter(text):
     assert contains_secret(f"before {text} after")
 
 
-def test_calibrate_floor_separates_off_topic_from_on_topic(tmp_path):
-    from lca.calibration import calibrate_floor
-
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        s.append([make_entry("s", n, f"the build pipeline for service {n} failed on step {n % 4} after the cache "
-                                     f"migration and we rolled back release {n}") for n in range(1, 40)])
-        result = calibrate_floor(s.index, ["what is the capital of peru", "how do whales sleep",
-                                           "who wrote war and peace"], positives=30)
-        assert result.negatives == 3 and result.positives == 30
-        assert result.margin > 0 and result.positives_above_floor > 0.9
-        top = [score for score, _, _ in result.highest_negatives]
-        assert top == sorted(top, reverse=True) and top[0] >= result.floor
-        s.save_recall_setting("floor", result.floor)
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        assert s.recall_config.floor == result.floor  # persisted in <store>/recall.yaml
-        with pytest.raises(RecordFormatError) as info:
-            s.save_recall_setting("floor", 7.0)
-        assert info.value.field == "floor"
-        assert s.recall_config.floor == result.floor
-
-
 def test_task_relevance_uses_the_transcript_channel(store):
     store.append([make_entry("s", 1, "the nightly backup job failed again", channel="ops"),
                   make_entry("t", 1, "the nightly backup job failed again!", channel="random")])

@@ -1,10 +1,10 @@
+"""The hybrid index store: ingest, dedupe, failures held back, embedder identity, reindex, repair, concurrency."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
-from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,26 +12,12 @@ import pytest
 from lca.errors import EmbedderMismatchError, EmbeddingFailedError, StoreLockedError
 from lca.importers import import_locomo
 from lca.index.chunker import Chunker, entry_chunks
-from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
+from lca.memory import MemoryType
 from lca.substrate import Substrate
 from lca.types import HealthStatus, SourceType
 from tests.conftest import make_entry
 from tests.fakes import FakeFlakyEmbedder, FakeHashingEmbedder
-
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE = REPO / "data" / "fixtures" / "locomo_fixture.json"
-
-
-def fixture_store(path, embedder=None, **kw) -> Substrate:
-    substrate = Substrate(path, embedder=embedder or FakeHashingEmbedder(), **kw)
-    sessions, report = import_locomo(FIXTURE)
-    substrate.import_sessions(sessions, report)
-    return substrate
-
-
-def memory(id_: str, **kw) -> MemoryRecord:
-    return MemoryRecord(id=id_, type=kw.pop("type", MemoryType.FACT), created=datetime(2026, 1, 1),
-                        authority=Authority.APPROVED, privacy=Privacy.PUBLIC, **kw)
+from tests.lca.index.stores import FIXTURE, REPO, fixture_store, memory
 
 
 def test_hits_carry_source_pointers_back_to_the_transcript(tmp_path):
@@ -71,33 +57,6 @@ def test_incremental_ingest_embeds_only_what_is_new(tmp_path):
         assert report.entries_indexed == 0 and report.index.embedded_texts == 0
 
 
-def test_identical_texts_share_one_vector_and_count_as_duplicates(tmp_path):
-    embedder = FakeHashingEmbedder()
-    with Substrate(tmp_path, embedder=embedder) as s:
-        s.append([make_entry("a", 1, "ok thanks"), make_entry("b", 1, "ok thanks"), make_entry("c", 1, "other")])
-        stats = s.index.catalog_.stats()
-        assert stats["chunks"] == 3 and stats["distinct_texts"] == 2 and len(s.index.vectors) == 2
-        ratio = s.health().counts["duplicate_ratio"]
-        assert ratio == pytest.approx(1 / 3)
-        hits = s.search("ok thanks", k=3, mode="dense")
-        assert {h.pointer.session_id for h in hits[:2]} == {"a", "b"}
-
-
-def test_long_entries_are_split_never_truncated(tmp_path):
-    embedder = FakeHashingEmbedder(max_input_tokens=20)
-    text = " ".join(f"word{i}." if i % 7 == 6 else f"word{i}" for i in range(130))
-    with Substrate(tmp_path, embedder=embedder) as s:
-        s.append([make_entry("long", 1, text)])
-        hits = s.search("word129", k=50, mode="lexical")
-        parts = sorted((h.pointer.char_start, h.pointer.char_end) for h in s.search("word", k=50, mode="dense"))
-        assert parts[0][0] == 0 and parts[-1][1] == len(text)
-        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
-        assert "word129" in hits[0].text
-        health = s.health()
-        assert health.check("embeddings").data["split_items"] == 1
-        assert health.check("embeddings").data["split_chunks"] == len(parts) > 1
-
-
 @pytest.mark.parametrize("zero_vector", [False, True])
 def test_failed_embedding_fails_closed_and_is_counted_then_retried(tmp_path, zero_vector):
     flaky = FakeFlakyEmbedder(zero_vector=zero_vector)
@@ -135,18 +94,6 @@ def test_store_embedded_by_another_model_is_reported_not_mixed(tmp_path):
         s.reindex()
         assert s.index.stored_embedder_id() == other.embedder_id
         assert s.search("cat", k=1)
-
-
-def test_every_vector_records_its_embedder_and_a_mixed_store_is_refused(tmp_path):
-    with fixture_store(tmp_path) as s:
-        stats = s.index.catalog_.stats()   # the fixture's 16 turns, and their sentences where the store keys them
-        assert stats["chunks"] == 16 and s.index.catalog_.vectors_by_embedder() == {s.embedder.embedder_id: stats["texts"]}
-        catalog = s.index.catalog_
-        code = catalog.embedder_code("smuggled-model")
-        catalog.db.execute("UPDATE texts SET embedder=? WHERE rowid IN (SELECT rowid FROM texts LIMIT 3)", (code,))
-        with pytest.raises(EmbedderMismatchError, match="more than one embedder"):
-            s.search("cat")
-        assert s.health().check("embedder").status is HealthStatus.FAIL
 
 
 def test_reindex_returns_the_same_results(tmp_path):
@@ -251,39 +198,6 @@ def test_two_processes_ingesting_at_once_add_nothing_twice(tmp_path):
         assert s.health().healthy
 
 
-def test_approximate_index_past_the_threshold_still_finds_exact_matches(tmp_path):
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), approximate_threshold=10) as s:
-        s.append([make_entry("s", n, f"note number {n} about topic{n}") for n in range(1, 31)])
-        assert s.index.vectors.approximate
-        assert s.search("topic17", k=1, mode="dense")[0].pointer.entry_id == "s:17"
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), approximate_threshold=10) as s:
-        assert s.index.vectors.approximate and len(s.index.vectors) == 30
-
-
-def test_chunker_covers_text_exactly_and_respects_the_limit():
-    embedder = FakeHashingEmbedder(max_input_tokens=16)
-    chunker = Chunker(embedder)
-    text = ("First sentence is here. Second one follows, longer than the first by far! "
-            "Third? " + "x" * 5 + " supercalifragilistic " * 12)
-    pieces = chunker.split(text, prefix="Ana: ")
-    assert "".join(p.text for p in pieces) == text
-    assert all(embedder.count_tokens(["Ana: " + p.text])[0] <= 16 for p in pieces)
-    assert pieces[0].text.endswith("here. ")  # prefers a sentence end
-
-
-def test_an_older_catalog_schema_is_refused_and_reindex_rebuilds_it(tmp_path):
-    from lca.errors import LCAError
-
-    with fixture_store(tmp_path) as s:
-        s.index.catalog_.set_meta("schema_version", "1")
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        with pytest.raises(LCAError, match="schema version 1.*lca reindex"):
-            s.search("cat")
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        s.reindex()
-        assert s.index.catalog_.stats()["chunks"] == 16 and s.health().healthy
-
-
 # ---- sentence keys: each sentence of a multi-sentence chunk is also a dense key ------------------------
 PASSING_REMARK = ("I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
                   "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
@@ -295,7 +209,8 @@ def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
     for keyed in (False, True):
         embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
         with Substrate(tmp_path / str(keyed), embedder=embedder, sentence_keys=keyed) as s:
-            s.append([make_entry("s", 1, PASSING_REMARK), make_entry("s", 2, "Which kitchen faucet should I buy for my sink?"),
+            s.append([make_entry("s", 1, PASSING_REMARK),
+                      make_entry("s", 2, "Which kitchen faucet should I buy for my sink?"),
                       make_entry("s", 3, "Tax forms are due soon.")])
             assert s.index.catalog_.stats()["sentence_keys"] == (2 if keyed else 0)
             hits = s.search("I replaced my kitchen faucet", k=3, mode="dense")

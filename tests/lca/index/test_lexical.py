@@ -1,0 +1,45 @@
+"""Lexical BM25 over chunk rows: stemmed and stopword-free, stable order, stale generations noticed after a reload."""
+
+from __future__ import annotations
+
+from lca.index.lexical import Bm25LexicalIndex
+
+TEXTS = ["the deploy key rotates every Friday", "Ana adopted a grey cat from the shelter",
+         "the cats sleep all day", "quarterly tax filing is due"]
+
+
+def built(generation: str = "g1") -> Bm25LexicalIndex:
+    index = Bm25LexicalIndex()
+    index.build([101, 102, 103, 104], TEXTS, generation)
+    return index
+
+
+def test_search_returns_catalog_rows_of_matching_documents_only():
+    index = built()
+    scores, rows = index.search("cat", k=10)
+    assert sorted(rows.tolist()) == [102, 103]   # "cats" is stemmed to "cat"
+    assert all(scores > 0) and list(scores) == sorted(scores, reverse=True)
+    assert index.search("the and of", k=5)[1].size == 0      # stopwords only
+    assert index.search("zeppelin", k=5)[1].size == 0        # a word no document holds
+    assert index.search("cat", k=0)[1].size == 0
+
+
+def test_an_empty_index_finds_nothing():
+    index = Bm25LexicalIndex()
+    index.build([], [], "g0")
+    assert len(index) == 0 and index.search("cat", k=5)[1].size == 0
+
+
+def test_save_and_load_keep_rows_generation_and_results(tmp_path):
+    index = built("generation-7")
+    index.save(tmp_path / "lexical")
+    loaded = Bm25LexicalIndex.load(tmp_path / "lexical")
+    assert loaded.generation_ == "generation-7" and len(loaded) == 4
+    for query in ("grey cat shelter", "deploy key", "tax"):
+        original, again = index.search(query, k=4), loaded.search(query, k=4)
+        assert again[1].tolist() == original[1].tolist() and again[0].tolist() == original[0].tolist()
+    rebuilt = Bm25LexicalIndex()
+    rebuilt.build([5], ["a new corpus"], "generation-8")
+    rebuilt.save(tmp_path / "lexical")   # replaces the folder whole
+    assert Bm25LexicalIndex.load(tmp_path / "lexical").generation_ == "generation-8"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lexical"]   # no .tmp or .old left behind
