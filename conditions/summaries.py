@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from conditions.baselines import identity_block
-from lca.consolidation import windows_by_tokens
+from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry
 
 SUMMARY_SYSTEM = ("You keep a memory summary of conversations for an assistant. Write short bullet points: facts "

@@ -15,16 +15,46 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
 
 from lca.errors import LCAError, RecordFormatError
+from lca.identity import IdentityStore
+from lca.index.store import IndexStore
+from lca.layout import StoreLayout
+from lca.memory import MemoryFile
 from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
+from lca.transcript import TranscriptStore
 from lca.types import EntryKind, TranscriptEntry, text_digest
 
-if TYPE_CHECKING:
-    from lca.substrate import Substrate
+
+class LiveStore(Protocol):
+    """What the live window needs of a store (lca.substrate.Substrate is one): durable appends that
+    index, recall, the host's token count, the loaded memory files, and the transcript and index to
+    verify a turn is persisted before it leaves the window."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def transcript(self) -> TranscriptStore: ...
+
+    @property
+    def index(self) -> IndexStore: ...
+
+    @property
+    def recall_config(self) -> RecallConfig: ...
+
+    def append(self, entries: Iterable[TranscriptEntry], *, index: bool = True) -> Any: ...
+
+    def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def memory_files(self) -> dict[str, MemoryFile]: ...
 
 
 class PersistenceNotVerifiedError(LCAError):
@@ -127,8 +157,9 @@ def classify_turn(entry: TranscriptEntry) -> TurnClass:
     if entry.meta.get("risk"):
         return TurnClass("host_risk", False, 3, "the host marked it risky: pruned last")
     text = entry.content
-    if entry.kind is EntryKind.USER_TURN and _INSTRUCTION.search(text):
-        return TurnClass("instruction", False, 8, f"explicit user instruction ('{_INSTRUCTION.search(text).group(0)}')")
+    instruction = _INSTRUCTION.search(text) if entry.kind is EntryKind.USER_TURN else None
+    if instruction is not None:
+        return TurnClass("instruction", False, 8, f"explicit user instruction ('{instruction.group(0)}')")
     if _HIGH_RISK.search(text) or contains_secret(text):
         return TurnClass("high_risk", False, 8, "high-risk task context")
     if entry.kind in (EntryKind.TOOL_RESULT, EntryKind.TOOL_CALL):
@@ -141,7 +172,7 @@ def classify_turn(entry: TranscriptEntry) -> TurnClass:
 class LiveContextManager:
     """One session's live window over a substrate."""
 
-    def __init__(self, substrate: "Substrate", window: ContextWindow, *, session_id: str, agent_id: str,
+    def __init__(self, substrate: LiveStore, window: ContextWindow, *, session_id: str, agent_id: str,
                  identity: str | None = None, recent_floor: int = 2,
                  consolidate: Callable[[str], Any] | None = None) -> None:
         self.substrate = substrate
@@ -149,8 +180,6 @@ class LiveContextManager:
         self.session_id = session_id
         self.agent_id = agent_id
         if identity is None:  # the standing identity, user and instruction files (Layer 0)
-            from lca.identity import IdentityStore
-
             identity = IdentityStore(substrate.home).standing()
         self.identity = identity
         self.recent_floor = recent_floor  # the newest turns are in flight: never pruned
@@ -289,7 +318,7 @@ class LiveContextManager:
     def _log_prunes(self, pruned: Sequence[PruneRecord]) -> None:
         if not pruned:
             return
-        path = self.substrate.home / "logs" / "prune.jsonl"
+        path = StoreLayout(self.substrate.home).prune_log
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as handle:
             for record in pruned:
@@ -309,14 +338,14 @@ class LiveContextManager:
         entry = TranscriptEntry(
             id=f"{self.session_id}:handoff:{suffix}", session_id=self.session_id,
             agent_id=self.agent_id, kind=EntryKind.HANDOFF,
-            timestamp=at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            timestamp=at or datetime.now(UTC).isoformat(timespec="seconds"),
             content=json.dumps(body, sort_keys=True), parent_id=self.live[-1].id if self.live else None)
         self.substrate.append([entry])
         self._last_handoff = entry.id
         return entry.id
 
     @staticmethod
-    def latest_handoff(substrate: "Substrate", agent_id: str) -> TranscriptEntry | None:
+    def latest_handoff(substrate: LiveStore, agent_id: str) -> TranscriptEntry | None:
         latest = None
         for entry in substrate.transcript.iter_entries():
             if entry.kind is EntryKind.HANDOFF and entry.agent_id == agent_id:

@@ -3,30 +3,37 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from lca.errors import RecordFormatError
+from lca.identity import IdentityStore
+from lca.index.store import IndexStore
+from lca.ingest import TRANSCRIPT_MARK
+from lca.layout import StoreLayout
+from lca.ledger import Ledger
+from lca.memory import MemoryStore
+from lca.ports import Embedder
 from lca.provenance import code_version
+from lca.transcript import TranscriptStore
 from lca.types import HealthCheck, HealthReport, HealthStatus
-
-if TYPE_CHECKING:
-    from lca.substrate import Substrate
 
 OK, WARN, FAIL = HealthStatus.OK, HealthStatus.WARN, HealthStatus.FAIL
 
 
-def substrate_health(substrate: "Substrate") -> HealthReport:
+def store_health(*, layout: StoreLayout, transcript: TranscriptStore, memory: MemoryStore, index: IndexStore,
+                 embedder: Embedder, ledger: Ledger, count_tokens: Callable[[str], int],
+                 critical_budget: int) -> HealthReport:
+    """Every check over one store, from the stores themselves (the facade, lca.substrate, hands them over)."""
     checks: list[HealthCheck] = []
-    index = substrate.index
-    transcript = substrate.transcript
 
     # --- transcript: entries by kind, quarantine -----------------------------------
-    by_kind: Counter = Counter()
+    by_kind: Counter[str] = Counter()
     entries_total = 0
     malformed = 0
     pending_entries = 0
     expected: set[tuple[str, str]] = set()
     for session_id in transcript.session_ids():
-        mark = int(index.catalog_.watermark("transcript:" + session_id) or 0)
+        mark = int(index.catalog_.watermark(TRANSCRIPT_MARK + session_id) or 0)
         seen = transcript.read(session_id, end=mark) if mark else None
         rest = transcript.read(session_id, start=mark)
         entries = (seen.entries if seen else ()) + rest.entries
@@ -54,7 +61,7 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
          "items": [r.to_dict() for r in quarantine[:50]]}))
 
     # --- memory files -------------------------------------------------------------
-    loaded = substrate.memory.load()
+    loaded = memory.load()
     failures = [str(f) for f in loaded.failures]
     checks.append(HealthCheck(
         "memory_files", FAIL if failures else (WARN if loaded.drifted else OK),
@@ -63,9 +70,7 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         {"loaded": len(loaded.files), "failed": failures, "drifted": list(loaded.drifted)}))
 
     # --- Layer 0: identity files changed only through the approval gate -----------------------
-    from lca.identity import IdentityStore
-
-    around = IdentityStore(substrate.home).edited_around_the_gate()
+    around = IdentityStore(layout.root).edited_around_the_gate()
     checks.append(HealthCheck(
         "identity_files", WARN if around else OK,
         f"{len(around)} identity file(s) differ from their last approved write: {', '.join(around)}" if around
@@ -73,8 +78,8 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
 
     # --- the always-loaded critical set ----------------------------------------------------
     critical = [f for f in loaded.files if f.record.critical and f.record.superseded_by is None]
-    critical_tokens = sum(substrate.count_tokens(f.body) for f in critical)
-    budget = substrate.critical_budget
+    critical_tokens = sum(count_tokens(f.body) for f in critical)
+    budget = critical_budget
     checks.append(HealthCheck(
         "critical_set", WARN if critical_tokens > budget else OK,
         f"{len(critical)} critical memories, about {critical_tokens} tokens of a {budget}-token budget"
@@ -85,9 +90,9 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
     mismatch = index.embedder_mismatch()
     checks.append(HealthCheck(
         "embedder", FAIL if mismatch else OK,
-        mismatch or (f"store and runtime agree: {substrate.embedder.embedder_id}" if index.stored_embedder_id()
-                     else f"no vectors yet; the running embedder is {substrate.embedder.embedder_id}"),
-        {"stored": index.stored_embedder_id(), "running": substrate.embedder.embedder_id}))
+        mismatch or (f"store and runtime agree: {embedder.embedder_id}" if index.stored_embedder_id()
+                     else f"no vectors yet; the running embedder is {embedder.embedder_id}"),
+        {"stored": index.stored_embedder_id(), "running": embedder.embedder_id}))
 
     # --- index statistics -----------------------------------------------------------
     stats = index.catalog_.stats()
@@ -134,7 +139,7 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         "catalog_entries_not_in_transcript": sorted(map(list, extra))[:20], "entries_pending": pending_entries}))
 
     # --- consolidation: how often the verifier stopped a write, and why ------------------------
-    checks.append(consolidation_check(substrate))
+    checks.append(consolidation_check(ledger))
 
     # --- version ---------------------------------------------------------------------
     last = index.catalog_.get_meta("last_writer_version")
@@ -149,26 +154,22 @@ def substrate_health(substrate: "Substrate") -> HealthReport:
         "memory_files": len(loaded.files), "failed_embeddings": failed, "split_chunks": stats["split_chunks"],
         "duplicate_ratio": ratio, "quarantined_bytes": q_bytes,
     }
-    return HealthReport(str(substrate.home), tuple(checks), counts)
+    return HealthReport(str(layout.root), tuple(checks), counts)
 
 
-
-def consolidation_check(substrate: "Substrate", *, recent: int = 10) -> HealthCheck:
+def consolidation_check(ledger: Ledger, *, recent: int = 10) -> HealthCheck:
     """Rejection and downgrade rates per cycle (the last ``recent``) and overall, from the ledger.
     A refused or failing cycle, or a memory written but not retrievable, is a failure."""
-    from lca.errors import RecordFormatError
-    from lca.ledger import Ledger
-
     try:
-        state = Ledger(substrate.home).state()
+        state = ledger.state()
     except RecordFormatError as exc:
         return HealthCheck("consolidation", FAIL, f"the learned-state ledger is unreadable: {exc}", {})
     cycles = state.cycles
     if not cycles:
         return HealthCheck("consolidation", OK, "no consolidation cycle has run", {"cycles": 0})
     done = [c for c in cycles if c.get("status") == "completed"]
-    totals: Counter = Counter()
-    reasons: Counter = Counter()
+    totals: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
     timeline = []
     for c in done:
         counts = c.get("counts") or {}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lca.errors import ApprovalRequired, LCAError
 from lca.fileio import atomic_write_bytes
+from lca.layout import StoreLayout
 from lca.ledger import Ledger
 
 IDENTITY_FILES = ("identity", "user", "instructions")
@@ -28,12 +29,13 @@ def _digest(text: str) -> str:
 class IdentityStore:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        self.dir = self.root / "identity"
+        self.layout = StoreLayout(self.root)
+        self.dir = self.layout.identity
 
     def path_for(self, name: str) -> Path:
         if name not in IDENTITY_FILES:
             raise LCAError(f"unknown identity file {name!r}; known: {', '.join(IDENTITY_FILES)}")
-        return self.dir / f"{name}.md"
+        return self.layout.identity_file(name)
 
     def read(self, name: str) -> str:
         path = self.path_for(name)
@@ -41,7 +43,8 @@ class IdentityStore:
 
     def standing(self) -> str:
         """The always-loaded identity block for the working set ('' when there are no files)."""
-        parts = [f"<{name}>\n{self.read(name).strip()}\n</{name}>" for name in IDENTITY_FILES if self.read(name).strip()]
+        texts = {name: self.read(name).strip() for name in IDENTITY_FILES}
+        parts = [f"<{name}>\n{text}\n</{name}>" for name, text in texts.items() if text]
         return "\n".join(parts)
 
     def write(self, name: str, text: str, *, approver: str | None) -> Path:
@@ -51,7 +54,7 @@ class IdentityStore:
             raise ApprovalRequired(f"identity file '{name}' is procedural: writing it needs a named approver")
         if path.exists():
             previous = path.read_text(encoding="utf-8")
-            archived = self.root / "archive" / "identity" / name / (_digest(previous).split(":")[1][:16] + ".md")
+            archived = self.layout.identity_archive(name) / (_digest(previous).split(":")[1][:16] + ".md")
             if not archived.exists():
                 atomic_write_bytes(archived, previous.encode("utf-8"))
         atomic_write_bytes(path, text.encode("utf-8"))
@@ -65,14 +68,14 @@ class IdentityStore:
         proposal_id = f"proposal-identity-{name}-{uuid.uuid4().hex[:6]}"
         payload = {"id": proposal_id, "kind": "identity", "name": name, "body": text, "why": why,
                    "record": {"id": name, "type": "identity"}, "base_hashes": {}}
-        path = self.root / "proposals" / f"{proposal_id}.json"
+        path = self.layout.proposal(proposal_id)
         atomic_write_bytes(path, json.dumps(payload, indent=2, sort_keys=True).encode())
         Ledger(self.root).append("proposal_held", proposal_id, {"path": str(path), "identity": name, "why": why})
         return proposal_id
 
     def edited_around_the_gate(self) -> list[str]:
         """Files whose content differs from their last approved write (or exist with none)."""
-        last = {}
+        last: dict[str, str | None] = {}
         for event in Ledger(self.root).events():
             if event.kind == "identity_written":
                 last[event.subject] = event.data.get("content_hash")

@@ -1,7 +1,12 @@
-"""The facade a host or an experimental condition uses: append, ingest, search, health, reindex.
+"""The facade a host or an experimental condition uses: append, ingest, search, recall, health,
+reindex, checkpoint.
 
-One writer at a time: every write to the store (transcript imports, indexing,
-reindex) holds ``<home>/write.lock``; readers need no lock.
+It owns one store's parts (transcript, memory files, index, event logs, all at the paths of
+``lca.layout.StoreLayout``) and composes the modules that work on them: indexing (lca.ingest),
+the health checks (lca.health) and the consolidation cycle (lca.consolidation) are handed the
+stores they need and never import this module. One writer at a time: every write to the store
+(transcript imports, indexing, reindex, a cycle's writes) holds ``<home>/write.lock``; readers
+need no lock.
 """
 
 from __future__ import annotations
@@ -9,50 +14,32 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from lca.activation import RetrievalLog
-from lca.errors import RecordFormatError
+from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
 from lca.experience import ExperienceLog
 from lca.fileio import atomic_write_bytes, exclusive_lock
+from lca.health import store_health
 from lca.importers import ImportedSession, ImportReport
-from lca.index.chunker import Chunker, entry_chunks, memory_chunks
-from lca.index.store import AddResult, IndexStore
-from lca.memory import MemoryStore
-from lca.ports import Embedder
-from lca.provenance import code_version
+from lca.index.chunker import Chunker
+from lca.index.store import IndexStore
+from lca.ingest import IngestReport, ingest_pending
+from lca.layout import StoreLayout
+from lca.ledger import Ledger
+from lca.memory import MemoryFile, MemoryStore
+from lca.ports import Embedder, TextGenerator
 from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
 from lca.transcript import AppendResult, TranscriptStore
-from lca.types import SearchHit, TranscriptEntry
+from lca.types import HealthReport, SearchHit, TranscriptEntry
 
-TRANSCRIPT_MARK = "transcript:"
 MEMORY_RESCAN_SECONDS = 2.0
-MEMORY_MARK = "memory:"
 
-
-@dataclass
-class IngestReport:
-    """What one ingest read, wrote, skipped and held back."""
-
-    sessions_scanned: int = 0
-    entries_appended: int = 0
-    entries_duplicate: int = 0
-    entries_indexed: int = 0
-    memory_files_indexed: int = 0
-    memory_files_removed: int = 0
-    quarantined_lines: int = 0
-    index: AddResult = field(default_factory=AddResult)
-    repairs: dict[str, int] = field(default_factory=dict)
-    imports: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "index"}
-        out["index"] = {k: v for k, v in self.index.__dict__.items() if k != "errors"}
-        out["index"]["errors"] = self.index.errors[:20]
-        return out
+__all__ = ["IngestReport", "MEMORY_RESCAN_SECONDS", "Substrate"]
 
 
 class Substrate:
@@ -64,6 +51,7 @@ class Substrate:
                  **index_params: Any) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
+        self.layout = StoreLayout(self.home)
         if embedder is None:
             from lca.index.embedders import SentenceTransformerEmbedder
 
@@ -77,13 +65,14 @@ class Substrate:
         self.chunker = Chunker(embedder)
         self.experience = ExperienceLog(self.home)
         self.retrievals = RetrievalLog(self.home)
-        settings = self.home / "recall.yaml"
+        self.ledger = Ledger(self.home)
+        settings = self.layout.recall_settings
         self.recall_config = recall_config or (RecallConfig.from_file(settings) if settings.exists()
                                                else RecallConfig())
         self.token_counter = token_counter
         self.critical_budget = critical_budget
         self._index: IndexStore | None = None
-        self._memory_cache: tuple | None = None
+        self._memory_cache: tuple[int, float, tuple[Any, ...], dict[str, MemoryFile]] | None = None
 
     @property
     def index(self) -> IndexStore:
@@ -96,14 +85,14 @@ class Substrate:
             self._index.close()
             self._index = None
 
-    def __enter__(self) -> "Substrate":
+    def __enter__(self) -> Substrate:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def writer_lock(self):
-        return exclusive_lock(self.home / "write.lock", timeout=self.lock_timeout, what=f"store {self.home}")
+    def writer_lock(self) -> AbstractContextManager[Any]:
+        return exclusive_lock(self.layout.write_lock, timeout=self.lock_timeout, what=f"store {self.home}")
 
     # ---- writes ------------------------------------------------------------------
     def append(self, entries: Iterable[TranscriptEntry], *, index: bool = True) -> AppendResult:
@@ -143,61 +132,7 @@ class Substrate:
         return out
 
     def _ingest_locked(self, out: IngestReport) -> None:
-        index = self.index
-        index.catalog_.set_meta("last_writer_version", code_version())
-        out.repairs = index.repair()
-        retried = index.retry_failures()
-        out.index.merge(retried)
-        chunks = []
-        marks: dict[str, str] = {}
-        for session_id in self.transcript.session_ids():
-            self.transcript.recover(session_id)
-            key = TRANSCRIPT_MARK + session_id
-            start = int(index.catalog_.watermark(key) or 0)
-            size = self.transcript.session_path(session_id).stat().st_size
-            if size == start:
-                continue
-            if size < start:  # should never happen: the transcript only grows
-                raise RecordFormatError(f"transcript shrank below its watermark ({size} < {start})",
-                                        path=str(self.transcript.session_path(session_id)))
-            read = self.transcript.read(session_id, start=start)
-            out.sessions_scanned += 1
-            out.quarantined_lines += len(read.malformed)
-            for entry in read.entries:
-                chunks.extend(entry_chunks(entry, self.chunker))
-                out.entries_indexed += 1
-            marks[key] = str(read.end_offset)
-        loaded = self.memory.load()
-        present = set()
-        memory_marks: dict[str, str] = {}
-        for memory_file in loaded.files:
-            key = MEMORY_MARK + memory_file.record.id
-            present.add(key)
-            digest = memory_file.computed_hash
-            if index.catalog_.watermark(key) == digest:
-                continue
-            index.remove_memory(memory_file.record.id)
-            chunks.extend(memory_chunks(memory_file, self.chunker))
-            memory_marks[key] = digest
-            out.memory_files_indexed += 1
-        failed_ids = {Path(f.path).stem for f in loaded.failures}
-        for key in index.catalog_.watermarks(MEMORY_MARK):
-            memory_id = key[len(MEMORY_MARK):]
-            if key not in present and memory_id not in failed_ids:  # the file is gone: its chunks go too
-                index.remove_memory(memory_id)
-                index.catalog_.delete_watermark(key)
-                out.memory_files_removed += 1
-        bar = self._bar(len(chunks), "index", unit="chunk")
-        try:
-            out.index.merge(index.add_chunks(chunks, progress=bar.update if bar else None))
-        finally:
-            if bar:
-                bar.close()
-        index.catalog_.begin()
-        for key, value in {**marks, **memory_marks}.items():
-            index.catalog_.set_watermark(key, value)
-        index.catalog_.commit()
-        index.flush()
+        ingest_pending(self.index, self.transcript, self.memory, self.chunker, out, bar=self._bar)
 
     def reindex(self) -> IngestReport:
         """Delete every derived store and rebuild it from the transcript and memory files."""
@@ -205,7 +140,7 @@ class Substrate:
         out = IngestReport()
         with self.writer_lock():
             self.close()
-            shutil.rmtree(self.home / "index", ignore_errors=True)
+            shutil.rmtree(self.layout.index, ignore_errors=True)
             self._ingest_locked(out)
         out.seconds = time.perf_counter() - started
         return out
@@ -214,7 +149,7 @@ class Substrate:
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", pool: int | None = None) -> list[SearchHit]:
         return self.index.search(query, k=k, mode=mode, pool=pool)
 
-    def memory_files(self) -> dict[str, Any]:
+    def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API
         renames a file into it); files edited in place are caught by a full stat scan at most
         every ``MEMORY_RESCAN_SECONDS``, which keeps this off the recall latency path."""
@@ -245,7 +180,7 @@ class Substrate:
         """Persist one recall setting in ``<home>/recall.yaml`` (validated before it is written)."""
         import yaml
 
-        path = self.home / "recall.yaml"
+        path = self.layout.recall_settings
         data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
         data = dict(data or {}, **{name: value})
         config = RecallConfig.from_mapping(data, source=str(path))  # refuses a bad value before writing
@@ -255,7 +190,7 @@ class Substrate:
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
         return Recaller(self.index, memory_files=self.memory_files, experience=self.experience.counts,
                         count_tokens=self.count_tokens, config=config or self.recall_config,
-                        log_path=self.home / "logs" / "recall.jsonl", retrievals=self.retrievals)
+                        log_path=self.layout.recall_log, retrievals=self.retrievals)
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
         """Resonance-weighted recall for one turn; see lca.recall."""
@@ -263,28 +198,39 @@ class Substrate:
             context = RecallContext(query=context)
         return self.recaller(config).recall(context)
 
-    def checkpoint(self, writer, *, reviewer=None, trigger: str = "elected", approver: str | None = None,
-                   config=None, session_id: str | None = None, handoff=None, progress=None, now=None):
+    def checkpoint(self, writer: TextGenerator, *, reviewer: TextGenerator | None = None, trigger: str = "elected",
+                   approver: str | None = None, config: ConsolidationConfig | None = None,
+                   session_id: str | None = None, handoff: Callable[[str], str] | None = None,
+                   progress: Callable[[str], None] | None = None, now: datetime | None = None) -> ConsolidationResult:
         """Run one consolidation cycle over the transcript since the last checkpoint (lca.consolidation)."""
-        from lca.consolidation import Consolidator
-
-        return Consolidator(self, writer, reviewer=reviewer, config=config, approver=approver,
+        return Consolidator(self.cycle_stores(), writer, reviewer=reviewer, config=config, approver=approver,
                             progress=progress).run(trigger, session_id=session_id, handoff=handoff, now=now)
 
-    def health(self):
-        from lca.health import substrate_health
+    def cycle_stores(self) -> CycleStores:
+        """The stores and operations a consolidation cycle works with. Recall is looked up at call
+        time, so a host (or a test) that wraps ``self.recall`` is seen by the cycle too."""
+        return CycleStores(
+            layout=self.layout, transcript=self.transcript, memory=self.memory, index=self.index,
+            embedder=self.embedder, experience=self.experience, ledger=self.ledger,
+            recall_config=self.recall_config, memory_files=self.memory_files,
+            recall=lambda context, config: self.recall(context, config=config), ingest=self.ingest,
+            append=lambda entries: self.append(entries, index=False), writer_lock=self.writer_lock)
 
-        return substrate_health(self)
+    def health(self) -> HealthReport:
+        """What the store holds, what failed, and whether its views agree (lca.health)."""
+        return store_health(layout=self.layout, transcript=self.transcript, memory=self.memory, index=self.index,
+                            embedder=self.embedder, ledger=self.ledger, count_tokens=self.count_tokens,
+                            critical_budget=self.critical_budget)
 
     # ---- progress ----------------------------------------------------------------
-    def _bar(self, total: int, desc: str, unit: str):
+    def _bar(self, total: int, desc: str, unit: str) -> Any:
         if not self.progress or total == 0:
             return None
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
-    def _progress(self, items, desc: str, unit: str):
+    def _progress(self, items: Sequence[Any], desc: str, unit: str) -> Iterable[Any]:
         if not self.progress or len(items) < 2:
             return items
         from tqdm import tqdm

@@ -1,16 +1,16 @@
-"""The consolidation cycle with scripted writer and reviewer generators (the real model: test_consolidation_e2e)."""
+"""The consolidation cycle as a whole, with scripted writer and reviewer generators (the real model:
+test_consolidation_e2e; the parsers and the approval of held writes: tests/lca/consolidation/)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from lca.consolidation import (ConsolidationConfig, ConsolidationRefused, approve_proposal, parse_review,
-                               parse_writer_output, pending_proposals)
+from lca.consolidation import ConsolidationConfig, ConsolidationRefused, approve_proposal, pending_proposals
 from lca.errors import ApprovalRequired
 from lca.ledger import Ledger
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, TranscriptSpan
@@ -51,32 +51,11 @@ def reviewer(supported="yes", contradicts="none", verdict="accept", reasoning="C
 
 def old_memory(substrate, id_="fact-billing-db", body="The billing service database is MySQL 8.",
                type_=MemoryType.FACT, created=datetime(2026, 1, 1), approver=None):
-    substrate.memory.write(MemoryRecord(id=id_, type=type_, created=created, authority=Authority.REVIEWED,
-                                        privacy=Privacy.PRIVATE, sources=(TranscriptSpan(session="s0", entries=("s0:1",)),)),
-                           body, approver=approver)
+    record = MemoryRecord(id=id_, type=type_, created=created, authority=Authority.REVIEWED, privacy=Privacy.PRIVATE,
+                          sources=(TranscriptSpan(session="s0", entries=("s0:1",)),))
+    substrate.memory.write(record, body, approver=approver)
     substrate.ingest()
     return id_
-
-
-# ---- parsing ------------------------------------------------------------------------------
-def test_writer_output_parsing_is_tolerant_of_shape_but_not_of_content():
-    found, prevented, unparsed = parse_writer_output(
-        "Here you go:\n- decision | The team uses PostgreSQL 16. | 1, 3\n2. Facts | Ana likes tea | [2]\n"
-        "prevented | rule-staging | 4 | deployed to staging first\nrule | | 1\nNONE")
-    assert found == [("decision", "The team uses PostgreSQL 16.", [1, 3]), ("fact", "Ana likes tea", [2])]
-    assert prevented == [("rule-staging", "deployed to staging first", 4, "deployed to staging first")]
-    assert unparsed == 2  # the preamble and the rule with an empty statement
-
-
-def test_review_parsing_needs_support_and_verdict_and_notes_reasoning_order():
-    review = parse_review("REASONING: the line says so.\nmore thoughts\nSUPPORTED: Yes\nCONTRADICTS: m-1\n"
-                          "VERDICT: Supersede.")
-    assert review == {"verdict": "supersede", "supported": True, "contradicts": "m-1",
-                      "reasoning": "the line says so. more thoughts", "reasoning_first": True}
-    assert parse_review("VERDICT: accept\nREASONING: late")["reasoning_first"] is False if parse_review(
-        "VERDICT: accept\nREASONING: late") else True
-    assert parse_review("VERDICT: accept") is None            # no SUPPORTED
-    assert parse_review("SUPPORTED: yes\nVERDICT: maybe") is None
 
 
 # ---- the happy path -----------------------------------------------------------------------
@@ -92,7 +71,7 @@ def test_cycle_writes_a_verified_memory_and_reads_it_back(home):
     assert memory.record.sources == (TranscriptSpan(session="s1", entries=("s1:1",)),)
     assert [(b.memory_id, b.retrieved) for b in result.read_back] == [(memory.record.id, True)]
     # typed record on disk, ledger replay, checkpoint entry in the transcript
-    record = json.loads((home.home / "consolidation" / f"{result.cycle_id}.json").read_text())
+    record = json.loads(home.layout.cycle_report(result.cycle_id).read_text())
     assert record["counts"]["writes"] == 1 and record["counts"]["rejection_rate"] == 0.0
     state = Ledger(home.home).state()
     assert state.hypotheses[result.candidates[0].id].status == "promoted"
@@ -139,7 +118,7 @@ def test_newer_supported_contradiction_supersedes_the_older_memory(home):
     superseded = home.memory.get(old).record
     assert superseded.superseded_by.id == new_id and "supersedes" in superseded.superseded_by.reason
     assert home.memory.get(new_id).record.supersedes[0].id == old
-    assert (home.home / "archive" / "memory" / old).is_dir()
+    assert home.layout.memory_archive(old).is_dir()
     injected = {i.source.split("[")[0] for i in home.recall("billing service database").items}
     assert f"memory:{new_id}" in injected and f"memory:{old}" not in injected
     history = home.recall(RecallContext("billing service database", about_history=True))
@@ -222,7 +201,7 @@ def test_near_duplicate_updates_the_existing_memory_and_archives_the_old_version
     record = home.memory.get(old).record
     assert {s.session for s in record.sources} == {"s0", "s1"}
     assert home.memory.get(old).body == "Ana prefers tea over coffee."   # reinforced, not rewritten
-    assert (home.home / "archive" / "memory" / old / (before.split(":")[1][:16] + ".md")).exists()
+    assert (home.layout.memory_archive(old) / (before.split(":")[1][:16] + ".md")).exists()
 
 
 # ---- the approval gate ------------------------------------------------------------------------
@@ -328,7 +307,8 @@ def test_refuted_hypotheses_go_dormant_and_resurface_with_their_refutations(home
                              reviewer=accept)
     resurfaced = [c for c in second.candidates if c.resurfaced_by]
     assert [c.id for c in resurfaced] == [hid]
-    prompt = next(call[-1]["content"] for call in accept.calls if "fails because of the disk quota" in call[-1]["content"])
+    prompt = next(call[-1]["content"] for call in accept.calls
+                  if "fails because of the disk quota" in call[-1]["content"])
     assert "Earlier refutations" in prompt and "reviewer rejected it" in prompt
     state = Ledger(home.home).state()
     assert state.hypotheses[hid].status == "promoted" and len(state.hypotheses[hid].refutations) == 1
@@ -394,7 +374,7 @@ def test_cycle_timestamps_are_utc(home):
     say(home, "s1", "Ana prefers tea over coffee.")
     result = home.checkpoint(writer("preference | Ana prefers tea over coffee. | 1"), reviewer=reviewer())
     created = home.memory.get(result.writes[0].memory_id).record.created
-    assert created.tzinfo is not None and created.utcoffset() == timezone.utc.utcoffset(None)
+    assert created.tzinfo is not None and created.utcoffset() == UTC.utcoffset(None)
 
 
 def test_repeats_within_one_cycle_are_merged_and_a_repeat_without_support_changes_nothing(home):

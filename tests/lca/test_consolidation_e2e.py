@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lca.consolidation import ConsolidationConfig
+from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.substrate import Substrate
 from lca.types import EntryKind, TranscriptEntry
@@ -90,7 +91,7 @@ def test_lca_checkpoint_runs_the_local_model_from_the_shell(tmp_path):
     record = json.loads(out.stdout)
     assert record["writer_model"] == "smollm2-135m-instruct-q4_1"
     assert sum(m["entries"] for m in record["span"].values()) == 16
-    assert (tmp_path / "store" / "consolidation" / f"{record['cycle_id']}.json").exists()
+    assert StoreLayout(tmp_path / "store").cycle_report(record["cycle_id"]).exists()
     again = json.loads(run("checkpoint", "--json").stdout)
     assert again["candidates"] == []                            # the checkpoint moved the span forward
     assert sum(m["entries"] for m in again["span"].values()) == 0

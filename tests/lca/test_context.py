@@ -47,7 +47,7 @@ def test_working_set_fits_the_window_and_prunes_oldest_first_after_verifying(sub
     assert ws.tokens["total"] <= m.window.usable
     assert [p.entry_id for p in ws.pruned] == [f"live:{n}" for n in range(1, 1 + len(ws.pruned))]
     assert ws.live_entries[-1] == "live:12" and ws.pruned
-    log = [json.loads(x) for x in (substrate.home / "logs" / "prune.jsonl").read_text().splitlines()]
+    log = [json.loads(x) for x in substrate.layout.prune_log.read_text().splitlines()]
     assert [r["entry_id"] for r in log] == [p.entry_id for p in ws.pruned]
     assert all("verified" in r["reason"] for r in log)
     # pruned is not deleted: still in the transcript and recallable
@@ -177,5 +177,5 @@ def test_older_exchanges_are_classified_and_pruned_filler_and_tool_output_first(
         if kept_long in order:
             assert all(order.index(kept_long) > order.index(x) for x in ("live:2", "live:3", "live:4", "live:6"))
     assert "live:7" not in order and "live:8" not in order   # in flight
-    log = [json.loads(x) for x in (substrate.home / "logs" / "prune.jsonl").read_text().splitlines()]
+    log = [json.loads(x) for x in substrate.layout.prune_log.read_text().splitlines()]
     assert "chatter" in log[0]["reason"] and "tool_output" in log[1]["reason"]

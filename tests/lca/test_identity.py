@@ -30,7 +30,7 @@ def test_identity_writes_need_an_approver_and_are_archived_and_logged(home):
         ids.write("soul", "x", approver="dana")
     ids.write("identity", "I am Atlas, the release assistant.", approver="dana")
     ids.write("identity", "I am Atlas, the release and incident assistant.", approver="lee")
-    archived = list((home.home / "archive" / "identity" / "identity").iterdir())
+    archived = list(home.layout.identity_archive("identity").iterdir())
     assert [p.read_text() for p in archived] == ["I am Atlas, the release assistant."]
     assert Ledger(home.home).state().identity["identity"]["approver"] == "lee"
     assert home.health().check("identity_files").status.value == "ok"

@@ -1,0 +1,172 @@
+"""The typed records of a consolidation cycle: its span, candidates, verdicts, writes, failures and result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from lca.consolidation.prompts import PROMPT_VERSION
+from lca.errors import LCAError
+from lca.memory import MemoryFile, MemoryRecord, MemoryType, Privacy
+from lca.types import EntryKind
+
+CANDIDATE_TYPES = {"fact": MemoryType.FACT, "decision": MemoryType.DECISION, "lesson": MemoryType.LESSON,
+                   "preference": MemoryType.PREFERENCE, "rule": MemoryType.PROCEDURE,
+                   "procedure": MemoryType.PROCEDURE}
+SKIPPED_KINDS = {EntryKind.CHECKPOINT, EntryKind.HANDOFF, EntryKind.REASONING}
+
+
+class ConsolidationTrigger(str, Enum):  # noqa: UP042 (StrEnum would change str() of a member)
+    """Fixed triggers fire from the host's lifecycle; ``elected`` is an explicit call or `lca checkpoint`."""
+
+    PRE_COMPACTION = "pre_compaction"
+    SESSION_END = "session_end"
+    CONTEXT_PRESSURE = "context_pressure"
+    ELECTED = "elected"
+
+
+class ConsolidationRefused(LCAError):
+    """The cycle will not write: the memory folder is in a state it must not write over."""
+
+
+@dataclass
+class ConsolidationConfig:
+    """Parameters of a cycle; plain values so a condition can name them."""
+
+    window_tokens: int = 900            # transcript per writer call (the model's context is small)
+    max_candidates: int = 24
+    writer_max_tokens: int = 256
+    reviewer_max_tokens: int = 200
+    update_similarity: float = 0.88     # a candidate this close to a memory updates it
+    related_similarity: float = 0.45    # memories this close (and sharing a key term) are "touched"
+    related_k: int = 4
+    min_lexical_support: float = 0.34
+    unsupported: str = "downgrade"      # downgrade | remove
+    privacy: str = "private"
+    verify: bool = True                  # False: the "consolidation without verification" ablation
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.unsupported not in ("downgrade", "remove"):
+            raise LCAError(f"unsupported must be 'downgrade' or 'remove', got {self.unsupported!r}")
+        Privacy(self.privacy)
+
+
+@dataclass(frozen=True)
+class SpanLine:
+    number: int
+    session_id: str
+    entry_id: str
+    speaker: str
+    text: str
+    timestamp: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str                 # hypothesis id (stable per claim)
+    type: str               # a CANDIDATE_TYPES key
+    claim: str
+    sources: tuple[tuple[str, str], ...]   # (session, entry) pairs cited
+    lines: tuple[int, ...]
+    window: int
+    resurfaced_by: str | None = None   # a dormant hypothesis brought back by this candidate's evidence
+
+
+@dataclass(frozen=True)
+class Verdict:
+    candidate: str
+    verdict: str             # accept | reject | supersede | downgrade | remove | held | failed
+    supported: bool
+    lexical_support: float
+    contradicts: str | None
+    reasoning: str
+    reasoning_first: bool
+    reason: str              # the cycle's own account of the outcome
+    touched: tuple[str, ...] = ()
+    update_of: str | None = None
+    earlier_refutations: int = 0
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class Write:
+    memory_id: str
+    action: str              # created | updated | superseded | conflict_marked | held | approved
+    candidate: str | None
+    content_hash: str | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    memory_id: str
+    retrieved: bool
+    rank: int | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    stage: str               # extract | verify | write | index | read_back | prevented
+    kind: str                # malformed | timeout | refused | error | changed | unknown_memory ...
+    message: str
+    candidate: str | None = None
+    raw: str = ""
+
+
+@dataclass
+class Plan:
+    """What the review decided to do with one candidate; the write stage carries it out."""
+
+    candidate: Candidate
+    verdict: Verdict
+    record: MemoryRecord | None = None
+    body: str = ""
+    supersede: MemoryFile | None = None
+    conflict_on: MemoryFile | None = None
+    base_hashes: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    """The typed record of one cycle."""
+
+    cycle_id: str
+    trigger: str
+    started: float
+    seconds: float
+    writer_model: str
+    reviewer_model: str | None
+    verified: bool
+    span: dict[str, dict[str, Any]]
+    candidates: tuple[Candidate, ...]
+    verdicts: tuple[Verdict, ...]
+    writes: tuple[Write, ...]
+    read_back: tuple[ReadBack, ...]
+    failures: tuple[Failure, ...]
+    experience_events: tuple[dict[str, Any], ...]
+    handoff_entry: str | None
+    repeats_merged: int = 0   # candidates folded into an earlier near-identical one of the same cycle
+    prompt_version: str = PROMPT_VERSION
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        by_verdict: dict[str, int] = {}
+        for v in self.verdicts:
+            by_verdict[v.verdict] = by_verdict.get(v.verdict, 0) + 1
+        n = len(self.candidates)
+        stopped = sum(by_verdict.get(k, 0) for k in ("reject", "remove"))
+        return {"candidates": n, "verdicts": by_verdict,
+                "rejection_rate": (stopped / n) if n else None,
+                "downgrade_rate": (by_verdict.get("downgrade", 0) / n) if n else None,
+                "writes": len([w for w in self.writes if w.action != "held"]),
+                "held": len([w for w in self.writes if w.action == "held"]),
+                "failures": len(self.failures),
+                "read_back_failures": len([r for r in self.read_back if not r.retrieved])}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["counts"] = self.counts
+        return out

@@ -1,0 +1,106 @@
+"""Indexing what the transcript and memory files hold beyond the index's watermarks.
+
+The facade (lca.substrate) calls this under its writer lock; the consolidation cycle and the
+health checks read the report and the watermark names without depending on the facade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lca.errors import RecordFormatError
+from lca.index.chunker import Chunker, entry_chunks, memory_chunks
+from lca.index.store import AddResult, IndexStore
+from lca.memory import MemoryStore
+from lca.provenance import code_version
+from lca.transcript import TranscriptStore
+
+TRANSCRIPT_MARK = "transcript:"   # catalog watermark of a session file: the byte offset indexed up to
+MEMORY_MARK = "memory:"           # catalog watermark of a memory file: the content hash indexed
+
+
+@dataclass
+class IngestReport:
+    """What one ingest read, wrote, skipped and held back."""
+
+    sessions_scanned: int = 0
+    entries_appended: int = 0
+    entries_duplicate: int = 0
+    entries_indexed: int = 0
+    memory_files_indexed: int = 0
+    memory_files_removed: int = 0
+    quarantined_lines: int = 0
+    index: AddResult = field(default_factory=AddResult)
+    repairs: dict[str, int] = field(default_factory=dict)
+    imports: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "index"}
+        out["index"] = {k: v for k, v in self.index.__dict__.items() if k != "errors"}
+        out["index"]["errors"] = self.index.errors[:20]
+        return out
+
+
+def ingest_pending(index: IndexStore, transcript: TranscriptStore, memory: MemoryStore, chunker: Chunker,
+                   out: IngestReport, *, bar: Callable[[int, str, str], Any] | None = None) -> None:
+    """Index new transcript entries and new or changed memory files; drop chunks of deleted memory
+    files. The caller holds the store's writer lock. ``bar(total, desc, unit)`` may return a
+    progress bar (with ``update`` and ``close``) or None."""
+    index.catalog_.set_meta("last_writer_version", code_version())
+    out.repairs = index.repair()
+    retried = index.retry_failures()
+    out.index.merge(retried)
+    chunks = []
+    marks: dict[str, str] = {}
+    for session_id in transcript.session_ids():
+        transcript.recover(session_id)
+        key = TRANSCRIPT_MARK + session_id
+        start = int(index.catalog_.watermark(key) or 0)
+        size = transcript.session_path(session_id).stat().st_size
+        if size == start:
+            continue
+        if size < start:  # should never happen: the transcript only grows
+            raise RecordFormatError(f"transcript shrank below its watermark ({size} < {start})",
+                                    path=str(transcript.session_path(session_id)))
+        read = transcript.read(session_id, start=start)
+        out.sessions_scanned += 1
+        out.quarantined_lines += len(read.malformed)
+        for entry in read.entries:
+            chunks.extend(entry_chunks(entry, chunker))
+            out.entries_indexed += 1
+        marks[key] = str(read.end_offset)
+    loaded = memory.load()
+    present = set()
+    memory_marks: dict[str, str] = {}
+    for memory_file in loaded.files:
+        key = MEMORY_MARK + memory_file.record.id
+        present.add(key)
+        digest = memory_file.computed_hash
+        if index.catalog_.watermark(key) == digest:
+            continue
+        index.remove_memory(memory_file.record.id)
+        chunks.extend(memory_chunks(memory_file, chunker))
+        memory_marks[key] = digest
+        out.memory_files_indexed += 1
+    failed_ids = {Path(f.path).stem for f in loaded.failures}
+    for key in index.catalog_.watermarks(MEMORY_MARK):
+        memory_id = key[len(MEMORY_MARK):]
+        if key not in present and memory_id not in failed_ids:  # the file is gone: its chunks go too
+            index.remove_memory(memory_id)
+            index.catalog_.delete_watermark(key)
+            out.memory_files_removed += 1
+    progress = bar(len(chunks), "index", "chunk") if bar is not None else None
+    try:
+        out.index.merge(index.add_chunks(chunks, progress=progress.update if progress else None))
+    finally:
+        if progress:
+            progress.close()
+    index.catalog_.begin()
+    for key, value in {**marks, **memory_marks}.items():
+        index.catalog_.set_watermark(key, value)
+    index.catalog_.commit()
+    index.flush()
