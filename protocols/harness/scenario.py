@@ -65,14 +65,15 @@ class Scenario(BaseModel):
     probes: tuple[ScenarioProbe, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _evidence_points_into_the_history(self) -> "Scenario":
+    def _evidence_points_into_the_history(self) -> Scenario:
         turns = {s.id: len(s.turns) for s in self.sessions}
         if len(turns) != len(self.sessions):
             raise ValueError("session ids repeat")
         for probe in self.probes:
             for ref in probe.evidence:
                 if ref.session not in turns or ref.turn > turns[ref.session]:
-                    raise ValueError(f"probe '{probe.id}': evidence {ref.session} turn {ref.turn} is not in the history")
+                    raise ValueError(f"probe '{probe.id}': evidence {ref.session} turn {ref.turn} "
+                                     "is not in the history")
         return self
 
     # -- the history as authoritative transcript entries

@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 Loaded = tuple[Sequence[Any], str, dict[str, Any]]   # samples, the file's sha256, extra metadata
 
 
-def condition_task(*, protocol: str, condition: str, params: str, seed: int, max_tokens: int, dataset: str | Path,
+def embedder_id() -> str:
+    """The id of the embedder the samples will use: the process's shared one when it is already set
+    (a test's fake), else the default model's, named by the hash of its files without loading it."""
+    from protocols.harness import solvers
+
+    if solvers._EMBEDDER is not None:
+        return str(solvers._EMBEDDER.embedder_id)
+    return _default_embedder_id()
+
+
+@lru_cache(maxsize=1)
+def _default_embedder_id() -> str:
+    from lca.index.embedders import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder().embedder_id
+
+
+def condition_task(meta: Any, *, condition: str, params: str, seed: int, max_tokens: int, dataset: str | Path,
                    dataset_name: str, load: Callable[[], Loaded], scorers: Callable[[], list]):
-    """An inspect Task. A bad condition name or parameter is refused first, before the dataset is
-    even loaded. Its metadata records the protocol, the condition's resolved parameters, the dataset
-    and its sha256, the seed and the code revision."""
+    """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
+    datasets). A bad condition name or parameter is refused first, before the dataset is even loaded.
+    Its metadata records the protocol and its version, the condition and its resolved parameters, the
+    dataset, its sha256 and which pinned official file it is (if any), the seed, the code revision,
+    the embedder and when the task was made; the Task's own ``version`` is the protocol's."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
@@ -25,11 +47,15 @@ def condition_task(*, protocol: str, condition: str, params: str, seed: int, max
     parsed = parse_params(condition, params)
     resolved = build_condition(condition, **parsed).get_params()
     samples, sha256, metadata = load()
+    pinned = {d.sha256: d.name for d in meta.datasets if d.sha256}
     return Task(dataset=MemoryDataset(list(samples), name=dataset_name),
                 solver=[replay_condition(condition, parsed, seed), generate()],
                 scorer=scorers(),
                 config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
-                name=f"{protocol}-{condition}",
-                metadata={"protocol": protocol, "condition": condition, "condition_params": resolved,
-                          "dataset": str(dataset), "dataset_sha256": sha256, "seed": seed,
-                          "code_version": code_version(), **metadata})
+                name=f"{meta.name}-{condition}",
+                version=meta.version,
+                metadata={"protocol": meta.name, "version": meta.version, "condition": condition,
+                          "condition_params": resolved, "dataset": str(dataset), "dataset_sha256": sha256,
+                          "dataset_pinned_as": pinned.get(sha256), "seed": seed, "code_version": code_version(),
+                          "embedder": embedder_id(), "created_at": datetime.now(UTC).isoformat(),
+                          **metadata})

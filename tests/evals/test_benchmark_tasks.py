@@ -1,12 +1,19 @@
-"""LongMemEval and LoCoMo as inspect datasets and tasks (data from LCA_DATA)."""
+"""LongMemEval and LoCoMo as inspect datasets and tasks (the official files from LCA_DATA, and the fixtures)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 
 import protocols.harness.solvers as solvers
-from protocols.harness.benchmarks import as_hf_dataset, load_history, locomo_samples, longmemeval_samples
+from protocols.evals.locomo.dataset import locomo_samples
+from protocols.evals.longmemeval.dataset import longmemeval_samples
+from protocols.harness.benchmarks import as_hf_dataset, load_history
 from tests.fakes import FakeHashingEmbedder
 from tests.protocols.test_harness import fake_agent
+
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures"
 
 
 def test_locomo_loader_counts_every_quirk_and_keeps_gold_for_scorers(locomo_file):
@@ -48,4 +55,32 @@ def test_locomo_task_scores_substrate_measures_without_a_real_model(locomo_file,
     assert qa and "mean" in qa[0].metrics and 0.0 <= qa[0].metrics["mean"].value <= 1.0
     assert any(name.startswith(("1 ", "2 ", "4 ")) for r in qa for name in r.metrics)   # per LoCoMo category
     assert log.eval.metadata["load_report"]["questions"] == 1986
+    assert log.eval.metadata["dataset_pinned_as"] == "locomo" and log.eval.task_version == "1.0.0"
     assert all("packet" in s.scores["substrate"].metadata for s in log.samples)
+
+
+def test_longmemeval_fixture_loads_with_its_quirks_counted_and_history_by_reference():
+    samples, report = longmemeval_samples(FIXTURES / "longmemeval_fixture.json")
+    assert [s.id for s in samples] == ["fx_q1", "fx_q2", "fx_q3_abs"] and report.questions == 3
+    assert report.repaired["longmemeval_non_string_answer"] == 1 and samples[1].target == "25"
+    assert [s.metadata["abstention"] for s in samples] == [False, False, True]
+    assert samples[1].metadata["gold"]["evidence"] == ["lme:fx_q2:answer_fx_2#lme:fx_q2:answer_fx_2:1",
+                                                       "lme:fx_q2:answer_fx_3#lme:fx_q2:answer_fx_3:1"]
+    assert samples[0].metadata["asked_at"] == "2024-04-20T09:15:00"
+    ref = samples[0].metadata["history_ref"]
+    assert ref["loader"] == "protocols.evals.longmemeval.dataset:load_history"
+    history = load_history(ref)
+    ids = {f"{e.session_id}#{e.id}" for s in history["sessions"] for e in s["entries"]}
+    assert set(samples[0].metadata["gold"]["evidence"]) <= ids and len(history["sessions"]) == 3
+
+
+def test_locomo_fixture_history_is_loaded_by_the_loader_its_reference_names():
+    samples, report = locomo_samples(FIXTURES / "locomo_fixture.json")
+    assert report.questions == len(samples) == 3 and not report.unparsed
+    ref = samples[0].metadata["history_ref"]
+    assert ref["loader"] == "protocols.evals.locomo.dataset:load_history" and ref["id"] == "fixture-1"
+    history = load_history(ref)
+    ids = {f"{e.session_id}#{e.id}" for s in history["sessions"] for e in s["entries"]}
+    assert all(set(s.metadata["gold"]["evidence"]) <= ids for s in samples)
+    with pytest.raises(ValueError, match="names no loader"):
+        load_history({"dataset": "locomo", "file": ref["file"], "id": "fixture-1"})

@@ -1,5 +1,6 @@
 import pytest
 
+from protocols.evals.locomo.dataset import CATEGORY_NAMES, parse_evidence_ids
 from protocols.evals.locomo.qa_metrics import locomo_score, normalize, token_f1
 
 
@@ -17,3 +18,11 @@ def test_category_rules():
     assert locomo_score("2022", 2022, 2) == 1.0                             # integer answers
     with pytest.raises(ValueError):
         locomo_score("x", "y", 9)
+
+
+def test_evidence_ids_are_split_as_the_file_writes_them():
+    assert parse_evidence_ids("D8:6; D9:17") == ["D8:6", "D9:17"]
+    assert parse_evidence_ids(["D1:3,D1:4", " D2:1 ", ""]) == ["D1:3", "D1:4", "D2:1"]
+    assert parse_evidence_ids("D") == ["D"]          # malformed ids pass through: the caller counts them
+    assert parse_evidence_ids([]) == []
+    assert CATEGORY_NAMES == {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -6,8 +6,13 @@ import math
 
 import pytest
 
-from protocols.evals.longmemeval.retrieval_metrics import (at_k, average, question_units, score_ranking,
-                                                           turn_ranking_as_sessions)
+from protocols.evals.longmemeval.retrieval_metrics import (
+    at_k,
+    average,
+    question_units,
+    score_ranking,
+    turn_ranking_as_sessions,
+)
 
 RECORD = {
     "question_id": "q1", "haystack_session_ids": ["s_a", "answer_1", "answer_2"],

@@ -34,7 +34,7 @@ def test_six_conditions_end_to_end_with_the_local_model(tmp_path):
     for name in CONDITIONS:
         for packet in packets(name):
             assert packet["injected_tokens"] <= packet["budget_tokens"]
-    for packet, full in zip(packets("adversarial-summary"), packets("full-lca")):
+    for packet, full in zip(packets("adversarial-summary"), packets("full-lca"), strict=True):
         assert packet["notes"]["full_lca_injected"] == full["injected_tokens"]   # measured on the same history
         assert packet["injected_tokens"] <= full["injected_tokens"]
     for log in logs:

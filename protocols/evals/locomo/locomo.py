@@ -2,6 +2,7 @@
 reported overall and per category by LoCoMo's own ids, and the substrate measures.
 
     lca run locomo --conditions transcript-recall,full-lca --model lca-local/smollm2 -T data=PATH --limit 20
+    inspect eval protocols/evals/locomo/locomo.py -T condition=full-lca -T data=PATH --model lca-local/smollm2
 """
 
 from __future__ import annotations
@@ -9,23 +10,11 @@ from __future__ import annotations
 from inspect_ai import Task, task
 
 from protocols.data_paths import find_data_file
-from protocols.evals.locomo.qa_metrics import CATEGORY_NAMES, locomo_score
-from protocols.harness.benchmarks import locomo_samples
+from protocols.evals.locomo.dataset import CATEGORY_NAMES, locomo_samples
+from protocols.evals.locomo.scorer import locomo_qa
+from protocols.evals.registry import folder_metadata
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
-
-
-def locomo_qa():
-    from inspect_ai.scorer import Score, grouped, mean, scorer
-
-    @scorer(metrics=[mean(), grouped(mean(), "category_name", all=False)], name="locomo_qa")
-    def _make():
-        async def score(state, target):
-            response = state.output.completion if state.output else ""
-            value = locomo_score(response, target.text, int(state.metadata["category"]))
-            return Score(value=value, answer=response, explanation=f"gold: {target.text}")
-        return score
-    return _make()
 
 
 @task
@@ -43,6 +32,6 @@ def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: 
             sample.metadata["category_name"] = f"{category} {CATEGORY_NAMES[category]}"
         return samples, report.sha256, {"load_report": report.to_dict()}
 
-    return condition_task(protocol="locomo", condition=condition, params=params, seed=seed, max_tokens=max_tokens,
-                          dataset=path, dataset_name=path.name, load=load,
+    return condition_task(folder_metadata(__file__), condition=condition, params=params, seed=seed,
+                          max_tokens=max_tokens, dataset=path, dataset_name=path.name, load=load,
                           scorers=lambda: [locomo_qa(), substrate()])

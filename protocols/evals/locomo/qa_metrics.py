@@ -15,7 +15,8 @@ import string
 from collections import Counter
 from functools import lru_cache
 
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+from protocols.evals.locomo.dataset import CATEGORY_NAMES
+
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCT = set(string.punctuation)
 

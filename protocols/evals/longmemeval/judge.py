@@ -1,6 +1,7 @@
 """LongMemEval QA accuracy: a grader model answers yes or no, one prompt per question type, as the
 official evaluation judges (temperature 0, at most 10 output tokens, correct when the reply holds
-"yes"). The prompts below are our wording of the official criteria (data README)."""
+"yes"). The prompts below are our wording of the official criteria (data README); the scorer that
+asks them is ``scorer.longmemeval_judge``."""
 
 from __future__ import annotations
 
@@ -29,23 +30,3 @@ def judge_prompt(question_type: str, question: str, answer: str, response: str, 
     return (f"{rule}\n\nQuestion: {question}\n\n{label}: {answer}\n\nModel Response: {response}\n\n"
             "Is the model response correct? Answer yes or no only.")
 
-
-def longmemeval_judge():
-    from inspect_ai.model import GenerateConfig, get_model
-    from inspect_ai.scorer import CORRECT, INCORRECT, Score, accuracy, grouped, scorer
-
-    @scorer(metrics=[accuracy(), grouped(accuracy(), "question_type", all="groups", all_label="task_averaged"),
-                     grouped(accuracy(), "abstention", all=False, name_template="abstention={group_name}")],
-            name="longmemeval_judge")
-    def _make():
-        async def score(state, target):
-            grader = get_model(role="grader", default=get_model())
-            response = state.output.completion if state.output else ""
-            prompt = judge_prompt(state.metadata.get("question_type", ""), state.input_text, target.text, response,
-                                  abstention=bool(state.metadata.get("abstention")))
-            reply = await grader.generate(prompt, config=GenerateConfig(temperature=0.0, max_tokens=10))
-            verdict = "yes" in reply.completion.lower()
-            return Score(value=CORRECT if verdict else INCORRECT, answer=response,
-                         explanation=f"grader {grader}: {reply.completion.strip()!r}")
-        return score
-    return _make()

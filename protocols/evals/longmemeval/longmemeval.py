@@ -3,6 +3,7 @@ asked on the question date. Scores: the official judged accuracy (grader role; o
 abstention) and the model-free substrate measures (gold evidence injected? tokens, latency).
 
     lca run longmemeval --conditions transcript-recall,full-lca --model lca-local/smollm2 -T data=PATH --limit 5
+    inspect eval protocols/evals/longmemeval/longmemeval.py -T condition=full-lca --model lca-local/smollm2
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from inspect_ai import Task, task
 
 from protocols.data_paths import find_data_file
-from protocols.evals.longmemeval.judge import longmemeval_judge
-from protocols.harness.benchmarks import longmemeval_samples
+from protocols.evals.longmemeval.dataset import longmemeval_samples
+from protocols.evals.longmemeval.scorer import longmemeval_judge
+from protocols.evals.registry import folder_metadata
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
@@ -29,6 +31,6 @@ def longmemeval(data: str = "", condition: str = "full-lca", params: str = "", s
         samples, report = longmemeval_samples(path)
         return samples, report.sha256, {"load_report": report.to_dict()}
 
-    return condition_task(protocol="longmemeval", condition=condition, params=params, seed=seed,
+    return condition_task(folder_metadata(__file__), condition=condition, params=params, seed=seed,
                           max_tokens=max_tokens, dataset=path, dataset_name=path.name, load=load,
                           scorers=lambda: [longmemeval_judge(), substrate()] if judge else [substrate()])

@@ -16,8 +16,9 @@ dropped.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 KS = (1, 3, 5, 10, 30, 50)
 
@@ -40,7 +41,7 @@ def question_units(record: Mapping[str, Any], granularity: str) -> Units:
     ids: list[str] = []
     dates: list[str] = []
     for session_id, turns, date in zip(record["haystack_session_ids"], record["haystack_sessions"],
-                                       record["haystack_dates"]):
+                                       record["haystack_dates"], strict=False):
         user = [(i, t) for i, t in enumerate(turns) if t.get("role") == "user"]
         if granularity == "session":
             texts.append(" ".join(t["content"] for _, t in user))
