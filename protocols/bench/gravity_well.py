@@ -11,21 +11,38 @@ taken by the top 1% of records.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from protocols.bench.registry import Benchmark
 
-from lca.activation import (WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, top_share,
-                            ucb_bonus)
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queries", type=int, default=5000)
+    parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--out", default="results/bench/gravity-well.json")
 
 
 def simulate(*, records: int = 2000, topics: int = 100, queries: int = 4000, k: int = 5, pool: int = 20,
              zipf: float = 1.1, use_weight: float = 0.2, seed: int = 11, dim: int = 64,
              wildcard_mode: str = "balanced") -> dict[str, Any]:
+    import numpy as np
+
+    from lca.activation import (
+        WILDCARD_MODES,
+        Access,
+        activation_term,
+        base_level_activation,
+        query_shape,
+        top_share,
+        ucb_bonus,
+    )
+
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((topics, dim))
     centers /= np.linalg.norm(centers, axis=1, keepdims=True)
@@ -81,6 +98,8 @@ def simulate(*, records: int = 2000, topics: int = 100, queries: int = 4000, k: 
 
 
 def _gini(values: list[int]) -> float:
+    import numpy as np
+
     x = np.sort(np.asarray(values, dtype=float))
     if x.sum() == 0:
         return 0.0
@@ -92,7 +111,7 @@ def run_gravity_well_bench(args) -> int:
     from lca.provenance import code_version
 
     result = simulate(queries=args.queries, records=args.records, seed=args.seed)
-    result["provenance"] = {"code_version": code_version(), "date": datetime.now(timezone.utc).isoformat(),
+    result["provenance"] = {"code_version": code_version(), "date": datetime.now(UTC).isoformat(),
                             "seed": args.seed}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,3 +122,14 @@ def run_gravity_well_bench(args) -> int:
               f"   gini {fig['gini']:.3f}")
     print(f"  wildcards injected: {result['wildcards_injected']}; written to {out}")
     return 0
+
+
+BENCHMARK = Benchmark(
+    name="gravity-well",
+    help="share of recalls taken by the top 1%% of records: pure use-weighting versus saturation + diversity + "
+         "wildcards",
+    description="A Zipf-skewed query stream over a synthetic store: the share of all injections taken by the "
+                "top 1% of records under relevance only, pure use-weighting, and the living-memory defenses.",
+    add_arguments=add_arguments,
+    run=run_gravity_well_bench,
+)

@@ -9,28 +9,42 @@ both and their ratio (targets: recall p50 at most 1.5x search, recall p95 at mos
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
+from protocols.bench.registry import Benchmark
 
 TARGETS = {"recall_over_search_p50": 1.5, "recall_p95_ms": 50.0}
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--work", default="results/bench/work-index", help="the store (default: lca bench index's)")
+    parser.add_argument("--data", help="LongMemEval_S dev file or data folder (for the queries)")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--token-queries", type=int, default=100)
+    parser.add_argument("--gravity-queries", type=int, default=5000)
+    parser.add_argument("--out", default="results/bench/recall.json")
+
+
 def _stats(values: list[float]) -> dict[str, float]:
+    import numpy as np
+
     arr = np.asarray(values)
     return {"n": len(values), "p50_ms": round(float(np.percentile(arr, 50)), 3),
             "p95_ms": round(float(np.percentile(arr, 95)), 3), "mean_ms": round(float(arr.mean()), 3)}
 
 
 def run_recall_bench(args) -> int:
+    import numpy as np
     from tqdm import tqdm
 
     from lca.importers import file_sha256, load_official_json
+    from lca.layout import StoreLayout
     from lca.provenance import code_version
     from lca.recall import RecallConfig, RecallContext
     from lca.substrate import Substrate
@@ -38,7 +52,7 @@ def run_recall_bench(args) -> int:
     from protocols.data_paths import find_data_file
 
     work = Path(args.work)
-    if not (work / "index" / "catalog.sqlite").exists():
+    if not StoreLayout(work).catalog.exists():
         print(f"lca bench recall: no store at {work}; build it first with `lca bench index` "
               f"(or pass --work)", file=sys.stderr)
         return 2
@@ -50,7 +64,7 @@ def run_recall_bench(args) -> int:
     queries = [str(r["question"]) for r in load_official_json(data)][: args.queries]
     rng = random.Random(7)
     with Substrate(work) as substrate:
-        chunks = substrate.index.catalog_.stats()["chunks"]
+        chunks = substrate.index.stats()["chunks"]
         for q in queries[:5]:  # warm: model, traced encoder, row maps, memory cache, logs
             substrate.search(q, k=10)
             substrate.recall(RecallContext(q))
@@ -83,10 +97,11 @@ def run_recall_bench(args) -> int:
                     "recall_over_search_p95": round(recall["p95_ms"] / search["p95_ms"], 3)},
         "injected_tokens_per_turn": tokens,
         "gravity_well": gravity,
-        "checks": {"recall_over_search_p50": {"value": round(ratio, 3), "pass": ratio <= TARGETS["recall_over_search_p50"]},
+        "checks": {"recall_over_search_p50": {"value": round(ratio, 3),
+                                              "pass": ratio <= TARGETS["recall_over_search_p50"]},
                    "recall_p95_ms": {"value": recall["p95_ms"], "pass": recall["p95_ms"] <= TARGETS["recall_p95_ms"]}},
         "provenance": {"code_version": code_version(), "embedder_id": embedder_id, "dataset": str(data),
-                       "dataset_sha256": file_sha256(data), "date": datetime.now(timezone.utc).isoformat(),
+                       "dataset_sha256": file_sha256(data), "date": datetime.now(UTC).isoformat(),
                        "seed": 7},
     }
     out = Path(args.out)
@@ -104,3 +119,14 @@ def run_recall_bench(args) -> int:
         print(f"  [{'PASS' if check['pass'] else 'FAIL'}] {name}: {check['value']}")
     print(f"  written to {out}")
     return 0
+
+
+BENCHMARK = Benchmark(
+    name="recall",
+    help="full resonance recall beside plain hybrid search on the index benchmark's store; tokens per policy; "
+         "gravity-well figures",
+    description="Full resonance recall and plain hybrid search timed interleaved on the store `lca bench index` "
+                "built, the injected tokens per turn under each policy, and the gravity-well figures.",
+    add_arguments=add_arguments,
+    run=run_recall_bench,
+)

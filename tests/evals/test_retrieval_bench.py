@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import json
 import lzma
-from datetime import datetime
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import protocols.cli as cli
-from dataclasses import replace
-
-import numpy as np
-
 from lca.index.chunker import Chunker, sentence_keys
-from lca.temporal_anchor import anchor_weight, temporal_anchor
-from protocols.bench.retrieval_bench import (HYBRID_DEFAULTS, HybridConfig, QuerySignals, UnitIndex, ablations,
-                                             hybrid_scores, locomo_units, ranking_of, run_locomo, run_longmemeval,
-                                             used_weights, without_names)
+from lca.params import ParameterError
+from protocols.bench.retrieval.config import HYBRID_DEFAULTS, HybridConfig, ablations, used_weights
+from protocols.bench.retrieval.ranking import QuerySignals, UnitIndex, hybrid_scores, ranking_of
+from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
+from protocols.bench.retrieval.units import locomo_units, without_names
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +26,8 @@ def lme_file(tmp_path) -> Path:
     def session(texts, gold_turn=None):
         turns = []
         for i, text in enumerate(texts):
-            turns.append({"role": "user", "content": text, **({"has_answer": i == gold_turn} if gold_turn is not None else {})})
+            answer = {"has_answer": i == gold_turn} if gold_turn is not None else {}
+            turns.append({"role": "user", "content": text, **answer})
             turns.append({"role": "assistant", "content": "noted"})
         return turns
     filler = [session([f"thoughts about topic {n} and weather {n}"]) for n in range(8)]
@@ -82,35 +81,6 @@ def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
     assert "nope.json" in capsys.readouterr().err
 
 
-def test_temporal_anchors_read_relative_times_against_the_question_date():
-    asked = datetime(2023, 4, 22, 8, 1)   # a Saturday
-    assert temporal_anchor("Who did I go with last Saturday?", asked).target == datetime(2023, 4, 15)
-    assert temporal_anchor("What did I plant two weeks ago?", asked).target == datetime(2023, 4, 8)
-    assert temporal_anchor("What happened 5 days ago?", asked).target == datetime(2023, 4, 17)
-    assert temporal_anchor("What did I do yesterday?", asked).target == datetime(2023, 4, 21)
-    assert temporal_anchor("How many plants did I buy in the last month?", asked).tolerance_days == 15.0
-    assert temporal_anchor("What is my dog's name?", asked) is None and temporal_anchor("x ago", None) is None
-    anchor = temporal_anchor("two weeks ago", asked)
-    assert anchor_weight(anchor, datetime(2023, 4, 8, 18)) == 1.0
-    assert 0 < anchor_weight(anchor, datetime(2023, 4, 10)) < 1 and anchor_weight(anchor, datetime(2023, 3, 1)) == 0.0
-
-
-
-def test_absolute_dates_anchor_the_days_that_tell_of_them():
-    day = temporal_anchor("What movie did Joanna watch on 1 May, 2022?", None)
-    assert day.expression == "1 May, 2022" and temporal_anchor("Who called on May 1st, 2022?", None).target == day.target
-    # told that day or in the week after ("last night", "last weekend"); never before it
-    assert anchor_weight(day, datetime(2022, 4, 30)) == 0.0 and anchor_weight(day, datetime(2022, 5, 8)) == 0.0
-    assert 0 < anchor_weight(day, datetime(2022, 5, 1, 20)) < anchor_weight(day, datetime(2022, 5, 4)) == 1.0
-    month = temporal_anchor("What did Maria donate in December 2023?", None)
-    assert all(anchor_weight(month, datetime(2023, 12, d)) > 0 for d in (1, 16, 31))
-    assert anchor_weight(month, datetime(2024, 1, 5)) == 0.0 and anchor_weight(month, datetime(2023, 11, 25)) == 0.0
-    assert temporal_anchor("What happened on 31 June, 2023?", None).expression == "June, 2023"   # no such day
-    assert temporal_anchor("What did I do on May 8?", None) is None   # no year: too loose to anchor
-    asked = datetime(2023, 4, 22)   # a relative time wins over an absolute date in the same question
-    assert temporal_anchor("What did I buy two weeks ago, on 1 May, 2022?", asked).target == datetime(2023, 4, 8)
-
-# ---- LoCoMo's three retrieval units -------------------------------------------------------------------
 def locomo_record() -> dict:
     turns_1 = [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat last week."},
                {"speaker": "Ben", "dia_id": "D1:2", "text": "What did you name the cat?"},
@@ -123,7 +93,8 @@ def locomo_record() -> dict:
                          "session_1": turns_1, "session_2_date_time": "3:00 pm on 9 June, 2023",
                          "session_2": turns_2, "session_3_date_time": "a date key with no session"},
         "qa": [{"question": "What is the name of Ana's cat?", "answer": "Pebble", "evidence": ["D1:3"], "category": 4},
-               {"question": "Where did Ben start climbing on 7 June, 2023?", "answer": "Granite Loft", "evidence": ["D2:1; D9:99", "D"],
+               {"question": "Where did Ben start climbing on 7 June, 2023?", "answer": "Granite Loft",
+                "evidence": ["D2:1; D9:99", "D"],
                 "category": 4}],
         "observation": {"session_1_observation": {"Ana": [["Ana named her new grey cat Pebble.", "D1:3"],
                                                           ["Ana adopted a cat.", ["D1:1", "D1:3"]]]},
@@ -179,7 +150,8 @@ def test_sentence_keys_split_only_multi_sentence_texts():
 
 def test_sentence_keys_lift_a_remark_in_passing_and_never_lower_a_unit():
     embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
-    texts = ["I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, garlic, "
+    texts = ["I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
+             "garlic, "
              "ginger, sesame oil, soy sauce and lime that my whole family would enjoy on busy evenings after school. "
              "By the way, I replaced my kitchen faucet.",
              "Which kitchen faucet brands last longest?", "Tax forms are due soon."]
@@ -239,7 +211,8 @@ def test_feedback_pulls_in_units_that_resemble_the_top_hits():
 
 def test_context_key_holds_the_configured_neighbours_and_stops_at_the_session():
     texts, sessions = ["a1", "a2", "a3", "b1", "b2"], ["a", "a", "a", "b", "b"]
-    keys = HybridConfig(context_before=2, context_after=1).context_texts(texts, sessions, ["[h0]", "[h1]", "[h2]", "[h3]", "[h4]"])
+    headers = ["[h0]", "[h1]", "[h2]", "[h3]", "[h4]"]
+    keys = HybridConfig(context_before=2, context_after=1).context_texts(texts, sessions, headers)
     assert keys[2] == "[h2]\na1\na2\na3"          # two before, none after: a3 ends its session
     assert keys[3] == "[h3]\nb1\nb2"               # nothing from session a leaks in
     assert HybridConfig(context_before=0, context_after=0).context_texts(texts, sessions) == texts
@@ -276,10 +249,12 @@ def test_speaker_names_leave_only_the_embedded_query(tmp_path):
 def test_hybrid_config_overrides_are_checked_by_name_and_type():
     config = HybridConfig().with_overrides(["feedback_weight=0.2", "sentences=off", "feedback-depth=5"])
     assert (config.feedback_weight, config.sentences, config.feedback_depth) == (0.2, False, 5)
-    with pytest.raises(ValueError, match="speaker_weight"):   # the message lists the known names
+    with pytest.raises(ParameterError, match="speaker_weight"):   # the message lists the known names
         HybridConfig().with_overrides(["bogus=1"])
-    with pytest.raises(ValueError, match="takes a float"):
+    with pytest.raises(ParameterError, match="--set 'bm25_weight=lots': takes a number"):   # lca.params' format
         HybridConfig().with_overrides(["bm25_weight=lots"])
+    with pytest.raises(ParameterError, match="sentences"):
+        HybridConfig().with_overrides(["sentences=maybe"])
     with pytest.raises(ValueError, match="feedback_depth"):
         HybridConfig().with_overrides(["feedback_depth=0"])
 
@@ -297,7 +272,7 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
 
 
 def test_resonance_retriever_can_build_its_substrate_with_sentence_keys(tmp_path):
-    from protocols.bench.retrieval_bench import ResonanceIndex
+    from protocols.bench.retrieval.resonance import ResonanceIndex
 
     texts = ["I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
              "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "

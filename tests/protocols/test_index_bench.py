@@ -8,7 +8,7 @@ import pytest
 from lca.index.vectors import vector_id_for
 from lca.substrate import Substrate
 from lca.types import text_digest
-from protocols.bench.index_bench import stored_vectors, top_owners, vector_owners
+from protocols.bench.index.latency import top_owners
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 
@@ -36,8 +36,8 @@ def test_exact_baseline_ranks_chunks_as_dense_search_does(tmp_path, keyed):
                    sentence_keys=keyed) as s:
         s.append([make_entry("s", i + 1, text) for i, text in enumerate(TURNS)])
         index = s.index
-        matrix, row_ids = stored_vectors(index.vectors)
-        owners = vector_owners(index, row_ids)
+        matrix, row_ids = index.stored_vectors()
+        owners = index.vector_owners(row_ids)
         assert (len(row_ids) > len(TURNS)) == keyed
         plain_differs = False
         for query in QUERIES:
