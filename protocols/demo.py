@@ -101,14 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
     lines = [
         "# LCA substrate demo", "",
-        f"- dataset: {dataset}, conversation `{sample_id}` (`{source}`, sha256 `{report['provenance']['dataset_sha256'][:16]}...`)",
+        f"- dataset: {dataset}, conversation `{sample_id}` (`{source}`, "
+        f"sha256 `{report['provenance']['dataset_sha256'][:16]}...`)",
         f"- code: `{report['provenance']['code_version']}`; embedder: `{embedder_id}`",
         f"- ingest: {ingest.entries_appended} turns, {ingest.index.new_chunks} chunks, {ingest_s:.1f} s",
         f"- health: {'healthy' if health.healthy else 'UNHEALTHY'}", "",
         "| check | status | detail |", "| --- | --- | --- |",
         *[f"| {c.name} | {c.status.value} | {c.detail} |" for c in health.checks], "",
         f"## Search: {qa['question']}", "",
-        f"Gold answer `{qa.get('answer')}`, gold evidence {sorted(gold)}, found in the top 5: {sorted(set(found))}.", "",
+        f"Gold answer `{qa.get('answer')}`, gold evidence {sorted(gold)}, "
+        f"found in the top 5: {sorted(set(found))}.", "",
         "| rank | score | source | text |", "| --- | --- | --- | --- |",
         *[f"| {i} | {h.score:.4f} | `{h.pointer.key()}` | {' '.join(h.text.split())[:160]} |"
           for i, h in enumerate(hits, 1)],

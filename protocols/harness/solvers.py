@@ -1,26 +1,27 @@
 """Solvers that turn a condition into an inspect sample: replay the history, then build the context.
 
 The condition runs in a worker thread (it is synchronous: the substrate, the embedder, llama.cpp);
-its generators reach inspect's models through ``InspectRoleGenerator``, which submits each call
-to the event loop and waits. Each role uses ``get_model(role=...)``, falling back to the agent.
+its generators reach inspect's models through ``InspectRoleGenerator`` (``protocols.providers.models``),
+which submits each call to the event loop and waits. Each role uses ``get_model(role=...)``, falling
+back to the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import shutil
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition, condition_class
-from lca.errors import LCAError
+from lca.params import parse_assignments
 from lca.types import TranscriptEntry
+from protocols.providers.models import InspectRoleGenerator
 
 PACKET_KEY = "lca_packet"
 _EMBEDDER: Any = None
@@ -110,100 +111,20 @@ class SharedRoleCalls:
 SHARED_ROLE_CALLS = SharedRoleCalls()
 
 
-class InspectRoleGenerator:
-    """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
-    identical calls (model, prompt, settings, ``epoch``) are made once per process."""
+def condition_parameter_types(condition: str) -> dict[str, type]:
+    """The parameters a condition takes, typed by its constructor's defaults (unknown names are refused)."""
+    import inspect as pyinspect
 
-    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str, *, epoch: int | None = None,
-                 shared: SharedRoleCalls | None = None) -> None:
-        self.model = model
-        self.loop = loop
-        self.role = role
-        self.epoch = epoch
-        self.shared = shared
-        self.calls = 0          # requests this generator served
-        self.shared_calls = 0   # of which answered by an identical call already made or under way
-
-    @property
-    def model_id(self) -> str:
-        return str(self.model)
-
-    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256, temperature: float = 0.0,
-                 seed: int | None = None) -> str:
-        from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
-
-        kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-        chat = [kinds[m["role"]](content=m["content"]) for m in messages]
-        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
-        self.calls += 1
-
-        def call() -> str:
-            future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
-            output = future.result()
-            if output.error:
-                raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
-            return output.completion
-
-        if self.shared is None:
-            return call()
-        key = hashlib.sha256(json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens,
-                                         temperature, seed, self.epoch], sort_keys=True, default=str)
-                             .encode("utf-8")).hexdigest()
-        text, was_shared = self.shared.run(key, call)
-        self.shared_calls += was_shared
-        return text
-
-
-class _LoopThread:
-    """One private event loop on a daemon thread, for calling inspect models from synchronous code."""
-
-    _loop: asyncio.AbstractEventLoop | None = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def loop(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None:
-                cls._loop = asyncio.new_event_loop()
-                threading.Thread(target=cls._loop.run_forever, name="lca-inspect-loop", daemon=True).start()
-            return cls._loop
-
-
-def text_generator(model: str, *, role: str = "agent", **model_args: Any):
-    """A ``TextGenerator`` for any model string: ``lca-local/...`` runs the in-process llama.cpp
-    runtime directly; any other inspect model string (openai/..., anthropic/..., vllm/..., hf/...)
-    goes through inspect's ``get_model`` on a private event loop."""
-    if model.startswith("lca-local/"):
-        from lca.generators import LlamaCppGenerator
-        from protocols.providers.lca_local import resolve_model_path
-
-        name = model[len("lca-local/"):]
-        return LlamaCppGenerator(None if name == "smollm2" else resolve_model_path(name), **model_args)
-    from inspect_ai.model import get_model
-
-    return InspectRoleGenerator(get_model(model, **model_args), _LoopThread.loop(), role)
+    return {name: type(p.default) for name, p in pyinspect.signature(condition_class(condition).__init__)
+            .parameters.items() if name != "self"}
 
 
 def parse_params(condition: str, spec: str) -> dict[str, Any]:
-    """``"budget_tokens=800,policy=adaptive"`` -> typed parameters (typed by the condition's defaults)."""
-    import inspect as pyinspect
-
-    defaults = {name: p.default for name, p in pyinspect.signature(condition_class(condition).__init__).parameters.items()
-                if name != "self"}
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in (spec or "").split(";"))):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep:
-            raise LCAError(f"condition parameter '{part}' is not NAME=VALUE")
-        if name not in defaults:
-            raise LCAError(f"condition '{condition}' has no parameter '{name}'; it takes: {', '.join(defaults)}")
-        kind = type(defaults[name])
-        try:
-            out[name] = kind(value) if kind in (int, float) else value
-        except ValueError:
-            raise LCAError(f"condition parameter '{name}' must be {kind.__name__}, got '{value}'") from None
-    return out
+    """``"budget_tokens=800;policy=adaptive"`` -> typed parameters (``lca.params``, typed by the condition's
+    defaults). ';' separates parameters so a value may hold ',' and '=' (``weights=experience=0,temporal=0``)."""
+    items = [part for part in (p.strip() for p in (spec or "").split(";")) if part]
+    return parse_assignments(items, flag=f"condition '{condition}' parameter",
+                             known=condition_parameter_types(condition))
 
 
 def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):

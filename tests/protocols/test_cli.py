@@ -62,10 +62,10 @@ def test_reindex_through_the_cli_gives_identical_results(tmp_path):
     before = [json.loads(lca("search", q, "--json", store=store, check=True).stdout)["hits"] for q in queries]
     lca("reindex", "--quiet", store=store, check=True)
     after = [json.loads(lca("search", q, "--json", store=store, check=True).stdout)["hits"] for q in queries]
-    for b, a in zip(before, after):
+    for b, a in zip(before, after, strict=True):
         assert [h["chunk_id"] for h in b] == [h["chunk_id"] for h in a]
-        assert all(abs(x["score"] - y["score"]) <= 1e-6 for x, y in zip(b, a))
-        assert all(abs((x["dense_score"] or 0) - (y["dense_score"] or 0)) <= 1e-6 for x, y in zip(b, a))
+        assert all(abs(x["score"] - y["score"]) <= 1e-6 for x, y in zip(b, a, strict=True))
+        assert all(abs((x["dense_score"] or 0) - (y["dense_score"] or 0)) <= 1e-6 for x, y in zip(b, a, strict=True))
 
 
 def test_main_job_runs_on_the_fixture_and_finds_the_evidence(tmp_path):

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import protocols.cli as cli
+import protocols.cli.common as cli_common
 from lca.recall import RecallConfig
 from lca.substrate import Substrate
 from lca.types import EntryKind
@@ -18,7 +19,7 @@ from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    monkeypatch.setattr(cli, "_open", lambda args, progress=False: Substrate(
+    monkeypatch.setattr(cli_common, "open_store", lambda args, progress=False: Substrate(
         home, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)))
     with Substrate(home, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as s:
         yield s
@@ -64,14 +65,15 @@ def test_schema_lifecycle_and_worldview_diff_from_the_shell(store, capsys):
 
 
 def test_ledger_rejects_an_unreadable_time(store, capsys):
-    with pytest.raises(SystemExit) as info:
-        cli.main(["ledger", "--as-of", "yesterday"])
-    assert "ISO 8601" in str(info.value)
+    assert cli.main(["ledger", "--as-of", "yesterday"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lca: error: 'yesterday'") and "ISO 8601" in err and "Traceback" not in err
 
 
 def _store_with_prevented_events(store):
-    from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
     from datetime import datetime
+
+    from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 
     store.memory.write(MemoryRecord(id="lesson-staging", type=MemoryType.LESSON, created=datetime(2026, 1, 1),
                                     authority=Authority.REVIEWED, privacy=Privacy.PRIVATE),
@@ -92,7 +94,8 @@ def test_prevented_audit_export_is_blind_seeded_and_mixed_with_controls(store, t
     assert cli.main(["audit", "prevented", "--sample", "2", "--seed", "3", "--out", str(out)]) == 0
     rows = list(csv.DictReader(open(out / "items.csv", encoding="utf-8")))
     key = [json.loads(x) for x in (out / "key.jsonl").read_text().splitlines()]
-    assert len(rows) == 4 and [k["kind"] for k in key].count("claim") == 2 and [k["kind"] for k in key].count("control") == 2
+    kinds = [k["kind"] for k in key]
+    assert len(rows) == 4 and kinds.count("claim") == 2 and kinds.count("control") == 2
     assert set(rows[0]) == {"item", "memory", "before", "action", "question", "rating"}  # no label, no event
     claims = {k["item"]: k for k in key if k["kind"] == "claim"}
     for row in rows:
@@ -144,7 +147,7 @@ def test_checkpoint_refuses_an_unresolvable_model_string_before_the_cycle(store,
 def test_a_sync_text_generator_reaches_inspect_models_from_plain_code():
     from inspect_ai.model import ModelOutput, ModelUsage
 
-    from protocols.harness.solvers import text_generator
+    from protocols.providers.models import text_generator
 
     def respond(messages, tools, tool_choice, config):
         out = ModelOutput.from_content(model="fake", content=f"echo: {messages[-1].text} / {config.max_tokens}")

@@ -1,39 +1,20 @@
-"""The ``lca`` command line: ingest, search, recall, health, reindex, consolidation and benchmarks.
-
-Every command takes ``--store`` (default ``$LCA_HOME``, else ``./.lca``); ``search``
-and ``health`` print JSON with ``--json``; errors name the file, line and field
-and exit with status 2; ``health`` exits 1 when the store is unhealthy.
-"""
+"""``lca ingest``, ``search``, ``recall``, ``calibrate-floor``, ``health`` and ``reindex``: the store itself."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from pathlib import Path
 
-HOME_ENV = "LCA_HOME"
+import protocols.cli.common as common
 
-
-def _store_path(args: argparse.Namespace) -> Path:
-    if args.store:
-        return Path(args.store)
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV])
-    return Path(".lca")
-
-
-def _open(args: argparse.Namespace, *, progress: bool = False):
-    from lca.substrate import Substrate
-
-    return Substrate(_store_path(args), progress=progress)
+SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
 
-    substrate = _open(args, progress=not args.quiet)
+    substrate = common.open_store(args, progress=not args.quiet)
     try:
         if args.path is None:
             report = substrate.ingest()
@@ -68,7 +49,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         hits = substrate.search(args.query, k=args.k, mode=args.mode)
         if args.json:
@@ -86,22 +67,15 @@ def cmd_search(args: argparse.Namespace) -> int:
         substrate.close()
 
 
-def _recall_config(args: argparse.Namespace):
+def recall_config(args: argparse.Namespace):
+    """The recall settings: ``--config`` (or the defaults), then the flags, then each ``--weight TERM=VALUE``."""
     from dataclasses import replace
 
-    from lca.errors import RecordFormatError
-    from lca.recall import RecallConfig
+    from lca.params import parse_assignments
+    from lca.recall import TERMS, RecallConfig
 
     config = RecallConfig.from_file(args.config) if args.config else RecallConfig()
-    overrides = {}
-    for item in args.weight or []:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise RecordFormatError(f"--weight takes TERM=VALUE, got {item!r}", field="--weight")
-        try:
-            overrides[name.strip()] = float(value)
-        except ValueError:
-            raise RecordFormatError(f"not a number: {value!r}", field=f"--weight {name.strip()}") from None
+    overrides = parse_assignments(args.weight, flag="--weight", known={term: float for term in TERMS})
     changes = {k: v for k, v in {"token_budget": args.budget, "policy": args.policy, "floor": args.floor,
                                   "pool": args.pool}.items() if v is not None}
     if overrides:
@@ -114,12 +88,12 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     from lca.recall import TERMS, RecallContext
 
-    config = _recall_config(args)
+    config = recall_config(args)
     context = RecallContext(query=args.query, role=args.role, project=args.project, channel=args.channel,
                             command=args.command_name, public_channel=args.public,
                             as_of=datetime.fromisoformat(args.as_of) if args.as_of else None,
                             about_history=args.about_history, exact_wording=args.exact)
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         result = substrate.recall(context, config=config)
         if args.json:
@@ -150,10 +124,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     from lca.calibration import calibrate_floor, load_queries
+    from lca.layout import StoreLayout
 
-    queries_path = Path(args.queries) if args.queries else Path(__file__).resolve().parent.parent / "data" / \
-        "calibration" / "off_topic_queries.txt"
-    substrate = _open(args)
+    queries_path = Path(args.queries) if args.queries else SHIPPED_OFF_TOPIC_QUERIES
+    substrate = common.open_store(args)
     try:
         result = calibrate_floor(substrate.index, load_queries(queries_path), positives=args.positives,
                                  quantile=args.quantile)
@@ -170,14 +144,14 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             for score, query, source in result.highest_negatives[:3]:
                 print(f"  highest off-topic: {score:.3f} {query!r} -> {source}")
             if args.write:
-                print(f"  written to {substrate.home / 'recall.yaml'}")
+                print(f"  written to {StoreLayout(substrate.home).recall_settings}")
         return 0
     finally:
         substrate.close()
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         report = substrate.health()
         if args.json:
@@ -195,7 +169,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    substrate = _open(args, progress=not args.quiet)
+    substrate = common.open_store(args, progress=not args.quiet)
     try:
         report = substrate.reindex().to_dict()
         print(f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
@@ -206,33 +180,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         substrate.close()
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench == "index":
-        from protocols.bench.index_bench import run_index_bench
-
-        return run_index_bench(args)
-    if args.bench == "recall":
-        from protocols.bench.recall_bench import run_recall_bench
-
-        return run_recall_bench(args)
-    if args.bench == "retrieval":
-        from protocols.bench.retrieval_bench import run_retrieval_bench
-
-        return run_retrieval_bench(args)
-    if args.bench == "gravity-well":
-        from protocols.bench.gravity_well import run_gravity_well_bench
-
-        return run_gravity_well_bench(args)
-    raise SystemExit(f"unknown benchmark {args.bench}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lca", description=__doc__.splitlines()[0])
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", help=f"the agent home (default ${HOME_ENV}, else ./.lca)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("ingest", parents=[common], help="import history and index what is new",
+def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("ingest", parents=[common_args], help="import history and index what is new",
                        description="Import a history file into the authoritative transcript and index what is "
                                    "new. With no PATH, index whatever the transcript and memory files hold beyond "
                                    "the watermarks.")
@@ -248,14 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("search", parents=[common], help="hybrid search with source pointers")
+    p = sub.add_parser("search", parents=[common_args], help="hybrid search with source pointers")
     p.add_argument("query")
     p.add_argument("-k", type=int, default=10, help="results to return (default 10)")
     p.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("recall", parents=[common], help="resonance-weighted recall for one turn",
+    p = sub.add_parser("recall", parents=[common_args], help="resonance-weighted recall for one turn",
                        description="Resonance-weighted recall: the block a model would receive, and with "
                                    "--explain every candidate's term contributions and why it was or was not injected.")
     p.add_argument("query")
@@ -274,12 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", type=int, help="candidate pool (default 50)")
     p.add_argument("--config", help="YAML/JSON recall settings with a 'weights' mapping")
     p.add_argument("--weight", action="append", metavar="TERM=VALUE",
-                   help="override one weight (similarity, experience, temporal, authority, task, risk); repeatable")
+                   help="override one weight (similarity, experience, temporal, authority, task, activation, "
+                        "risk); repeatable")
     p.add_argument("--explain", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_recall)
 
-    p = sub.add_parser("calibrate-floor", parents=[common], help="fit the recall similarity floor to this store",
+    p = sub.add_parser("calibrate-floor", parents=[common_args], help="fit the recall similarity floor to this store",
                        description="Fit the similarity floor against coherent off-topic questions and report the "
                                    "margin to on-topic probes; --write stores it in <store>/recall.yaml.")
     p.add_argument("--queries", help="off-topic questions, one per line (default: the shipped list)")
@@ -289,94 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_calibrate_floor)
 
-    p = sub.add_parser("health", parents=[common], help="the store's report on itself; exit 1 when unhealthy")
+    p = sub.add_parser("health", parents=[common_args], help="the store's report on itself; exit 1 when unhealthy")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_health)
 
-    p = sub.add_parser("reindex", parents=[common],
+    p = sub.add_parser("reindex", parents=[common_args],
                        help="delete and rebuild every derived store from the transcript and memory files")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_reindex)
-
-    p = sub.add_parser("bench", help="benchmarks writing JSON under results/bench/")
-    bench = p.add_subparsers(dest="bench", required=True)
-    b = bench.add_parser("index", help="ingest throughput, bytes per chunk and hybrid search latency on a "
-                                       "store of the reference deployment's size, beside a numpy baseline")
-    b.add_argument("--data", help="LongMemEval_S file or a folder holding longmemeval/ (default $LCA_DATA, "
-                                  "then ../shared/data)")
-    b.add_argument("--chunks", type=int, default=35_000, help="transcript chunks to build (default 35000)")
-    b.add_argument("--memory", type=int, default=2_000, help="memory chunks to build (default 2000)")
-    b.add_argument("--queries", type=int, default=200, help="search queries to time (default 200)")
-    b.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
-    b.add_argument("--out", default="results/bench/index.json")
-    b.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
-    b.add_argument("--sentence-keys", choices=["on", "off"], default="off",
-                   help="build the store with sentence keys, each sentence of a multi-sentence chunk also a dense "
-                        "key (default off, the substrate's default); use with --fresh and another --out")
-    r = bench.add_parser("recall", help="full resonance recall beside plain hybrid search on the index "
-                                        "benchmark's store; tokens per policy; gravity-well figures")
-    r.add_argument("--work", default="results/bench/work-index", help="the store (default: lca bench index's)")
-    r.add_argument("--data", help="LongMemEval_S dev file or data folder (for the queries)")
-    r.add_argument("--queries", type=int, default=200)
-    r.add_argument("--token-queries", type=int, default=100)
-    r.add_argument("--gravity-queries", type=int, default=5000)
-    r.add_argument("--out", default="results/bench/recall.json")
-    g = bench.add_parser("gravity-well", help="share of recalls taken by the top 1%% of records: pure "
-                                              "use-weighting versus saturation + diversity + wildcards")
-    g.add_argument("--queries", type=int, default=5000)
-    g.add_argument("--records", type=int, default=2000)
-    g.add_argument("--seed", type=int, default=11)
-    g.add_argument("--out", default="results/bench/gravity-well.json")
-    rb = bench.add_parser("retrieval", help="benchmark retrieval scored by the official metrics, no LLM: "
-                                            "bm25, dense, hybrid or full resonance recall")
-    rb.add_argument("--dataset", choices=["longmemeval", "locomo"], required=True)
-    rb.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
-    rb.add_argument("--retriever", choices=["bm25", "dense", "hybrid", "resonance"], default="hybrid")
-    rb.add_argument("--fusion", choices=["z", "rrf"], help="hybrid fusion (default z; rrf is the store's)")
-    rb.add_argument("--set", action="append", metavar="NAME=VALUE",
-                    help="override one field of the hybrid's HybridConfig, e.g. bm25_weight=0.3 or sentences=off "
-                         "(an unknown name is refused with the list of every field); repeatable")
-    rb.add_argument("--context", choices=["on", "off"], help="score each unit also through its neighbours "
-                                                            "(default: on for LoCoMo, off for LongMemEval)")
-    rb.add_argument("--anchors", choices=["on", "off"], help="temporal anchors (default on): relative times read "
-                                                            "against the question date, and absolute dates in the "
-                                                            "question (LoCoMo has no question date: absolute only)")
-    rb.add_argument("--units", choices=["turns", "observations", "summaries"],
-                    help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its session "
-                         "summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns")
-    rb.add_argument("--sentence-keys", choices=["on", "off"],
-                    help="resonance only: build the substrate with the store's sentence keys, each sentence of a "
-                         "multi-sentence chunk also a dense key (default off, the substrate's default)")
-    rb.add_argument("--ablate", action="store_true",
-                    help="after the hybrid run, run it again once per part that is on (each weight at 0, sentence "
-                         "keys off, names kept in the embedded query) and write <out>-ablation.json and .md")
-    rb.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
-    rb.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
-    rb.add_argument("--out", default="results/bench/{dataset}-{retriever}{units}.json")
-    rb.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_bench)
-
-    from protocols.memory_cli import add_parsers
-    from protocols.run_cli import add_parser as add_run_parser
-
-    add_parsers(sub, common)
-    add_run_parser(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from lca.errors import LCAError
-
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (LCAError, FileNotFoundError) as exc:
-        print(f"lca: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

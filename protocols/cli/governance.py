@@ -1,41 +1,35 @@
-"""``lca checkpoint``, ``proposals``, ``approve``, ``ledger``, ``schema`` and ``audit``: the governed
-side of memory (consolidation, the approval gate, the learned-state ledger), from the shell."""
+"""``lca checkpoint``, ``proposals``, ``approve``, ``ledger``, ``schema``, ``audit`` and ``identity``: the
+governed side of memory (consolidation, the approval gate, the learned-state ledger), from the shell.
+
+Nothing here imports the evaluation harness: a model string resolves through ``protocols.providers.models``
+(llama.cpp in process for local models; inspect only for a remote provider's string).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
-
-def _open(args):
-    from protocols.cli import _open as open_store
-
-    return open_store(args)
+import protocols.cli.common as common
+from lca.errors import LCAError
 
 
 def _generator(model: str | None, *, threads: int | None, seed: int, timeout: float | None, role: str):
-    """``smollm2`` (default) or a GGUF path: the in-process llama.cpp runtime; any inspect model
-    string (``lca-local/...``, ``openai/...``, ``anthropic/...``, ``vllm/...``, ``hf/...``) through inspect."""
-    from lca.generators import LlamaCppGenerator
+    """``smollm2`` (default), a GGUF path or ``lca-local/...``: the in-process llama.cpp runtime; any other
+    inspect model string (``openai/...``, ``anthropic/...``, ``vllm/...``, ``hf/...``) is resolved now (it
+    fails here, with the provider's message, rather than mid-cycle) and called through inspect."""
+    from protocols.providers.models import is_local, text_generator
 
-    if model in (None, "", "smollm2") or Path(model).suffix == ".gguf":
-        return LlamaCppGenerator(model_path=None if model in (None, "", "smollm2") else model, n_threads=threads,
-                                 seed=seed, timeout_s=timeout)
-    from protocols.harness.solvers import text_generator
-    from protocols.run_cli import resolve_model
-
-    if model.startswith("lca-local/"):
-        return text_generator(model, role=role, n_threads=threads, seed=seed, timeout_s=timeout)
-    resolve_model(model)  # fails now, with the provider's message, rather than mid-cycle
+    if is_local(model):
+        return text_generator(model or "", role=role, n_threads=threads, seed=seed, timeout_s=timeout)
     return text_generator(model, role=role)
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from lca.consolidation import ConsolidationConfig
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="summarizer")
     reviewer = writer if not args.reviewer_model else _generator(args.reviewer_model, threads=args.threads,
                                                                  seed=args.seed, timeout=args.timeout,
@@ -53,7 +47,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
               f"reviewer {result.reviewer_model or 'none (verification off)'}")
         print(f"  span: {sum(m['entries'] for m in result.span.values())} entries in {len(result.span)} session(s)")
         print(f"  candidates: {counts['candidates']}; verdicts: {counts['verdicts'] or {}}")
-        for verdict, candidate in zip(result.verdicts, result.candidates):
+        for verdict, candidate in zip(result.verdicts, result.candidates, strict=False):
             print(f"   - [{verdict.verdict}] {candidate.claim[:90]}  ({verdict.reason})")
         for write in result.writes:
             print(f"  write: {write.action} {write.memory_id}")
@@ -72,7 +66,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_proposals(args: argparse.Namespace) -> int:
     from lca.consolidation import pending_proposals
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         pending = pending_proposals(substrate)
         if args.json:
@@ -89,7 +83,7 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 def cmd_approve(args: argparse.Namespace) -> int:
     from lca.consolidation import approve_proposal
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         for write in approve_proposal(substrate, args.proposal, approver=args.approver):
             print(f"{write.action}: {write.memory_id} (approved by {args.approver})")
@@ -98,27 +92,15 @@ def cmd_approve(args: argparse.Namespace) -> int:
         substrate.close()
 
 
-def _moment(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SystemExit(f"lca: error: '{text}' is neither epoch seconds nor an ISO 8601 time") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
-
-
 def cmd_ledger(args: argparse.Namespace) -> int:
     from lca.ledger import Ledger, diff_states
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         ledger = Ledger(substrate.home)
         experience = substrate.experience
         if args.diff:
-            t1, t2 = (_moment(t) for t in args.diff)
+            t1, t2 = (common.moment(t) for t in args.diff)
             out = diff_states(ledger.state(as_of=t1), ledger.state(as_of=t2))
             before, after = experience.counts_at(t1), experience.counts_at(t2)
             out["experience"] = {target: {k: after.get(target, {}).get(k, 0) - before.get(target, {}).get(k, 0)
@@ -126,7 +108,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
                                  for target in sorted(set(before) | set(after))
                                  if dict(before.get(target, {})) != dict(after.get(target, {}))}
         else:
-            as_of = _moment(args.as_of) if args.as_of else None
+            as_of = common.moment(args.as_of) if args.as_of else None
             out = ledger.state(as_of=as_of).summary()
             out["experience"] = {target: dict(c) for target, c in sorted(experience.counts_at(as_of).items())}
         print(json.dumps(out, indent=2, default=str))
@@ -140,7 +122,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     kinds = {"propose": "schema_proposed", "trial": "schema_trial", "establish": "schema_established",
              "deprecate": "schema_deprecated", "revise": "schema_revised"}
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         schema = Ledger(substrate.home).schema_event(kinds[args.action], args.schema, description=args.description,
                                                      approver=args.approver, reason=args.reason)
@@ -153,7 +135,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from protocols.audit import export_prevented_audit
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         manifest = export_prevented_audit(substrate, sample=args.sample, out_dir=Path(args.out), seed=args.seed,
                                           controls=args.controls)
@@ -167,7 +149,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_identity(args: argparse.Namespace) -> int:
     from lca.identity import IDENTITY_FILES, IdentityStore
 
-    substrate = _open(args)
+    substrate = common.open_store(args)
     try:
         store = IdentityStore(substrate.home)
         if args.action == "show":
@@ -175,7 +157,7 @@ def cmd_identity(args: argparse.Namespace) -> int:
                 print(f"== {name} ({store.path_for(name)})\n{store.read(name) or '(empty)'}")
             return 0
         if not args.name or not args.file:
-            raise SystemExit("lca: error: identity set needs NAME and --file")
+            raise LCAError("identity set needs NAME and --file")
         text = Path(args.file).read_text(encoding="utf-8")
         if args.approver:
             print(f"wrote {store.write(args.name, text, approver=args.approver)} (approved by {args.approver})")
@@ -187,8 +169,8 @@ def cmd_identity(args: argparse.Namespace) -> int:
         substrate.close()
 
 
-def add_parsers(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("checkpoint", parents=[common], help="run one consolidation cycle (elected trigger)",
+def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("checkpoint", parents=[common_args], help="run one consolidation cycle (elected trigger)",
                        description="Consolidate the transcript written since the last checkpoint into memory, "
                                    "through the verification stage, with the local llama.cpp model.")
     p.add_argument("--model", default="smollm2", help="writer model: smollm2 (default), a GGUF path, or any "
@@ -207,23 +189,23 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_checkpoint)
 
-    p = sub.add_parser("proposals", parents=[common], help="procedural writes waiting for a named approver")
+    p = sub.add_parser("proposals", parents=[common_args], help="procedural writes waiting for a named approver")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_proposals)
 
-    p = sub.add_parser("approve", parents=[common], help="apply a held proposal with a named approver")
+    p = sub.add_parser("approve", parents=[common_args], help="apply a held proposal with a named approver")
     p.add_argument("proposal")
     p.add_argument("--approver", required=True)
     p.set_defaults(func=cmd_approve)
 
-    p = sub.add_parser("ledger", parents=[common], help="the learned state (replayed from its event log)",
+    p = sub.add_parser("ledger", parents=[common_args], help="the learned state (replayed from its event log)",
                        description="Replay the ledger into the learned state now, at a past time (--as-of), "
                                    "or diff two worldviews (--diff T1 T2). Times: ISO 8601 or epoch seconds.")
     p.add_argument("--as-of")
     p.add_argument("--diff", nargs=2, metavar=("T1", "T2"))
     p.set_defaults(func=cmd_ledger)
 
-    p = sub.add_parser("schema", parents=[common], help="learned-schema lifecycle: candidate -> trial -> "
+    p = sub.add_parser("schema", parents=[common_args], help="learned-schema lifecycle: candidate -> trial -> "
                                                         "established -> deprecated")
     p.add_argument("action", choices=["propose", "trial", "establish", "deprecate", "revise"])
     p.add_argument("schema")
@@ -232,7 +214,7 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", help="required for deprecate")
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("identity", parents=[common], help="standing identity, user and instruction files "
+    p = sub.add_parser("identity", parents=[common_args], help="standing identity, user and instruction files "
                                                           "(writes need a named approver)")
     p.add_argument("action", choices=["show", "set"])
     p.add_argument("name", nargs="?", choices=["identity", "user", "instructions"])
@@ -241,9 +223,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--why", help="set: the reason recorded with a held proposal")
     p.set_defaults(func=cmd_identity)
 
-    p = sub.add_parser("audit", parents=[common], help="exports for blind rating")
+    p = sub.add_parser("audit", parents=[common_args], help="exports for blind rating")
     audit = p.add_subparsers(dest="audit", required=True)
-    a = audit.add_parser("prevented", parents=[common], help="a sample of prevented-mistake claims with their "
+    a = audit.add_parser("prevented", parents=[common_args], help="a sample of prevented-mistake claims with their "
                                                              "spans, mixed with controls, for blind rating")
     a.add_argument("--sample", type=int, required=True)
     a.add_argument("--controls", type=float, default=0.5, help="share of control items (default 0.5)")

@@ -1,0 +1,45 @@
+"""The ``lca`` command line: ingest, search, recall, health, reindex, consolidation, protocols and benchmarks.
+
+Every command takes ``--store`` (default ``$LCA_HOME``, else ``./.lca``); ``search`` and ``health`` print
+JSON with ``--json``; errors are one line, ``lca: error: ...``, naming the file, line, field or flag, and
+exit with status 2; ``health`` exits 1 when the store is unhealthy.
+
+Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
+recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
+audit, identity), ``run`` (``lca run``, the evaluation harness) and ``bench`` (``lca bench``, from the
+benchmark registry). Only ``run`` and the benchmarks import the evaluation harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from protocols.cli import bench, common, governance, run, store
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lca", description=(__doc__ or "").splitlines()[0])
+    common_args = argparse.ArgumentParser(add_help=False)
+    common_args.add_argument("--store", help=f"the agent home (default ${common.HOME_ENV}, else ./.lca)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    store.add_parsers(sub, common_args)
+    bench.add_parser(sub)
+    governance.add_parsers(sub, common_args)
+    run.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from lca.errors import LCAError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (LCAError, FileNotFoundError) as exc:
+        return common.print_error(exc)

