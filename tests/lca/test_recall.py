@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 
 from lca.errors import EmbedderMismatchError, RecordFormatError
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, Supersession
-from lca.recall import (TERMS, RecallConfig, RecallContext, ResonanceWeights, contains_secret, experience_term,
-                        resonance_score, temporal_term)
+from lca.recall import (
+    TERMS,
+    RecallConfig,
+    RecallContext,
+    ResonanceWeights,
+    contains_secret,
+    experience_term,
+    resonance_score,
+    temporal_term,
+)
 from lca.substrate import Substrate
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
@@ -21,9 +29,14 @@ LOW_FLOOR = RecallConfig(floor=0.05)
 
 
 def memory(id_: str, **kw) -> MemoryRecord:
-    return MemoryRecord(id=id_, type=kw.pop("type", MemoryType.FACT), created=kw.pop("created", datetime(2026, 1, 1)),
-                        authority=kw.pop("authority", Authority.APPROVED), privacy=kw.pop("privacy", Privacy.PUBLIC),
-                        **kw)
+    return MemoryRecord(
+        id=id_,
+        type=kw.pop("type", MemoryType.FACT),
+        created=kw.pop("created", datetime(2026, 1, 1)),
+        authority=kw.pop("authority", Authority.APPROVED),
+        privacy=kw.pop("privacy", Privacy.PUBLIC),
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -57,11 +70,17 @@ def test_weights_and_settings_are_validated_by_name(tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(s_rel=st.floats(0, 1), s_irr=st.floats(0, 1), learned=st.lists(st.floats(0, 1), min_size=5, max_size=5),
-       w=st.lists(st.floats(0, 2), min_size=5, max_size=5), alpha=st.floats(0.1, 3))
+@given(
+    s_rel=st.floats(0, 1),
+    s_irr=st.floats(0, 1),
+    learned=st.lists(st.floats(0, 1), min_size=5, max_size=5),
+    w=st.lists(st.floats(0, 2), min_size=5, max_size=5),
+    alpha=st.floats(0.1, 3),
+)
 def test_relevance_dominates_learned_signals_only_tilt(s_rel, s_irr, learned, w, alpha):
-    weights = ResonanceWeights(similarity=alpha, experience=w[0], temporal=w[1], authority=w[2], task=w[3],
-                               activation=w[4])
+    weights = ResonanceWeights(
+        similarity=alpha, experience=w[0], temporal=w[1], authority=w[2], task=w[3], activation=w[4]
+    )
     tilting = ("experience", "temporal", "authority", "task", "activation")
     relevant = {"similarity": s_rel, "risk": 0, **{t: 0.0 for t in tilting}}
     favoured = dict(zip(tilting, learned), similarity=s_irr, risk=0)
@@ -103,8 +122,12 @@ def test_every_item_carries_its_source_and_the_block_names_it(store):
 
 def test_floor_filters_and_explains(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.6)) as s:
-        s.append([make_entry("s", 1, "rotate the deploy key every friday"),
-                  make_entry("s", 2, "lunch was pasta and salad today")])
+        s.append(
+            [
+                make_entry("s", 1, "rotate the deploy key every friday"),
+                make_entry("s", 2, "lunch was pasta and salad today"),
+            ]
+        )
         result = s.recall("rotate the deploy key every friday")
         assert [i.source for i in result.items] == [result.candidates[0].source]
         omitted = {c.text: c.why_not for c in result.omitted}
@@ -124,8 +147,9 @@ def test_secrets_and_private_facts_are_never_injected_where_they_must_not_be(sto
 
 
 def test_superseded_memory_is_a_candidate_only_for_history_questions(store):
-    store.memory.write(memory("old-rule", superseded_by=Supersession(id="new-rule", reason="new process")),
-                       "deploys need one approval")
+    store.memory.write(
+        memory("old-rule", superseded_by=Supersession(id="new-rule", reason="new process")), "deploys need one approval"
+    )
     store.memory.write(memory("new-rule"), "deploys need two approvals")
     store.ingest()
     now = store.recall(RecallContext("how many approvals do deploys need"))
@@ -162,7 +186,7 @@ def test_quotas_budget_and_character_cap(tmp_path):
 
 
 def test_trim_marks_and_cuts_at_a_word():
-    from lca.recall import _trim
+    from lca.recall.recaller import _trim
 
     text, trimmed = _trim("alpha beta gamma delta epsilon zeta eta theta", 30)
     assert trimmed and text.endswith(" [...]") and len(text) <= 30 and "gam" in text
@@ -175,13 +199,15 @@ def test_policies_none_and_adaptive(store):
     adaptive = RecallConfig(policy="adaptive", floor=0.99)
     skipped = store.recall(RecallContext("something unrelated entirely"), config=adaptive)
     assert skipped.action == "skip" and skipped.items == ()
-    shrink = store.recall(RecallContext("migration runbook", continues_previous_task=True,
-                                        previous_injection_used=False),
-                          config=RecallConfig(policy="adaptive", floor=0.05))
+    shrink = store.recall(
+        RecallContext("migration runbook", continues_previous_task=True, previous_injection_used=False),
+        config=RecallConfig(policy="adaptive", floor=0.05),
+    )
     assert shrink.action == "shrink" and shrink.budget == RecallConfig().token_budget // 2
-    deferred = store.recall(RecallContext("migration runbook", continues_previous_task=True,
-                                          previous_injection_used=True),
-                            config=RecallConfig(policy="adaptive", floor=0.05))
+    deferred = store.recall(
+        RecallContext("migration runbook", continues_previous_task=True, previous_injection_used=True),
+        config=RecallConfig(policy="adaptive", floor=0.05),
+    )
     assert deferred.action == "defer" and deferred.items == () and deferred.candidates
     assert all("defer" in c.why_not for c in deferred.candidates)
 
@@ -190,8 +216,11 @@ def test_users_can_change_the_authority_table(store):
     store.memory.write(memory("rule", authority=Authority.UNREVIEWED), "rotate keys monthly")
     store.ingest()
     default = store.recall("rotate keys monthly").candidates[0].terms["authority"]
-    custom = store.recall("rotate keys monthly", config=RecallConfig(floor=0.05, authority_table={
-        "memory:unreviewed": 0.1})).candidates[0].terms["authority"]
+    custom = (
+        store.recall("rotate keys monthly", config=RecallConfig(floor=0.05, authority_table={"memory:unreviewed": 0.1}))
+        .candidates[0]
+        .terms["authority"]
+    )
     assert default == 0.6 and custom == 0.1
     with pytest.raises(RecordFormatError) as info:
         RecallConfig(authority_table={"memory:rumour": 0.5})
@@ -242,8 +271,9 @@ def test_scores_are_finite_and_terms_in_range(store):
 
 
 def test_living_memory_variant_labels_wildcards_and_records_accesses(tmp_path):
-    config = RecallConfig(floor=0.0, memory_quota=5, transcript_quota=0, wildcard_mode="explore",
-                          weights=ResonanceWeights(activation=0.1))
+    config = RecallConfig(
+        floor=0.0, memory_quota=5, transcript_quota=0, wildcard_mode="explore", weights=ResonanceWeights(activation=0.1)
+    )
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=config) as s:
         for n in range(8):
             s.memory.write(memory(f"m{n}"), f"garden watering schedule variant {n}")
@@ -269,16 +299,30 @@ def test_living_memory_variant_labels_wildcards_and_records_accesses(tmp_path):
     assert info.value.field == "wildcard_mode"
 
 
-@pytest.mark.parametrize("text", ["AKIAABCDEFGHIJKLMNOP", "ghp_" + "a" * 36, "sk-" + "b" * 24, "xoxb-1234567890-abc",
-                                  "-----BEGIN RSA PRIVATE KEY-----", "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4",
-                                  "API_KEY = abcdef123456", "Password: correct-horse"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AKIAABCDEFGHIJKLMNOP",
+        "ghp_" + "a" * 36,
+        "sk-" + "b" * 24,
+        "xoxb-1234567890-abc",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4",
+        "API_KEY = abcdef123456",
+        "Password: correct-horse",
+    ],
+)
 def test_each_secret_shape_is_caught_through_the_prefilter(text):
     assert contains_secret(f"before {text} after")
 
 
 def test_task_relevance_uses_the_transcript_channel(store):
-    store.append([make_entry("s", 1, "the nightly backup job failed again", channel="ops"),
-                  make_entry("t", 1, "the nightly backup job failed again!", channel="random")])
+    store.append(
+        [
+            make_entry("s", 1, "the nightly backup job failed again", channel="ops"),
+            make_entry("t", 1, "the nightly backup job failed again!", channel="random"),
+        ]
+    )
     result = store.recall(RecallContext("nightly backup job failed", channel="ops"))
     by_channel = {c.source.split("#")[0]: c.terms["task"] for c in result.candidates}
     assert by_channel == {"transcript:s": 1.0, "transcript:t": 0.0}

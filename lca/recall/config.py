@@ -1,0 +1,147 @@
+"""Recall's declared settings: the resonance weights and everything else a recall is configured by."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from lca.errors import RecordFormatError
+
+DEFAULT_AUTHORITY = {
+    "memory:approved": 1.0,
+    "memory:reviewed": 0.8,
+    "memory:unreviewed": 0.6,
+    "memory:inferred": 0.4,
+    "transcript": 0.5,
+    "summary": 0.3,
+}
+
+
+TERMS = ("similarity", "experience", "temporal", "authority", "task", "activation", "risk")
+
+
+@dataclass(frozen=True)
+class ResonanceWeights:
+    """alpha..lambda of the resonance score; any may be set to zero to ablate its term."""
+
+    similarity: float = 1.0  # alpha
+    experience: float = 0.05  # beta
+    temporal: float = 0.05  # gamma
+    authority: float = 0.05  # delta
+    task: float = 0.05  # epsilon
+    activation: float = 0.0  # zeta: living-memory base-level activation, off unless the variant asks
+    risk: float = 1.0  # lambda
+
+    def __post_init__(self) -> None:
+        for name in TERMS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise RecordFormatError(f"weight must be a number, got {value!r}", field=name)
+            if not math.isfinite(value) or value < 0:
+                raise RecordFormatError(f"weight must be finite and >= 0, got {value!r}", field=name)
+
+    @property
+    def tilt_bound(self) -> float:
+        """The most E, T, A, Q and activation together can add to a candidate's score."""
+        return self.experience + self.temporal + self.authority + self.task + self.activation
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> ResonanceWeights:
+        unknown = set(data) - set(TERMS)
+        if unknown:
+            raise RecordFormatError(
+                f"unknown term(s) {sorted(unknown)}; known: {', '.join(TERMS)}", path=source, field=sorted(unknown)[0]
+            )
+        try:
+            return cls(**{k: data[k] for k in data})
+        except RecordFormatError as exc:
+            raise RecordFormatError(exc.reason, path=source, field=exc.field) from None
+
+    def with_overrides(self, overrides: Mapping[str, float]) -> ResonanceWeights:
+        return ResonanceWeights.from_mapping({**asdict(self), **overrides})
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Everything recall does besides weighting; parameters are plain numbers and strings."""
+
+    weights: ResonanceWeights = field(default_factory=ResonanceWeights)
+    pool: int = 50
+    floor: float = 0.50
+    memory_quota: int = 4
+    transcript_quota: int = 2
+    item_char_cap: int = 800
+    mmr_lambda: float = 0.75
+    token_budget: int = 1200
+    lexical_share: float = 0.25  # S = (1 - share) * cosine + share * BM25 normalized within the pool
+    half_life_days: float = 30.0
+    policy: str = "fixed-k"
+    wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
+    authority_table: Mapping[str, float] | None = None  # overrides DEFAULT_AUTHORITY rows
+
+    def __post_init__(self) -> None:
+        checks = {
+            "pool": self.pool >= 1,
+            "memory_quota": self.memory_quota >= 0,
+            "transcript_quota": self.transcript_quota >= 0,
+            "item_char_cap": self.item_char_cap >= 1,
+            "token_budget": self.token_budget >= 0,
+            "floor": -1.0 <= self.floor <= 1.0,
+            "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
+            "lexical_share": 0.0 <= self.lexical_share <= 1.0,
+            "half_life_days": self.half_life_days > 0,
+        }
+        for name, ok in checks.items():
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value) or not ok:
+                raise RecordFormatError(f"invalid value {value!r}", field=name)
+        for key, value in (self.authority_table or {}).items():
+            if key not in DEFAULT_AUTHORITY:
+                raise RecordFormatError(
+                    f"unknown authority row {key!r}; known: {', '.join(DEFAULT_AUTHORITY)}",
+                    field=f"authority_table.{key}",
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise RecordFormatError(f"must be a number in [0, 1], got {value!r}", field=f"authority_table.{key}")
+        if self.wildcard_mode not in ("precision", "balanced", "explore"):
+            raise RecordFormatError(
+                f"unknown wildcard mode {self.wildcard_mode!r}; known: precision, balanced, explore",
+                field="wildcard_mode",
+            )
+        if self.policy not in POLICIES:
+            raise RecordFormatError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}", field="policy")
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> RecallConfig:
+        """A YAML or JSON file: top-level config fields plus a ``weights`` mapping."""
+        import yaml
+
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise RecordFormatError(f"not valid YAML/JSON: {exc}", path=str(path)) from None
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str | None = None) -> RecallConfig:
+        if not isinstance(data, dict):
+            raise RecordFormatError("expected a mapping", path=source)
+        data = dict(data)
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise RecordFormatError(f"unknown setting(s) {sorted(unknown)}", path=source, field=sorted(unknown)[0])
+        weights = ResonanceWeights.from_mapping(data.pop("weights", {}) or {}, source=source)
+        try:
+            return cls(weights=weights, **data)
+        except RecordFormatError as exc:
+            raise RecordFormatError(exc.reason, path=source, field=exc.field) from None
+        except TypeError as exc:
+            raise RecordFormatError(str(exc), path=source) from None
+
+
+POLICIES = ("fixed-k", "adaptive", "none")

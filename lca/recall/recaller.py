@@ -1,0 +1,366 @@
+"""The recall pipeline: score the candidates, filter, apply quotas and MMR, fit the budget, log."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
+from lca.recall.config import RecallConfig
+from lca.recall.records import RecallContext, RecallResult, ScoredCandidate
+from lca.recall.terms import (
+    DEFAULT_AUTHORITY,
+    authority_term,
+    experience_term,
+    resonance_score,
+    risk_term,
+    similarity_term,
+    task_term,
+    temporal_term,
+)
+from lca.secrets import contains_secret
+from lca.types import SourceType, as_utc
+
+
+# ---- the pipeline ----------------------------------------------------------------------
+def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
+    if not timestamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    return (as_utc(as_of) - as_utc(moment)).total_seconds() / 86400.0
+
+
+def _trim(text: str, cap: int) -> tuple[str, bool]:
+    """Shorten to ``cap`` characters at a word boundary, marked, so a trimmed item never reads as whole."""
+    if len(text) <= cap:
+        return text, False
+    cut = text.rfind(" ", 0, cap - 6)
+    cut = cut if cut > cap // 2 else cap - 6
+    return text[:cut].rstrip() + " [...]", True
+
+
+class Recaller:
+    """Runs recall over one substrate's index, memory files and experience log.
+
+    ``memory_files`` maps memory ids to loaded memory files; ``experience`` maps a target
+    ("memory:<id>" or a transcript pointer key) to its event counts; ``count_tokens``
+    counts tokens the way the host's model does (the caller supplies it).
+    """
+
+    def __init__(
+        self,
+        index,
+        *,
+        memory_files: Callable[[], Mapping[str, Any]],
+        experience: Callable[[], Mapping[str, Mapping[str, int]]],
+        count_tokens: Callable[[str], int],
+        config: RecallConfig | None = None,
+        log_path: Path | None = None,
+        retrievals=None,
+    ) -> None:
+        self.index = index
+        self.retrievals = retrievals
+        self.memory_files = memory_files
+        self.experience = experience
+        self.count_tokens = count_tokens
+        self.config = config or RecallConfig()
+        self.log_path = log_path
+
+    def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
+        cfg = config or self.config
+        started = time.perf_counter()
+        if cfg.policy == "none":
+            return self._finish(context, cfg, "none", [], [], started)
+        scored, vectors = self._score(context, cfg)
+        action = "inject"
+        quotas = {"memory": cfg.memory_quota, "transcript": cfg.transcript_quota}
+        budget = cfg.token_budget
+        if cfg.policy == "adaptive":
+            best = max((c.cosine for c in scored), default=0.0)
+            if best < cfg.floor:
+                action = "skip"  # nothing relevant enough: inject nothing rather than noise
+            elif context.continues_previous_task and context.previous_injection_used is False:
+                action = "shrink"  # the last injection went unused on this same task: halve the offer
+            elif context.continues_previous_task and context.previous_injection_used:
+                action = "defer"  # the working set already holds what this task used: offer nothing new now
+            elif not any(c.source_type == "memory" for c in scored):
+                quotas["transcript"] += quotas["memory"]  # a role with no memories leans on its transcript
+            if action == "shrink":
+                quotas = {k: v // 2 for k, v in quotas.items()}
+                budget //= 2
+        if action in ("skip", "defer"):
+            scored = [replace(c, why_not=c.why_not or f"adaptive policy: {action} this turn") for c in scored]
+            return self._finish(context, cfg, action, [], scored, started, budget)
+        selected, rest = self._select(scored, vectors, cfg, quotas, budget)
+        return self._finish(context, cfg, action, selected, rest, started, budget)
+
+    # -- scoring
+    def _score(self, context: RecallContext, cfg: RecallConfig) -> tuple[list[ScoredCandidate], dict[str, np.ndarray]]:
+        index = self.index
+        qvec = index.query_vector(context.query)
+        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec)
+        if not hits:
+            return [], {}
+        vectors = index.vectors_for_hits(hits)
+        best_lexical = max((h.lexical_score or 0.0 for h in hits), default=0.0) or 1.0
+        as_of = context.as_of or datetime.now(UTC)
+        memories = self.memory_files()
+        experience = self.experience()
+        markers = context.task_markers()
+        weights = cfg.weights
+        history = self.retrievals.by_target() if self.retrievals is not None else {}
+        now_s = time.time()
+        authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
+        out: list[ScoredCandidate] = []
+        for hit in hits:
+            cosine = float(vectors[hit.chunk_id] @ qvec)
+            if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
+                cosine = max(cosine, float(hit.dense_score))
+            lexical_norm = (hit.lexical_score or 0.0) / best_lexical
+            s = similarity_term(cosine, lexical_norm, lexical_share=cfg.lexical_share)
+            private_in_public = superseded = expired = conflict = outside_role = False
+            if hit.pointer.source_type is SourceType.MEMORY:
+                memory = memories.get(hit.pointer.memory_id)
+                record = memory.record if memory is not None else None
+                counts = experience.get(f"memory:{hit.pointer.memory_id}", {})
+                authority_key = f"memory:{record.authority.value}" if record else "memory:unreviewed"
+                tags = {t.lower() for t in (record.tags + record.projects)} if record else set()
+                if record is not None:
+                    private_in_public = context.public_channel and record.privacy.value != "public"
+                    superseded = record.superseded_by is not None
+                    expired = bool(
+                        (record.valid_to and as_utc(record.valid_to) < as_utc(as_of))
+                        or (record.valid_from and as_utc(record.valid_from) > as_utc(as_of))
+                    )
+                    conflict = bool(record.conflicts)
+                    outside_role = bool(
+                        context.role and record.roles and context.role.lower() not in {r.lower() for r in record.roles}
+                    )
+                source_type = "memory"
+            else:
+                counts = experience.get(hit.pointer.key(), {})
+                authority_key, source_type = "transcript", "transcript"
+                tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
+            e = experience_term(counts)
+            # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
+            t = temporal_term(
+                _age_days(hit.timestamp, as_of), e if weights.experience > 0 else 0.5, half_life_days=cfg.half_life_days
+            )
+            a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
+            q = task_term(tags, markers)
+            k, reasons = risk_term(
+                private_in_public=private_in_public,
+                secret=contains_secret(hit.text),
+                superseded=superseded,
+                expired=expired,
+                about_history=context.about_history,
+                conflict=conflict,
+                outside_role=outside_role,
+            )
+            act = 0.0
+            if weights.activation > 0 or cfg.wildcard_mode != "precision":
+                act = activation_term(base_level_activation(history.get(hit.pointer.key(), []), now_s))
+            terms = {
+                "similarity": s,
+                "experience": e,
+                "temporal": t,
+                "authority": a,
+                "task": q,
+                "activation": act,
+                "risk": k,
+            }
+            score = resonance_score(terms, weights)
+            why_not = None
+            if {"secret or credential", "private in a public channel"} & set(reasons):
+                why_not = f"policy filter: {', '.join(reasons)}"
+            elif {"superseded", "expired"} & set(reasons):
+                why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
+            elif cosine < cfg.floor:
+                why_not = f"below the similarity floor ({cosine:.3f} < {cfg.floor:.2f})"
+            out.append(
+                ScoredCandidate(
+                    hit.chunk_id,
+                    hit.pointer.key(),
+                    source_type,
+                    authority_key,
+                    hit.text,
+                    hit.timestamp,
+                    cosine,
+                    terms,
+                    score,
+                    tuple(reasons),
+                    why_not=why_not,
+                )
+            )
+        out.sort(key=lambda c: (-c.score, c.chunk_id))
+        self._query_shape = query_shape(qvec)
+        return out, vectors
+
+    # -- selection
+    def _select(
+        self,
+        scored: list[ScoredCandidate],
+        vectors: Mapping[str, np.ndarray],
+        cfg: RecallConfig,
+        quotas: dict[str, int],
+        budget: int,
+    ) -> tuple[list[ScoredCandidate], list[ScoredCandidate]]:
+        eligible = [c for c in scored if c.why_not is None]
+        decided: dict[str, ScoredCandidate] = {c.chunk_id: c for c in scored if c.why_not is not None}
+        chosen: list[ScoredCandidate] = []
+        used = {"memory": 0, "transcript": 0}
+        tokens = 0
+        remaining = list(eligible)
+        share, temperature = WILDCARD_MODES[cfg.wildcard_mode]
+        n_wild = int(round(share * sum(quotas.values())))
+        main_slots = sum(quotas.values()) - n_wild
+        while remaining and len(chosen) < main_slots:
+            # MMR: relevance against redundancy with what is already chosen
+            def mmr(c: ScoredCandidate) -> float:
+                if not chosen:
+                    return c.score
+                redundancy = max(float(vectors[c.chunk_id] @ vectors[s.chunk_id]) for s in chosen)
+                return cfg.mmr_lambda * c.score - (1.0 - cfg.mmr_lambda) * redundancy
+
+            best = min(remaining, key=lambda c: (-mmr(c), c.chunk_id))
+            remaining.remove(best)
+            if used[best.source_type] >= quotas[best.source_type]:
+                decided[best.chunk_id] = replace(
+                    best, why_not=f"{best.source_type} quota ({quotas[best.source_type]}) reached"
+                )
+                continue
+            text, trimmed = _trim(best.text, cfg.item_char_cap)
+            cost = self.count_tokens(self._render_item(len(chosen) + 1, best, text))
+            if tokens + cost > budget:
+                decided[best.chunk_id] = replace(
+                    best, why_not=f"token budget: needs {cost}, {budget - tokens} of {budget} left"
+                )
+                continue
+            tokens += cost
+            used[best.source_type] += 1
+            chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
+        if n_wild:
+            chosen, tokens = self._wildcards(
+                remaining, decided, chosen, used, quotas, tokens, budget, n_wild, temperature, cfg
+            )
+        picked = {x.chunk_id for x in chosen}
+        for c in remaining:
+            if c.chunk_id in decided or c.chunk_id in picked:
+                continue
+            if used[c.source_type] >= quotas[c.source_type]:
+                reason = f"{c.source_type} quota ({quotas[c.source_type]}) reached"
+            else:
+                reason = "not picked: the remaining slots are reserved for wildcards"
+            decided[c.chunk_id] = replace(c, why_not=reason)
+        rest = [decided[c.chunk_id] for c in scored if c.chunk_id in decided]
+        return chosen, rest
+
+    def _wildcards(self, remaining, decided, chosen, used, quotas, tokens, budget, n_wild, temperature, cfg):
+        """Reserved slots for relevant but dormant records, by an exploration bonus that decays as
+        a record is examined; each pick is labeled a wildcard."""
+        history = self.retrievals.by_target() if self.retrievals is not None else {}
+        examined = {key: sum(1 for a in accesses if a.wildcard) for key, accesses in history.items()}
+        total = sum(examined.values())
+        dormant = [c for c in remaining if c.terms.get("activation", 0.0) < 0.5]
+        dormant.sort(key=lambda c: (-(c.score + ucb_bonus(examined.get(c.source, 0), total, temperature)), c.chunk_id))
+        picked = 0
+        for c in dormant:
+            if picked >= n_wild:
+                break
+            if used[c.source_type] >= quotas[c.source_type]:
+                continue
+            text, trimmed = _trim(c.text, cfg.item_char_cap)
+            item = replace(c, wildcard=True)
+            cost = self.count_tokens(self._render_item(len(chosen) + 1, item, text))
+            if tokens + cost > budget:
+                decided[c.chunk_id] = replace(c, why_not=f"token budget (wildcard): needs {cost}")
+                continue
+            tokens += cost
+            used[c.source_type] += 1
+            picked += 1
+            chosen.append(replace(item, injected=True, tokens=cost, trimmed=trimmed, text=text))
+        return chosen, tokens
+
+    @staticmethod
+    def _render_item(number: int, item: ScoredCandidate, text: str) -> str:
+        when = f", {item.timestamp}" if item.timestamp else ""
+        label = "wildcard: dormant record offered for exploration, " if item.wildcard else ""
+        return f"[{number}] {item.source} ({label}{item.authority_key}, weight {item.score:.3f}{when})\n{text}\n"
+
+    def _finish(
+        self,
+        context: RecallContext,
+        cfg: RecallConfig,
+        action: str,
+        items: list[ScoredCandidate],
+        rest: list[ScoredCandidate],
+        started: float,
+        budget: int | None = None,
+    ) -> RecallResult:
+        budget = cfg.token_budget if budget is None else budget
+        tokens = sum(i.tokens for i in items)
+        body = "".join(self._render_item(n, item, item.text) for n, item in enumerate(items, 1))
+        block = (
+            f'<recalled-context policy="{cfg.policy}" action="{action}" items="{len(items)}" '
+            f'tokens="{tokens}/{budget}">\n{body}</recalled-context>\n'
+        )
+        ordered = sorted([*items, *rest], key=lambda c: (-c.score, c.chunk_id))
+        result = RecallResult(
+            context,
+            cfg.policy,
+            action,
+            tuple(items),
+            tuple(ordered),
+            tokens,
+            budget,
+            (time.perf_counter() - started) * 1000.0,
+            block,
+        )
+        if self.log_path is not None:
+            self._log(result, cfg)
+        if self.retrievals is not None and items:
+            shape = getattr(self, "_query_shape", 0)
+            self.retrievals.record(Access(i.source, time.time(), shape, i.wildcard) for i in items)
+        return result
+
+    def _log(self, result: RecallResult, cfg: RecallConfig) -> None:
+        """One JSONL record per recall, one row per candidate: the raw material for fitting weights."""
+        if self.log_path is None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "at": time.time(),
+            "query": result.context.query,
+            "policy": result.policy,
+            "action": result.action,
+            "weights": asdict(cfg.weights),
+            "floor": cfg.floor,
+            "tokens": result.tokens,
+            "budget": result.budget,
+            "latency_ms": round(result.latency_ms, 3),
+            "candidates": [
+                {
+                    "chunk_id": c.chunk_id,
+                    "source": c.source,
+                    "cosine": round(c.cosine, 6),
+                    "terms": {k: round(v, 6) for k, v in c.terms.items()},
+                    "score": round(c.score, 6),
+                    "injected": c.injected,
+                    "wildcard": c.wildcard,
+                    "why_not": c.why_not,
+                }
+                for c in result.candidates
+            ],
+        }
+        with open(self.log_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")

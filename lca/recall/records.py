@@ -1,0 +1,73 @@
+"""What one recall serves and returns: the turn's context, each scored candidate, the result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from lca.recall.config import TERMS, ResonanceWeights
+
+
+# ---- records ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecallContext:
+    """The turn recall serves: the query and the task markers around it."""
+
+    query: str
+    role: str | None = None
+    project: str | None = None
+    channel: str | None = None
+    command: str | None = None
+    public_channel: bool = False
+    as_of: datetime | None = None
+    about_history: bool = False
+    exact_wording: bool = False
+    continues_previous_task: bool = False
+    previous_injection_used: bool | None = None
+
+    def task_markers(self) -> set[str]:
+        return {m.lower() for m in (self.role, self.project, self.channel, self.command) if m}
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    """One candidate with every term, its score, and what became of it."""
+
+    chunk_id: str
+    source: str  # the pointer key
+    source_type: str  # memory | transcript
+    authority_key: str  # the authority table row it used
+    text: str
+    timestamp: str | None
+    cosine: float
+    terms: Mapping[str, float]
+    score: float
+    risk_reasons: tuple[str, ...] = ()
+    injected: bool = False
+    why_not: str | None = None
+    tokens: int = 0
+    trimmed: bool = False
+    wildcard: bool = False
+
+    def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
+        return {name: (-1 if name == "risk" else 1) * getattr(weights, name) * self.terms[name] for name in TERMS}
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What recall injected, what it left out and why, and the rendered block."""
+
+    context: RecallContext
+    policy: str
+    action: str  # inject | shrink | skip | defer | none
+    items: tuple[ScoredCandidate, ...]
+    candidates: tuple[ScoredCandidate, ...]
+    tokens: int
+    budget: int
+    latency_ms: float
+    block: str
+
+    @property
+    def omitted(self) -> tuple[ScoredCandidate, ...]:
+        return tuple(c for c in self.candidates if not c.injected)

@@ -1,0 +1,110 @@
+"""The resonance terms, each its own function in [0, 1], and the score that weighs them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from lca.errors import RecordFormatError
+from lca.recall.config import DEFAULT_AUTHORITY, ResonanceWeights
+
+
+# ---- the terms -------------------------------------------------------------------------
+def similarity_term(cosine: float, lexical_norm: float, *, lexical_share: float) -> float:
+    """S: hybrid similarity in [0, 1]: the dense cosine (clipped at 0) blended with BM25 normalized
+    by the best BM25 score in the candidate pool."""
+    return (1.0 - lexical_share) * max(0.0, cosine) + lexical_share * lexical_norm
+
+
+EXPERIENCE_EVENT_WEIGHTS = {
+    "used": 1.0,
+    "approved": 2.0,
+    "prevented_mistake": 3.0,
+    "corrected": -2.0,
+    "contradicted": -3.0,
+}
+
+
+def experience_term(counts: Mapping[str, int], *, normalization: str = "sigmoid", cap: float = 1.0) -> float:
+    """E: learned retrieval metadata in [0, 1], from what happened to a memory, never from its content.
+
+    Each event kind has a signed weight; counts enter through log1p so that repetition saturates.
+    ``sigmoid`` maps the evidence to (0, 1) with 0.5 for no history; ``log`` to [0, 1] by
+    log1p(positive evidence) / log1p(50); ``cap`` clips the raw evidence to [0, cap] / cap.
+    """
+    raw = sum(EXPERIENCE_EVENT_WEIGHTS.get(kind, 0.0) * math.log1p(max(0, n)) for kind, n in counts.items())
+    if normalization == "sigmoid":
+        return 1.0 / (1.0 + math.exp(-raw))
+    if normalization == "log":
+        return min(1.0, math.log1p(max(0.0, raw)) / math.log1p(50.0))
+    if normalization == "cap":
+        return min(max(raw, 0.0), cap) / cap
+    raise RecordFormatError(f"unknown normalization {normalization!r}; known: sigmoid, log, cap", field="normalization")
+
+
+def temporal_term(age_days: float | None, experience: float, *, half_life_days: float) -> float:
+    """T: a decaying boost in [0, 1]. Experience stretches the half-life (up to 5x), so a
+    foundational decision outlives routine chatter of the same age."""
+    if age_days is None:
+        return 0.0
+    stretched = half_life_days * (1.0 + 4.0 * max(0.0, experience - 0.5) * 2.0)
+    return 0.5 ** (max(0.0, age_days) / stretched)
+
+
+def authority_term(
+    source_key: str, *, exact_wording: bool = False, table: Mapping[str, float] = DEFAULT_AUTHORITY
+) -> float:
+    """A: source authority from a table users can change; the raw transcript outranks every
+    derived source when exact wording is asked for."""
+    if exact_wording and source_key == "transcript":
+        return 1.0
+    return float(table.get(source_key, 0.0))
+
+
+def task_term(item_tags: set[str], context_tags: set[str]) -> float:
+    """Q: the share of the active task's markers (role, project, channel, command) the item carries."""
+    if not context_tags:
+        return 0.0
+    return len(item_tags & context_tags) / len(context_tags)
+
+
+def risk_term(
+    *,
+    private_in_public: bool,
+    secret: bool,
+    superseded: bool,
+    expired: bool,
+    about_history: bool,
+    conflict: bool = False,
+    outside_role: bool = False,
+) -> tuple[float, list[str]]:
+    """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
+    a superseded or expired memory is maximal unless the query is about history."""
+    reasons = []
+    if secret:
+        reasons.append("secret or credential")
+    if private_in_public:
+        reasons.append("private in a public channel")
+    if (superseded or expired) and not about_history:
+        reasons.append("superseded" if superseded else "expired")
+    if conflict:
+        reasons.append("unresolved conflict")
+    if outside_role:
+        reasons.append("outside the role's authority")
+    if not reasons:
+        return 0.0, []
+    hard = {"secret or credential", "private in a public channel", "superseded", "expired"}
+    return (1.0 if hard & set(reasons) else 0.5), reasons
+
+
+def resonance_score(terms: Mapping[str, float], weights: ResonanceWeights) -> float:
+    """R = alpha*S + beta*E + gamma*T + delta*A + epsilon*Q - lambda*K."""
+    return (
+        weights.similarity * terms["similarity"]
+        + weights.experience * terms["experience"]
+        + weights.temporal * terms["temporal"]
+        + weights.authority * terms["authority"]
+        + weights.task * terms["task"]
+        + weights.activation * terms.get("activation", 0.0)
+        - weights.risk * terms["risk"]
+    )
