@@ -22,6 +22,18 @@ from conditions.base import (
     render_items,
 )
 
-__all__ = ["ROLES", "Condition", "ConditionRuntime", "ContextPacket", "InjectedItem", "Probe", "Session",
-           "available_conditions", "build_condition", "clone", "condition_class", "register_condition",
-           "render_items"]
+__all__ = [
+    "ROLES",
+    "Condition",
+    "ConditionRuntime",
+    "ContextPacket",
+    "InjectedItem",
+    "Probe",
+    "Session",
+    "available_conditions",
+    "build_condition",
+    "clone",
+    "condition_class",
+    "register_condition",
+    "render_items",
+]

@@ -47,13 +47,13 @@ class Probe:
 class InjectedItem:
     """One piece of context a condition put in front of the model, and where it came from."""
 
-    kind: str                        # identity | summary | memory | transcript | handoff | critical
-    source: str                      # a source pointer key, a file name, or a summary id
+    kind: str  # identity | summary | memory | transcript | handoff | critical
+    source: str  # a source pointer key, a file name, or a summary id
     text: str
     tokens: int
     authority: str | None = None
     score: float | None = None
-    pointers: tuple[str, ...] = ()   # transcript entries it rests on, as "session#entry"
+    pointers: tuple[str, ...] = ()  # transcript entries it rests on, as "session#entry"
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,25 @@ class ContextPacket:
         return "\n".join(item.text for item in self.items)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"condition": self.condition, "injected_tokens": self.injected_tokens,
-                "budget_tokens": self.budget_tokens, "recall_latency_ms": round(self.recall_latency_ms, 3),
-                "items": [{"kind": i.kind, "source": i.source, "tokens": i.tokens, "authority": i.authority,
-                           "score": i.score, "pointers": list(i.pointers), "text": i.text[:2000]}
-                          for i in self.items],
-                "notes": dict(self.notes)}
+        return {
+            "condition": self.condition,
+            "injected_tokens": self.injected_tokens,
+            "budget_tokens": self.budget_tokens,
+            "recall_latency_ms": round(self.recall_latency_ms, 3),
+            "items": [
+                {
+                    "kind": i.kind,
+                    "source": i.source,
+                    "tokens": i.tokens,
+                    "authority": i.authority,
+                    "score": i.score,
+                    "pointers": list(i.pointers),
+                    "text": i.text[:2000],
+                }
+                for i in self.items
+            ],
+            "notes": dict(self.notes),
+        }
 
 
 # ---- the runtime a condition is attached to -----------------------------------------------------
@@ -165,8 +178,14 @@ class Condition:
         """Release what ``attach`` and ``reset`` opened (stores, indexes)."""
 
     # -- helpers shared by the conditions
-    def _packet(self, probe: Probe, items: Sequence[InjectedItem], *, latency_ms: float = 0.0,
-                notes: Mapping[str, Any] | None = None) -> ContextPacket:
+    def _packet(
+        self,
+        probe: Probe,
+        items: Sequence[InjectedItem],
+        *,
+        latency_ms: float = 0.0,
+        notes: Mapping[str, Any] | None = None,
+    ) -> ContextPacket:
         """Render the items the same way for every condition and hold them to the budget: the
         injected count is of the rendered text itself; items are dropped from the end (the lowest
         priority) until it fits, and the drops are noted."""
@@ -179,12 +198,14 @@ class Condition:
                 break
             dropped.append(items.pop().source)
         messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": probe.question}]
+            {"role": "user", "content": probe.question}
+        ]
         notes = dict(notes or {})
         if dropped:
             notes["dropped_for_budget"] = dropped
-        return ContextPacket(self.name, tuple(messages), tuple(items), tokens if items else 0, self.budget_tokens,
-                             latency_ms, notes)
+        return ContextPacket(
+            self.name, tuple(messages), tuple(items), tokens if items else 0, self.budget_tokens, latency_ms, notes
+        )
 
     def _fit(self, text: str, budget: int | None = None) -> str:
         """The longest prefix of whole lines within ``budget`` (default the condition's), then whole
@@ -215,8 +236,10 @@ def clone(condition: Condition) -> Condition:
     copy = type(condition)(**params)
     changed = sorted(name for name, value in params.items() if getattr(copy, name, None) is not value)
     if changed:
-        raise LCAError(f"cannot clone condition '{condition.name}': its constructor does not store parameter(s) "
-                       f"{', '.join(changed)} as given")
+        raise LCAError(
+            f"cannot clone condition '{condition.name}': its constructor does not store parameter(s) "
+            f"{', '.join(changed)} as given"
+        )
     return copy
 
 

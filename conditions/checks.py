@@ -44,10 +44,18 @@ RuntimeFactory = Callable[[Path], ConditionRuntime]
 Check = Callable[..., None]
 
 CONTRACT_HISTORY: tuple[tuple[str, ...], ...] = (
-    ("My sister Lucia lives in Lisbon and works as a nurse.", "Noted: Lucia, a nurse in Lisbon.",
-     "We decided the billing service moves to PostgreSQL 16.", "Understood, PostgreSQL 16 it is."),
-    ("I adopted a grey cat called Pebble last week.", "Congratulations on Pebble!",
-     "Please always answer me briefly.", "I will keep answers brief."),
+    (
+        "My sister Lucia lives in Lisbon and works as a nurse.",
+        "Noted: Lucia, a nurse in Lisbon.",
+        "We decided the billing service moves to PostgreSQL 16.",
+        "Understood, PostgreSQL 16 it is.",
+    ),
+    (
+        "I adopted a grey cat called Pebble last week.",
+        "Congratulations on Pebble!",
+        "Please always answer me briefly.",
+        "I will keep answers brief.",
+    ),
 )
 CONTRACT_PROBE = Probe("p1", "Where does Lucia live and what is her job?", "2026-03-05T09:00:00")
 BUDGETS = (12, 40, 400)
@@ -66,10 +74,17 @@ def contract_history(prefix: str = "h", texts: Sequence[Sequence[str]] = CONTRAC
     """Sessions of alternating user and assistant turns, ids ``{prefix}{session}:{turn}``."""
     sessions = []
     for s, turns in enumerate(texts, 1):
-        entries = tuple(TranscriptEntry(id=f"{prefix}{s}:{n}", session_id=f"{prefix}{s}", agent_id="agent",
-                                        kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN,
-                                        timestamp=f"2026-03-0{s}T10:00:{n:02d}", content=text)
-                        for n, text in enumerate(turns, 1))
+        entries = tuple(
+            TranscriptEntry(
+                id=f"{prefix}{s}:{n}",
+                session_id=f"{prefix}{s}",
+                agent_id="agent",
+                kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN,
+                timestamp=f"2026-03-0{s}T10:00:{n:02d}",
+                content=text,
+            )
+            for n, text in enumerate(turns, 1)
+        )
         sessions.append(Session(f"{prefix}{s}", entries))
     return sessions
 
@@ -89,9 +104,12 @@ def label(condition: Condition) -> str:
     name = condition.name or type(condition).__qualname__
     try:
         defaults = {k: p.default for k, p in _signature_params(type(condition)).items()}
-        changed = {k: v for k, v in condition.get_params().items()
-                   if k in defaults and is_plain_parameter(v) and defaults[k] != v}
-    except Exception:   # the checks will say what is wrong with it
+        changed = {
+            k: v
+            for k, v in condition.get_params().items()
+            if k in defaults and is_plain_parameter(v) and defaults[k] != v
+        }
+    except Exception:  # the checks will say what is wrong with it
         return name
     return f"{name}({','.join(format_assignments(changed))})" if changed else name
 
@@ -139,8 +157,13 @@ class _Workdirs:
         self._tmp.cleanup()
 
 
-def _run(condition: Condition, runtime_factory: RuntimeFactory, workdir: Path,
-         sessions: Sequence[Session] | None = None, probe: Probe = CONTRACT_PROBE) -> ContextPacket:
+def _run(
+    condition: Condition,
+    runtime_factory: RuntimeFactory,
+    workdir: Path,
+    sessions: Sequence[Session] | None = None,
+    probe: Probe = CONTRACT_PROBE,
+) -> ContextPacket:
     """A clone, attached to a fresh runtime, fed the history, asked the probe, closed."""
     fresh = clone(condition).attach(runtime_factory(workdir))
     try:
@@ -166,8 +189,9 @@ def check_constructor_stores_plain_parameters(condition: Condition) -> None:
     for name, p in params.items():
         assert p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD), f"the constructor takes *{name}; name each parameter"
         assert p.default is not p.empty, f"parameter '{name}' has no default"
-        assert is_plain_parameter(p.default), \
+        assert is_plain_parameter(p.default), (
             f"parameter '{name}' defaults to a {type(p.default).__name__}, not a plain string or number"
+        )
     default = cls()
     extra = sorted(set(vars(default)) - set(params))
     assert not extra, f"the constructor set attribute(s) {', '.join(extra)} besides its parameters"
@@ -175,8 +199,9 @@ def check_constructor_stores_plain_parameters(condition: Condition) -> None:
     built = cls(**given)
     for name, value in given.items():
         stored = getattr(built, name, None)
-        assert type(stored) is type(value) and stored == value, \
+        assert type(stored) is type(value) and stored == value, (
             f"the constructor stored parameter '{name}' as {stored!r} when given {value!r}"
+        )
 
 
 def check_get_params_round_trip(condition: Condition) -> None:
@@ -206,8 +231,9 @@ def check_set_params(condition: Condition) -> None:
     try:
         target.set_params(no_such_parameter=1, **({first: changed[first]} if first else {}))
     except LCAError as error:
-        assert "no_such_parameter" in str(error) and all(name in str(error) for name in before), \
+        assert "no_such_parameter" in str(error) and all(name in str(error) for name in before), (
             f"refusing an unknown name, set_params said '{error}' without naming it and the known parameters"
+        )
     else:
         raise AssertionError("set_params(no_such_parameter=1) was accepted")
     assert target.get_params() == before, "a refused set_params(...) still changed parameters"
@@ -217,11 +243,12 @@ def check_clone(condition: Condition) -> None:
     """``clone`` gives a new, unattached instance of the same class with equal parameters that changes
     independently of the original."""
     original = clone(condition)
-    original.attach(ConditionRuntime(workdir=Path(tempfile.gettempdir())))   # attached, never reset nor used
+    original.attach(ConditionRuntime(workdir=Path(tempfile.gettempdir())))  # attached, never reset nor used
     copy = clone(original)
     assert copy is not original and type(copy) is type(original), "clone did not give a new instance of the class"
-    assert copy.get_params() == original.get_params(), \
+    assert copy.get_params() == original.get_params(), (
         f"clone has parameters {copy.get_params()}, the original {original.get_params()}"
+    )
     assert not hasattr(copy, "runtime"), "clone of an attached condition is attached too"
     before = original.get_params()
     copy.set_params(**{name: _other_value(value) for name, value in before.items()})
@@ -236,10 +263,12 @@ def check_interface_packet_and_determinism(condition: Condition, runtime_factory
         second = _run(condition, runtime_factory, workdir("b"))
     assert isinstance(first, ContextPacket), f"build_context returned {type(first).__name__}, not a ContextPacket"
     assert first.condition == condition.name, f"the packet names '{first.condition}', not '{condition.name}'"
-    assert first.messages and first.messages[-1] == {"role": "user", "content": CONTRACT_PROBE.question}, \
+    assert first.messages and first.messages[-1] == {"role": "user", "content": CONTRACT_PROBE.question}, (
         "the last message is not the probe's question from the user"
-    assert all(set(m) == {"role", "content"} and isinstance(m["content"], str) for m in first.messages), \
+    )
+    assert all(set(m) == {"role", "content"} and isinstance(m["content"], str) for m in first.messages), (
         "a message is not a {role, content} pair of strings"
+    )
     assert all(isinstance(i, InjectedItem) for i in first.items), "an injected item is not an InjectedItem"
     assert first.recall_latency_ms >= 0.0, f"negative recall latency {first.recall_latency_ms}"
     assert _shape(first) == _shape(second), "two runs of the same history gave different packets"
@@ -260,11 +289,13 @@ def check_injected_tokens_within_budget(condition: Condition, runtime_factory: R
                 fresh.close()
             rendered = packet.messages[0]["content"] if packet.messages[0]["role"] == "system" else ""
             assert packet.budget_tokens == budget, f"the packet states budget {packet.budget_tokens}, not {budget}"
-            assert runtime.count_tokens(rendered) == packet.injected_tokens, \
-                f"at budget {budget} the packet claims {packet.injected_tokens} injected tokens, " \
+            assert runtime.count_tokens(rendered) == packet.injected_tokens, (
+                f"at budget {budget} the packet claims {packet.injected_tokens} injected tokens, "
                 f"the system message has {runtime.count_tokens(rendered)}"
-            assert packet.injected_tokens <= budget, \
+            )
+            assert packet.injected_tokens <= budget, (
                 f"injected {packet.injected_tokens} tokens over a budget of {budget}"
+            )
 
 
 def check_no_access_to_gold(condition: Condition, runtime_factory: RuntimeFactory) -> None:
@@ -293,21 +324,30 @@ def check_reset_forgets_history(condition: Condition, runtime_factory: RuntimeFa
             again = used.build_context(CONTRACT_PROBE)
         finally:
             used.close()
-    assert _shape(forgotten) == _shape(never), \
+    assert _shape(forgotten) == _shape(never), (
         "after reset() the packet differs from that of a condition that never saw the history"
+    )
     assert _shape(again) == _shape(remembered), "replaying the history after reset() gives a different packet"
 
 
 _PARAMETER_CHECKS: tuple[Callable[[Condition], None], ...] = (
-    check_constructor_stores_plain_parameters, check_get_params_round_trip, check_set_params, check_clone)
+    check_constructor_stores_plain_parameters,
+    check_get_params_round_trip,
+    check_set_params,
+    check_clone,
+)
 _RUNTIME_CHECKS: tuple[Callable[[Condition, RuntimeFactory], None], ...] = (
-    check_interface_packet_and_determinism, check_injected_tokens_within_budget, check_no_access_to_gold,
-    check_reset_forgets_history)
+    check_interface_packet_and_determinism,
+    check_injected_tokens_within_budget,
+    check_no_access_to_gold,
+    check_reset_forgets_history,
+)
 
 
 # ---- running them ---------------------------------------------------------------------------------
-def _named(check: Callable[..., None], condition: Condition, needs_runtime: bool,
-           bound_factory: RuntimeFactory | None) -> Check:
+def _named(
+    check: Callable[..., None], condition: Condition, needs_runtime: bool, bound_factory: RuntimeFactory | None
+) -> Check:
     """The check as a callable ``check(runtime_factory=None)`` that reports failures by check and condition."""
     who = label(condition)
 
@@ -323,7 +363,7 @@ def _named(check: Callable[..., None], condition: Condition, needs_runtime: bool
                 check(condition, factory)
         except ConditionCheckError:
             raise
-        except Exception as error:   # any failure, assertion or crash, is the condition's
+        except Exception as error:  # any failure, assertion or crash, is the condition's
             reason = str(error) or type(error).__name__
             if not isinstance(error, AssertionError):
                 reason = f"{type(error).__name__}: {reason}"
@@ -332,8 +372,9 @@ def _named(check: Callable[..., None], condition: Condition, needs_runtime: bool
     return run
 
 
-def condition_checks(condition: Condition | str,
-                     runtime_factory: RuntimeFactory | None = None) -> Iterator[tuple[str, Check]]:
+def condition_checks(
+    condition: Condition | str, runtime_factory: RuntimeFactory | None = None
+) -> Iterator[tuple[str, Check]]:
     """``(check_name, check)`` for every contract check, bound to the condition; call ``check()`` (or
     ``check(runtime_factory)`` when none was given here)."""
     resolved = _resolve(condition)
@@ -349,8 +390,9 @@ def check_condition(condition_or_name: Condition | str, runtime_factory: Runtime
         check()
 
 
-def parametrize_with_checks(names_or_conditions: Iterable[Condition | str],
-                            runtime_factory: RuntimeFactory | None = None) -> Any:
+def parametrize_with_checks(
+    names_or_conditions: Iterable[Condition | str], runtime_factory: RuntimeFactory | None = None
+) -> Any:
     """A ``pytest.mark.parametrize("condition, check", ...)`` over every check of every condition, with
     ids like ``full-lca-check_clone``; the test body calls ``check()``."""
     import pytest

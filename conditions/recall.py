@@ -27,8 +27,8 @@ def _as_of(probe: Probe) -> datetime | None:
 
 def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
     if candidate.source_type == "transcript":
-        return (candidate.source[len("transcript:"):].split("[", 1)[0],)
-    memory_id = candidate.source[len("memory:"):].split("[", 1)[0]
+        return (candidate.source[len("transcript:") :].split("[", 1)[0],)
+    memory_id = candidate.source[len("memory:") :].split("[", 1)[0]
     memory = memory_files.get(memory_id)
     if memory is None:
         return ()
@@ -43,9 +43,12 @@ class _SubstrateCondition(Condition):
 
         if self.runtime.embedder is None:
             raise LCAError(f"condition '{self.name}' needs an embedder in its runtime")
-        self.substrate = Substrate(self.home / "store", embedder=self.runtime.embedder,
-                                   recall_config=self.recall_config(),
-                                   token_counter=self.runtime.token_counter)
+        self.substrate = Substrate(
+            self.home / "store",
+            embedder=self.runtime.embedder,
+            recall_config=self.recall_config(),
+            token_counter=self.runtime.token_counter,
+        )
 
     def close(self) -> None:
         substrate = getattr(self, "substrate", None)
@@ -66,8 +69,17 @@ class _SubstrateCondition(Condition):
         files = self.substrate.memory_files()
         items = []
         for item in result.items:
-            items.append(InjectedItem(item.source_type, item.source, item.text, item.tokens, item.authority_key,
-                                      round(item.score, 6), _pointers(item, files)))
+            items.append(
+                InjectedItem(
+                    item.source_type,
+                    item.source,
+                    item.text,
+                    item.tokens,
+                    item.authority_key,
+                    round(item.score, 6),
+                    _pointers(item, files),
+                )
+            )
         return items, result.latency_ms, result.action
 
 
@@ -84,10 +96,12 @@ class TranscriptRecall(_SubstrateCondition):
         self.floor = floor
 
     def recall_config(self) -> RecallConfig:
-        weights = ResonanceWeights(similarity=1.0, experience=0.0, temporal=0.0, authority=0.0, task=0.0,
-                                   activation=0.0, risk=1.0)
-        return RecallConfig(weights=weights, floor=self.floor, memory_quota=0, transcript_quota=self.k,
-                            token_budget=self.budget_tokens)
+        weights = ResonanceWeights(
+            similarity=1.0, experience=0.0, temporal=0.0, authority=0.0, task=0.0, activation=0.0, risk=1.0
+        )
+        return RecallConfig(
+            weights=weights, floor=self.floor, memory_quota=0, transcript_quota=self.k, token_budget=self.budget_tokens
+        )
 
     def build_context(self, probe: Probe) -> ContextPacket:
         items, latency, action = self._recall_items(probe, self.budget_tokens)
@@ -104,9 +118,18 @@ class FullLCA(_SubstrateCondition):
     name = "full-lca"
     uses_roles = ("summarizer", "reviewer")
 
-    def __init__(self, budget_tokens: int = 1200, policy: str = "fixed-k", weights: str = "",
-                 living_memory: int = 0, verify: int = 1, consolidate: int = 1, approver: str = "",
-                 floor: float = 0.5, window_tokens: int = 900) -> None:
+    def __init__(
+        self,
+        budget_tokens: int = 1200,
+        policy: str = "fixed-k",
+        weights: str = "",
+        living_memory: int = 0,
+        verify: int = 1,
+        consolidate: int = 1,
+        approver: str = "",
+        floor: float = 0.5,
+        window_tokens: int = 900,
+    ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
         self.weights = weights
@@ -122,8 +145,13 @@ class FullLCA(_SubstrateCondition):
         if self.living_memory:
             overrides.setdefault("activation", 0.05)
         weights = ResonanceWeights().with_overrides(overrides)
-        return RecallConfig(weights=weights, policy=self.policy, floor=self.floor, token_budget=self.budget_tokens,
-                            wildcard_mode="balanced" if self.living_memory else "precision")
+        return RecallConfig(
+            weights=weights,
+            policy=self.policy,
+            floor=self.floor,
+            token_budget=self.budget_tokens,
+            wildcard_mode="balanced" if self.living_memory else "precision",
+        )
 
     def reset(self) -> None:
         super().reset()
@@ -142,18 +170,29 @@ class FullLCA(_SubstrateCondition):
 
         if self.current_session is None:
             return
-        manager = LiveContextManager(self.substrate, ContextWindow(total_tokens=self.budget_tokens + 512),
-                                     session_id=self.current_session, agent_id="agent", identity="")
+        manager = LiveContextManager(
+            self.substrate,
+            ContextWindow(total_tokens=self.budget_tokens + 512),
+            session_id=self.current_session,
+            agent_id="agent",
+            identity="",
+        )
         manager.live = list(self.substrate.transcript.read(self.current_session).entries)
         ended = max((e.timestamp for e in manager.live), default=None)  # the history's clock, not the wall's
         now = parse_timestamp(ended)
         if self.consolidate:
-            config = ConsolidationConfig(verify=bool(self.verify), window_tokens=self.window_tokens,
-                                         seed=self.runtime.seed)
-            result = self.substrate.checkpoint(self.runtime.generator("summarizer"),
-                                               reviewer=self.runtime.generator("reviewer"),
-                                               trigger="session_end", approver=self.approver or None,
-                                               config=config, session_id=self.current_session, now=now)
+            config = ConsolidationConfig(
+                verify=bool(self.verify), window_tokens=self.window_tokens, seed=self.runtime.seed
+            )
+            result = self.substrate.checkpoint(
+                self.runtime.generator("summarizer"),
+                reviewer=self.runtime.generator("reviewer"),
+                trigger="session_end",
+                approver=self.approver or None,
+                config=config,
+                session_id=self.current_session,
+                now=now,
+            )
             self.cycles.append(result.counts)
         manager.write_handoff(HandoffNotes(), reason="session end", at=now.isoformat() if now else None)
 
@@ -166,12 +205,17 @@ class FullLCA(_SubstrateCondition):
         standing = IdentityStore(self.substrate.home).standing()
         latest = LiveContextManager.latest_handoff(self.substrate, "agent")
         handoff = LiveContextManager.render_handoff(latest) if latest is not None else ""
-        tail = tuple(f"{t['session']}#{t['entry']}" for t in json.loads(latest.content).get("recent_tail", [])) \
-            if latest is not None else ()
+        tail = (
+            tuple(f"{t['session']}#{t['entry']}" for t in json.loads(latest.content).get("recent_tail", []))
+            if latest is not None
+            else ()
+        )
         items: list[InjectedItem] = []
-        share = budget // 2   # identity and handoff together take at most half; recall gets the rest
-        for kind, source, text, pointers in (("identity", "identity-files", standing, ()),
-                                             ("handoff", latest.id if latest else "handoff", handoff, tail)):
+        share = budget // 2  # identity and handoff together take at most half; recall gets the rest
+        for kind, source, text, pointers in (
+            ("identity", "identity-files", standing, ()),
+            ("handoff", latest.id if latest else "handoff", handoff, tail),
+        ):
             if not text:
                 continue
             fitted = self._fit(text, max(0, share - sum(i.tokens for i in items)))
@@ -180,23 +224,51 @@ class FullLCA(_SubstrateCondition):
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)
         critical_budget = min(400, max(0, (budget - fixed_tokens) // 4))
-        window = ContextWindow(total_tokens=budget + 512, critical_budget=critical_budget,
-                               recall_budget=max(0, budget - fixed_tokens - critical_budget))
-        manager = LiveContextManager(self.substrate, window, session_id=f"probe:{probe.id}", agent_id="agent",
-                                     identity=fixed)
+        window = ContextWindow(
+            total_tokens=budget + 512,
+            critical_budget=critical_budget,
+            recall_budget=max(0, budget - fixed_tokens - critical_budget),
+        )
+        manager = LiveContextManager(
+            self.substrate, window, session_id=f"probe:{probe.id}", agent_id="agent", identity=fixed
+        )
         ws = manager.build(probe.question, recall_context=RecallContext(query=probe.question, as_of=_as_of(probe)))
         files = self.substrate.memory_files()
         for memory_id in ws.critical_ids:
             memory = files[memory_id]
             text = f"[critical] {memory_id}: {memory.body.strip()}"
             pointers = tuple(f"{s.session}#{e}" for s in memory.record.sources for e in s.entries)
-            items.append(InjectedItem("critical", f"memory:{memory_id}", text, count(text),
-                                      memory.record.authority.value, pointers=pointers))
+            items.append(
+                InjectedItem(
+                    "critical",
+                    f"memory:{memory_id}",
+                    text,
+                    count(text),
+                    memory.record.authority.value,
+                    pointers=pointers,
+                )
+            )
         recall = ws.recall
         if recall is not None:
             for item in recall.items:
-                items.append(InjectedItem(item.source_type, item.source, item.text, item.tokens, item.authority_key,
-                                          round(item.score, 6), _pointers(item, files)))
-        return self._packet(probe, items, latency_ms=recall.latency_ms if recall else 0.0,
-                            notes={"recall_action": recall.action if recall else None, "cycles": self.cycles,
-                                   "critical_overflow": list(ws.critical_overflow)})
+                items.append(
+                    InjectedItem(
+                        item.source_type,
+                        item.source,
+                        item.text,
+                        item.tokens,
+                        item.authority_key,
+                        round(item.score, 6),
+                        _pointers(item, files),
+                    )
+                )
+        return self._packet(
+            probe,
+            items,
+            latency_ms=recall.latency_ms if recall else 0.0,
+            notes={
+                "recall_action": recall.action if recall else None,
+                "cycles": self.cycles,
+                "critical_overflow": list(ws.critical_overflow),
+            },
+        )

@@ -15,12 +15,16 @@ from conditions.baselines import identity_block
 from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry
 
-SUMMARY_SYSTEM = ("You keep a memory summary of conversations for an assistant. Write short bullet points: facts "
-                  "about the user and the work, decisions, preferences, dates, and open threads. Keep names, "
-                  "numbers and dates exactly. Never invent anything.")
-REVIEW_SYSTEM = ("You check a summary against part of the original conversation. List every fact, decision, "
-                 "preference, name, number or date in the conversation lines that the summary leaves out, one "
-                 "bullet each. Write NONE if nothing is missing.")
+SUMMARY_SYSTEM = (
+    "You keep a memory summary of conversations for an assistant. Write short bullet points: facts "
+    "about the user and the work, decisions, preferences, dates, and open threads. Keep names, "
+    "numbers and dates exactly. Never invent anything."
+)
+REVIEW_SYSTEM = (
+    "You check a summary against part of the original conversation. List every fact, decision, "
+    "preference, name, number or date in the conversation lines that the summary leaves out, one "
+    "bullet each. Write NONE if nothing is missing."
+)
 _SKIP = {EntryKind.CHECKPOINT, EntryKind.HANDOFF, EntryKind.REASONING}
 
 
@@ -45,11 +49,17 @@ class _SummaryBase(Condition):
         summarizer = self.runtime.generator("summarizer")
         summary = previous
         for window in windows(lines, self.window_tokens):
-            prompt = (f"Current summary:\n{summary or '(empty)'}\n\nNew conversation lines:\n" + "\n".join(window)
-                      + "\n\nWrite the updated summary as bullet points.")
-            summary = summarizer.generate([{"role": "system", "content": SUMMARY_SYSTEM},
-                                           {"role": "user", "content": prompt}],
-                                          max_tokens=max_tokens, temperature=0.0, seed=self.runtime.seed).strip()
+            prompt = (
+                f"Current summary:\n{summary or '(empty)'}\n\nNew conversation lines:\n"
+                + "\n".join(window)
+                + "\n\nWrite the updated summary as bullet points."
+            )
+            summary = summarizer.generate(
+                [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": prompt}],
+                max_tokens=max_tokens,
+                temperature=0.0,
+                seed=self.runtime.seed,
+            ).strip()
         return summary
 
     def _items(self, summary: str, source: str, budget: int) -> list[InjectedItem]:
@@ -80,15 +90,19 @@ class RollingSummary(_SummaryBase):
 
     def end_session(self) -> None:
         if self.pending:
-            self.summary = self._summarize(self.summary, transcript_lines(self.pending),
-                                           max_tokens=min(self.budget_tokens, 512))
+            self.summary = self._summarize(
+                self.summary, transcript_lines(self.pending), max_tokens=min(self.budget_tokens, 512)
+            )
             self.sessions_summarized += 1
         self.pending = []
 
     def build_context(self, probe: Probe) -> ContextPacket:
         identity = identity_block(self.runtime.identity) if self.include_identity else ""
-        identity_items = [InjectedItem("identity", "identity-files", identity, self.runtime.count_tokens(identity))] \
-            if identity else []
+        identity_items = (
+            [InjectedItem("identity", "identity-files", identity, self.runtime.count_tokens(identity))]
+            if identity
+            else []
+        )
         left = max(0, self.budget_tokens - sum(i.tokens for i in identity_items))
         items = identity_items + self._items(self.summary, f"summary:{self.sessions_summarized}-sessions", left)
         return self._packet(probe, items, notes={"sessions_summarized": self.sessions_summarized})
@@ -105,15 +119,16 @@ class AdversarialSummary(_SummaryBase):
     name = "adversarial-summary"
     uses_roles = ("summarizer", "reviewer")
 
-    def __init__(self, budget_tokens: int = 1200, window_tokens: int = 900, match_full_lca: int = 1,
-                 review_passes: int = 1) -> None:
+    def __init__(
+        self, budget_tokens: int = 1200, window_tokens: int = 900, match_full_lca: int = 1, review_passes: int = 1
+    ) -> None:
         self.budget_tokens = budget_tokens
         self.window_tokens = window_tokens
         self.match_full_lca = match_full_lca
         self.review_passes = review_passes
 
     def reset(self) -> None:
-        self.close()   # the previous history's shadow lives outside this condition's home: close it first
+        self.close()  # the previous history's shadow lives outside this condition's home: close it first
         super().reset()
         self.entries: list[TranscriptEntry] = []
         self.shadow = None
@@ -152,17 +167,28 @@ class AdversarialSummary(_SummaryBase):
             missing: list[str] = []
             for window in windows(lines, self.window_tokens):
                 answer = reviewer.generate(
-                    [{"role": "system", "content": REVIEW_SYSTEM},
-                     {"role": "user", "content": f"Summary:\n{draft}\n\nConversation lines:\n" + "\n".join(window)
-                                                 + "\n\nWhat does the summary leave out?"}],
-                    max_tokens=200, temperature=0.0, seed=self.runtime.seed).strip()
+                    [
+                        {"role": "system", "content": REVIEW_SYSTEM},
+                        {
+                            "role": "user",
+                            "content": f"Summary:\n{draft}\n\nConversation lines:\n"
+                            + "\n".join(window)
+                            + "\n\nWhat does the summary leave out?",
+                        },
+                    ],
+                    max_tokens=200,
+                    temperature=0.0,
+                    seed=self.runtime.seed,
+                ).strip()
                 if answer and answer.upper().strip(".") != "NONE":
                     missing.append(answer)
             if not missing:
                 break
             repairs += len(missing)
-            draft = self._summarize(draft, ["Facts the summary left out:"] + missing,
-                                    max_tokens=max(16, min(budget, 512)))
+            draft = self._summarize(
+                draft, ["Facts the summary left out:"] + missing, max_tokens=max(16, min(budget, 512))
+            )
         items = self._items(draft, "summary:adversarial", budget)
-        return self._packet(probe, items, notes={"matched_budget": budget, "full_lca_injected": measured,
-                                                 "repaired_windows": repairs})
+        return self._packet(
+            probe, items, notes={"matched_budget": budget, "full_lca_injected": measured, "repaired_windows": repairs}
+        )

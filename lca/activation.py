@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -45,8 +45,9 @@ class Access:
     wildcard: bool = False
 
 
-def base_level_activation(accesses: Sequence[Access], now: float, *, decay: float = DECAY,
-                          diversity: bool = True, min_age_s: float = 1.0) -> float:
+def base_level_activation(
+    accesses: Sequence[Access], now: float, *, decay: float = DECAY, diversity: bool = True, min_age_s: float = 1.0
+) -> float:
     """ACT-R base level, ln of decayed, diversity-weighted accesses; -inf for a record never accessed."""
     if not accesses:
         return float("-inf")

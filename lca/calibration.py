@@ -13,9 +13,9 @@ positives' median sits above it. A negative that scores high is listed, because 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -40,12 +40,16 @@ class FloorCalibration:
 
 
 def load_queries(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    return [
+        line.strip()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
-def calibrate_floor(index, negatives: Sequence[str], *, positives: int = 200, quantile: float = 0.95,
-                    seed: int = 13) -> FloorCalibration:
+def calibrate_floor(
+    index, negatives: Sequence[str], *, positives: int = 200, quantile: float = 0.95, seed: int = 13
+) -> FloorCalibration:
     if not negatives:
         raise ValueError("calibration needs at least one off-topic query")
     neg_scores: list[tuple[float, str, str]] = []
@@ -69,8 +73,11 @@ def calibrate_floor(index, negatives: Sequence[str], *, positives: int = 200, qu
     floor = float(np.quantile(neg, quantile))
     qs = (0.05, 0.25, 0.5, 0.75, 0.95)
     return FloorCalibration(
-        floor=round(floor, 4), quantile=quantile, margin=round(float(np.median(pos_arr)) - floor, 4),
-        negatives=len(neg_scores), positives=len(pos),
+        floor=round(floor, 4),
+        quantile=quantile,
+        margin=round(float(np.median(pos_arr)) - floor, 4),
+        negatives=len(neg_scores),
+        positives=len(pos),
         negative_quantiles={f"q{int(q * 100)}": round(float(np.quantile(neg, q)), 4) for q in qs},
         positive_quantiles={f"q{int(q * 100)}": round(float(np.quantile(pos_arr, q)), 4) for q in qs},
         positives_above_floor=round(float(np.mean(pos_arr >= floor)), 4),

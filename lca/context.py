@@ -125,22 +125,30 @@ class WorkingSet:
 
 PROTECT_META = "protect"  # meta flag a host sets on explicit instructions or high-risk task context
 
-_INSTRUCTION = re.compile(r"\b(always|never|from now on|make sure|do not|don't|must(?: not)?|remember to|"
-                          r"going forward|in future|stop doing|please (?:always|never|don't|do not))\b", re.IGNORECASE)
-_HIGH_RISK = re.compile(r"\b(rm -rf|drop (?:table|database)|force[- ]push|truncate|delete (?:all|the)|wipe|"
-                        r"production|prod\b|rollback|migrat\w*|credential\w*|password|api key|payment\w*)",
-                        re.IGNORECASE)
-_CHATTER = re.compile(r"^\W*(?:(?:ok(?:ay)?|thanks?(?: you)?|thx|got it|sure|great|cool|nice|yes|no|yep|nope|"
-                      r"sounds good|will do|done|noted|understood|perfect|alright)\W*)+$", re.IGNORECASE)
+_INSTRUCTION = re.compile(
+    r"\b(always|never|from now on|make sure|do not|don't|must(?: not)?|remember to|"
+    r"going forward|in future|stop doing|please (?:always|never|don't|do not))\b",
+    re.IGNORECASE,
+)
+_HIGH_RISK = re.compile(
+    r"\b(rm -rf|drop (?:table|database)|force[- ]push|truncate|delete (?:all|the)|wipe|"
+    r"production|prod\b|rollback|migrat\w*|credential\w*|password|api key|payment\w*)",
+    re.IGNORECASE,
+)
+_CHATTER = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|thanks?(?: you)?|thx|got it|sure|great|cool|nice|yes|no|yep|nope|"
+    r"sounds good|will do|done|noted|understood|perfect|alright)\W*)+$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class TurnClass:
     """What an older exchange is, for pruning: protected ones stay; the rest go lowest rank first."""
 
-    label: str        # instruction | high_risk | tool_output | chatter | routine (| host_protected | host_risk)
-    protected: bool   # hard: never pruned (the host's flag); the classifier's own protection is soft
-    prune_rank: int   # 0 goes first; 8 = soft-protected, pruned only when nothing else is left
+    label: str  # instruction | high_risk | tool_output | chatter | routine (| host_protected | host_risk)
+    protected: bool  # hard: never pruned (the host's flag); the classifier's own protection is soft
+    prune_rank: int  # 0 goes first; 8 = soft-protected, pruned only when nothing else is left
     reason: str
 
 
@@ -172,9 +180,17 @@ def classify_turn(entry: TranscriptEntry) -> TurnClass:
 class LiveContextManager:
     """One session's live window over a substrate."""
 
-    def __init__(self, substrate: LiveStore, window: ContextWindow, *, session_id: str, agent_id: str,
-                 identity: str | None = None, recent_floor: int = 2,
-                 consolidate: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self,
+        substrate: LiveStore,
+        window: ContextWindow,
+        *,
+        session_id: str,
+        agent_id: str,
+        identity: str | None = None,
+        recent_floor: int = 2,
+        consolidate: Callable[[str], Any] | None = None,
+    ) -> None:
         self.substrate = substrate
         self.window = window
         self.session_id = session_id
@@ -208,8 +224,14 @@ class LiveContextManager:
         return {"role": role, "content": speaker + entry.content}
 
     # ---- the working set -----------------------------------------------------------
-    def build(self, query: str, *, recall_context: RecallContext | None = None,
-              recall_config: RecallConfig | None = None, notes: HandoffNotes | None = None) -> WorkingSet:
+    def build(
+        self,
+        query: str,
+        *,
+        recall_context: RecallContext | None = None,
+        recall_config: RecallConfig | None = None,
+        notes: HandoffNotes | None = None,
+    ) -> WorkingSet:
         budget = self.window.usable
         identity_tokens = self._tokens(self.identity) if self.identity else 0
         critical_text, critical_ids, overflow, critical_tokens = self._critical_set()
@@ -232,11 +254,25 @@ class LiveContextManager:
         handoff = None
         if pressure >= self.window.pressure_threshold or pruned_now:
             handoff = self.write_handoff(notes or HandoffNotes(), reason=f"context pressure {pressure:.2f}")
-        return WorkingSet(tuple(messages), {"identity": identity_tokens, "critical": critical_tokens,
-                                            "recall": recall.tokens, "recent": recent_tokens, "total": used,
-                                            "usable": budget},
-                          self.window, tuple(e.id for e in kept), tuple(pruned_now), recall, critical_ids,
-                          overflow, pressure, handoff)
+        return WorkingSet(
+            tuple(messages),
+            {
+                "identity": identity_tokens,
+                "critical": critical_tokens,
+                "recall": recall.tokens,
+                "recent": recent_tokens,
+                "total": used,
+                "usable": budget,
+            },
+            self.window,
+            tuple(e.id for e in kept),
+            tuple(pruned_now),
+            recall,
+            critical_ids,
+            overflow,
+            pressure,
+            handoff,
+        )
 
     def end_session(self, notes: HandoffNotes | None = None) -> str:
         """Session end: the fixed consolidation trigger fires, then a handoff for the next session."""
@@ -251,10 +287,17 @@ class LiveContextManager:
     def _critical_set(self) -> tuple[str, tuple[str, ...], tuple[str, ...], int]:
         """Critical memories by weight (authority, then use, then recency), never alphabetically."""
         authority = {"approved": 3, "reviewed": 2, "unreviewed": 1, "inferred": 0}
-        files = [f for f in self.substrate.memory_files().values() if f.record.critical
-                 and f.record.superseded_by is None]
-        files.sort(key=lambda f: (-authority[f.record.authority.value], -f.record.hits,
-                                  -f.record.prevented_mistakes, -f.record.created.timestamp()))
+        files = [
+            f for f in self.substrate.memory_files().values() if f.record.critical and f.record.superseded_by is None
+        ]
+        files.sort(
+            key=lambda f: (
+                -authority[f.record.authority.value],
+                -f.record.hits,
+                -f.record.prevented_mistakes,
+                -f.record.created.timestamp(),
+            )
+        )
         chosen, overflow, used, parts = [], [], 0, []
         for f in files:
             text = f"[critical] {f.record.id}: {f.body.strip()}"
@@ -272,11 +315,16 @@ class LiveContextManager:
         costs = {e.id: self._tokens(self._render_turn(e)["content"]) for e in self.live}
         total = sum(costs.values())
         classes = {e.id: classify_turn(e) for e in self.live}
-        protected = {e.id for e in self.live[-self.recent_floor:]} | {
-            e.id for e in self.live if classes[e.id].protected}
+        protected = {e.id for e in self.live[-self.recent_floor :]} | {
+            e.id for e in self.live if classes[e.id].protected
+        }
         # lowest prune rank first (filler and tool output, then routine, then risky), oldest first within a rank
-        candidates = [e for _, e in sorted(((classes[e.id].prune_rank, i), e) for i, e in enumerate(self.live)
-                                           if e.id not in protected)]
+        candidates = [
+            e
+            for _, e in sorted(
+                ((classes[e.id].prune_rank, i), e) for i, e in enumerate(self.live) if e.id not in protected
+            )
+        ]
         pruned: list[PruneRecord] = []
         recorded: dict[str, dict[str, str]] = {}
         indexed: set[tuple[str, str]] | None = None
@@ -287,33 +335,45 @@ class LiveContextManager:
                 indexed = self.substrate.index.catalog_.indexed_entry_ids()
             self._verify_persisted(entry, recorded, indexed)
             total -= costs[entry.id]
-            record = PruneRecord(entry.id, entry.session_id, costs[entry.id],
-                                 f"window over budget: {classes[entry.id].label} ({classes[entry.id].reason}), "
-                                 "verified in transcript and index", time.time())
+            record = PruneRecord(
+                entry.id,
+                entry.session_id,
+                costs[entry.id],
+                f"window over budget: {classes[entry.id].label} ({classes[entry.id].reason}), "
+                "verified in transcript and index",
+                time.time(),
+            )
             pruned.append(record)
         if total > budget:
-            raise LCAError(f"the protected turns alone need {total} tokens; {budget} are left in the window "
-                           f"(usable {self.window.usable}); raise the window or the reserve split")
+            raise LCAError(
+                f"the protected turns alone need {total} tokens; {budget} are left in the window "
+                f"(usable {self.window.usable}); raise the window or the reserve split"
+            )
         gone = {p.entry_id for p in pruned}
         self.live = [e for e in self.live if e.id not in gone]
         self.pruned.extend(pruned)
         self._log_prunes(pruned)
         return list(self.live), pruned
 
-    def _verify_persisted(self, entry: TranscriptEntry, recorded: dict[str, dict[str, str]],
-                          indexed: set[tuple[str, str]]) -> None:
+    def _verify_persisted(
+        self, entry: TranscriptEntry, recorded: dict[str, dict[str, str]], indexed: set[tuple[str, str]]
+    ) -> None:
         """The entry is in its session file with this content hash, and in the catalog."""
         path = self.substrate.transcript.session_path(entry.session_id)
         if entry.session_id not in recorded:
-            recorded[entry.session_id] = {e.id: e.content_hash for e in
-                                          self.substrate.transcript.read(entry.session_id).entries} \
-                if path.exists() else {}
+            recorded[entry.session_id] = (
+                {e.id: e.content_hash for e in self.substrate.transcript.read(entry.session_id).entries}
+                if path.exists()
+                else {}
+            )
         if recorded[entry.session_id].get(entry.id) != entry.content_hash:
             raise PersistenceNotVerifiedError(
-                f"refusing to prune '{entry.id}': it is not in the transcript ({path}) with this content")
+                f"refusing to prune '{entry.id}': it is not in the transcript ({path}) with this content"
+            )
         if entry.content.strip() and (entry.session_id, entry.id) not in indexed:
-            raise PersistenceNotVerifiedError(f"refusing to prune '{entry.id}': it is in the transcript but not "
-                                              "indexed yet (run ingest first)")
+            raise PersistenceNotVerifiedError(
+                f"refusing to prune '{entry.id}': it is in the transcript but not indexed yet (run ingest first)"
+            )
 
     def _log_prunes(self, pruned: Sequence[PruneRecord]) -> None:
         if not pruned:
@@ -331,15 +391,20 @@ class LiveContextManager:
         so replaying the same history writes the same handoff."""
         body: dict[str, Any] = asdict(notes)
         body["reason"] = reason
-        body["recent_tail"] = [{"entry": e.id, "session": e.session_id, "text": e.content[:400]}
-                               for e in self.live[-tail:]]
+        body["recent_tail"] = [
+            {"entry": e.id, "session": e.session_id, "text": e.content[:400]} for e in self.live[-tail:]
+        ]
         body["verified_evidence"] = [{"entry": p.entry_id, "session": p.session_id} for p in self.pruned]
         suffix = text_digest(json.dumps(body, sort_keys=True) + (at or ""))[:12] if at else uuid.uuid4().hex[:12]
         entry = TranscriptEntry(
-            id=f"{self.session_id}:handoff:{suffix}", session_id=self.session_id,
-            agent_id=self.agent_id, kind=EntryKind.HANDOFF,
+            id=f"{self.session_id}:handoff:{suffix}",
+            session_id=self.session_id,
+            agent_id=self.agent_id,
+            kind=EntryKind.HANDOFF,
             timestamp=at or datetime.now(UTC).isoformat(timespec="seconds"),
-            content=json.dumps(body, sort_keys=True), parent_id=self.live[-1].id if self.live else None)
+            content=json.dumps(body, sort_keys=True),
+            parent_id=self.live[-1].id if self.live else None,
+        )
         self.substrate.append([entry])
         self._last_handoff = entry.id
         return entry.id
@@ -363,8 +428,15 @@ class LiveContextManager:
         """A handoff entry as the text the working set carries."""
         body = json.loads(entry.content)
         lines = [f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})>"]
-        for key in ("objective", "open_threads", "decisions", "next_actions", "risks_and_constraints",
-                    "must_not_lose", "non_claims"):
+        for key in (
+            "objective",
+            "open_threads",
+            "decisions",
+            "next_actions",
+            "risks_and_constraints",
+            "must_not_lose",
+            "non_claims",
+        ):
             value = body.get(key)
             if value:
                 lines.append(f"{key}: {value if isinstance(value, str) else '; '.join(value)}")

@@ -10,8 +10,9 @@ class LCAError(Exception):
 class RecordFormatError(LCAError):
     """A record (transcript line, memory file, import record) broke its schema."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, field: str | None = None
+    ) -> None:
         self.path = path
         self.line = line
         self.field = field
@@ -26,17 +27,19 @@ class RecordFormatError(LCAError):
         prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
 
-
     @classmethod
-    def from_validation(cls, exc, *, path: str | None = None, line: int | None = None) -> "RecordFormatError":
+    def from_validation(cls, exc, *, path: str | None = None, line: int | None = None) -> RecordFormatError:
         """A pydantic ValidationError as one error naming its first field, the others listed after it."""
         errors = exc.errors()
         first = errors[0]
         field = ".".join(str(p) for p in first["loc"]) or None
         more = ""
         if len(errors) > 1:
-            more = f" (and {len(errors) - 1} more problem(s): " + "; ".join(
-                ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[1:]) + ")"
+            more = (
+                f" (and {len(errors) - 1} more problem(s): "
+                + "; ".join(".".join(str(p) for p in e["loc"]) + ": " + e["msg"] for e in errors[1:])
+                + ")"
+            )
         return cls(first["msg"] + more, path=path, line=line, field=field)
 
 

@@ -21,8 +21,8 @@ from lca.recall import EXPERIENCE_EVENT_WEIGHTS
 
 @dataclass(frozen=True)
 class ExperienceEvent:
-    target: str        # a memory id ("memory:<id>") or a transcript source key
-    kind: str          # one of EXPERIENCE_EVENT_WEIGHTS
+    target: str  # a memory id ("memory:<id>") or a transcript source key
+    kind: str  # one of EXPERIENCE_EVENT_WEIGHTS
     at: float
     span: str | None = None  # the transcript span that evidences it (required for prevented_mistake)
 
@@ -34,11 +34,13 @@ class ExperienceLog:
 
     def record(self, target: str, kind: str, *, span: str | None = None, at: float | None = None) -> ExperienceEvent:
         if kind not in EXPERIENCE_EVENT_WEIGHTS:
-            raise RecordFormatError(f"unknown event kind {kind!r}; known: {', '.join(EXPERIENCE_EVENT_WEIGHTS)}",
-                                    field="kind")
+            raise RecordFormatError(
+                f"unknown event kind {kind!r}; known: {', '.join(EXPERIENCE_EVENT_WEIGHTS)}", field="kind"
+            )
         if kind == "prevented_mistake" and not span:
-            raise RecordFormatError("a prevented mistake must cite the transcript span of the action it changed",
-                                    field="span")
+            raise RecordFormatError(
+                "a prevented mistake must cite the transcript span of the action it changed", field="span"
+            )
         event = ExperienceEvent(target, kind, time.time() if at is None else at, span)
         append_bytes(self.path, (json.dumps(event.__dict__, sort_keys=True) + "\n").encode())
         return event

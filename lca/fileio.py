@@ -7,8 +7,8 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from lca.errors import StoreLockedError
 

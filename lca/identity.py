@@ -58,16 +58,24 @@ class IdentityStore:
             if not archived.exists():
                 atomic_write_bytes(archived, previous.encode("utf-8"))
         atomic_write_bytes(path, text.encode("utf-8"))
-        Ledger(self.root).append("identity_written", name, {"approver": approver.strip(), "content_hash": _digest(text),
-                                                            "text": text})
+        Ledger(self.root).append(
+            "identity_written", name, {"approver": approver.strip(), "content_hash": _digest(text), "text": text}
+        )
         return path
 
     def propose(self, name: str, text: str, *, why: str) -> str:
         """Hold a change for approval; returns the proposal id."""
         self.path_for(name)
         proposal_id = f"proposal-identity-{name}-{uuid.uuid4().hex[:6]}"
-        payload = {"id": proposal_id, "kind": "identity", "name": name, "body": text, "why": why,
-                   "record": {"id": name, "type": "identity"}, "base_hashes": {}}
+        payload = {
+            "id": proposal_id,
+            "kind": "identity",
+            "name": name,
+            "body": text,
+            "why": why,
+            "record": {"id": name, "type": "identity"},
+            "base_hashes": {},
+        }
         path = self.layout.proposal(proposal_id)
         atomic_write_bytes(path, json.dumps(payload, indent=2, sort_keys=True).encode())
         Ledger(self.root).append("proposal_held", proposal_id, {"path": str(path), "identity": name, "why": why})

@@ -13,10 +13,11 @@ import json
 import lzma
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any
 
 from lca.errors import RecordFormatError
 from lca.transcript import entry_from_wire, wire_records
@@ -89,8 +90,9 @@ def _session_number(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
-                  ) -> tuple[list[ImportedSession], ImportReport]:
+def import_locomo(
+    path: Path | str, *, sample_ids: Sequence[str] | None = None
+) -> tuple[list[ImportedSession], ImportReport]:
     """LoCoMo conversations: one session per ``session_N``, both speakers as user turns.
 
     Neither LoCoMo speaker is the agent, so both are recorded as ``user_turn`` with
@@ -114,8 +116,9 @@ def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
             continue
         conv = record["conversation"]
         numbers = sorted(n for key in conv if (n := _session_number(key)) is not None)
-        extra_dates = [k for k in conv if k.endswith("_date_time") and
-                       _session_number(k[: -len("_date_time")]) not in numbers]
+        extra_dates = [
+            k for k in conv if k.endswith("_date_time") and _session_number(k[: -len("_date_time")]) not in numbers
+        ]
         if extra_dates:
             report.repaired["locomo_date_keys_without_session"] += len(extra_dates)
         for number in numbers:
@@ -137,9 +140,14 @@ def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
                 meta = {k: v for k, v in turn.items() if k not in ("speaker", "text")}
                 meta["session_date_time"] = raw_date
                 entry = TranscriptEntry(
-                    id=f"{session_id}:{position + 1}", session_id=session_id,
-                    agent_id=f"locomo:{sample_id}", kind=EntryKind.USER_TURN, timestamp=timestamp,
-                    content=str(turn["text"]), channel="locomo", parent_id=parent,
+                    id=f"{session_id}:{position + 1}",
+                    session_id=session_id,
+                    agent_id=f"locomo:{sample_id}",
+                    kind=EntryKind.USER_TURN,
+                    timestamp=timestamp,
+                    content=str(turn["text"]),
+                    channel="locomo",
+                    parent_id=parent,
                     author=str(turn.get("speaker")) if turn.get("speaker") is not None else None,
                     meta=meta,
                 )
@@ -150,8 +158,11 @@ def import_locomo(path: Path | str, *, sample_ids: Sequence[str] | None = None
             report.entries += len(entries)
     if wanted is not None and not wanted <= seen_samples:
         missing = ", ".join(sorted(wanted - seen_samples))
-        raise RecordFormatError(f"no conversation with sample_id {missing}; the file has "
-                                f"{', '.join(sorted(seen_samples))}", path=str(path), field="sample_id")
+        raise RecordFormatError(
+            f"no conversation with sample_id {missing}; the file has {', '.join(sorted(seen_samples))}",
+            path=str(path),
+            field="sample_id",
+        )
     return sessions, report
 
 
@@ -171,9 +182,13 @@ def parse_locomo_date(raw: Any) -> datetime | None:
         return None
 
 
-def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None = None,
-                       share_sessions: bool = False, limit: int | None = None
-                       ) -> tuple[list[ImportedSession], ImportReport]:
+def import_longmemeval(
+    path: Path | str,
+    *,
+    question_ids: Sequence[str] | None = None,
+    share_sessions: bool = False,
+    limit: int | None = None,
+) -> tuple[list[ImportedSession], ImportReport]:
     """LongMemEval haystacks, sessions in chronological order.
 
     By default each question's haystack is its own timeline (``lme:<question>:<session>``):
@@ -205,8 +220,11 @@ def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None =
         taken += 1
         sids, dates, hay = record["haystack_session_ids"], record["haystack_dates"], record["haystack_sessions"]
         if not (len(sids) == len(dates) == len(hay)):
-            raise RecordFormatError(f"question {qid}: haystack ids, dates and sessions differ in length",
-                                    path=str(path), field="haystack_sessions")
+            raise RecordFormatError(
+                f"question {qid}: haystack ids, dates and sessions differ in length",
+                path=str(path),
+                field="haystack_sessions",
+            )
         order = sorted(range(len(sids)), key=lambda i: (parse_longmemeval_date(dates[i]) or datetime.max, i))
         if order != list(range(len(sids))):
             report.repaired["longmemeval_haystack_reordered_by_date"] += 1
@@ -235,18 +253,26 @@ def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None =
             for position, turn in enumerate(turns):
                 role = turn.get("role") if isinstance(turn, dict) else None
                 if role not in ("user", "assistant") or not isinstance(turn.get("content"), str):
-                    report.unparsed.append(f"{path}: question {qid} session {sid} turn {position}: "
-                                           f"bad role or content")
+                    report.unparsed.append(f"{path}: question {qid} session {sid} turn {position}: bad role or content")
                     continue
-                meta: dict[str, Any] = {"turn_id": f"{sid}_{position + 1}", "haystack_session_id": sid,
-                                        "session_date": raw_date}
+                meta: dict[str, Any] = {
+                    "turn_id": f"{sid}_{position + 1}",
+                    "haystack_session_id": sid,
+                    "session_date": raw_date,
+                }
                 if "has_answer" in turn:
                     meta["has_answer"] = bool(turn["has_answer"])
                 entry = TranscriptEntry(
-                    id=f"{session_id}:{position + 1}", session_id=session_id, agent_id="longmemeval",
+                    id=f"{session_id}:{position + 1}",
+                    session_id=session_id,
+                    agent_id="longmemeval",
                     kind=EntryKind.USER_TURN if role == "user" else EntryKind.ASSISTANT_TURN,
-                    timestamp=timestamp, content=turn["content"], channel="longmemeval",
-                    parent_id=parent, author=role, meta=meta,
+                    timestamp=timestamp,
+                    content=turn["content"],
+                    channel="longmemeval",
+                    parent_id=parent,
+                    author=role,
+                    meta=meta,
                 )
                 parent = entry.id
                 entries.append(entry)
@@ -259,7 +285,9 @@ def import_longmemeval(path: Path | str, *, question_ids: Sequence[str] | None =
     return sessions, report
 
 
-def import_transcript_jsonl(path: Path | str) -> tuple[list[ImportedSession], ImportReport, list[tuple[int, str, bytes]]]:
+def import_transcript_jsonl(
+    path: Path | str,
+) -> tuple[list[ImportedSession], ImportReport, list[tuple[int, str, bytes]]]:
     """A transcript in our own wire format from another harness.
 
     Returns the sessions, the report, and the rejected lines (line number, reason,

@@ -18,8 +18,8 @@ from lca.memory import MemoryStore
 from lca.provenance import code_version
 from lca.transcript import TranscriptStore
 
-TRANSCRIPT_MARK = "transcript:"   # catalog watermark of a session file: the byte offset indexed up to
-MEMORY_MARK = "memory:"           # catalog watermark of a memory file: the content hash indexed
+TRANSCRIPT_MARK = "transcript:"  # catalog watermark of a session file: the byte offset indexed up to
+MEMORY_MARK = "memory:"  # catalog watermark of a memory file: the content hash indexed
 
 
 @dataclass
@@ -45,8 +45,15 @@ class IngestReport:
         return out
 
 
-def ingest_pending(index: IndexStore, transcript: TranscriptStore, memory: MemoryStore, chunker: Chunker,
-                   out: IngestReport, *, bar: Callable[[int, str, str], Any] | None = None) -> None:
+def ingest_pending(
+    index: IndexStore,
+    transcript: TranscriptStore,
+    memory: MemoryStore,
+    chunker: Chunker,
+    out: IngestReport,
+    *,
+    bar: Callable[[int, str, str], Any] | None = None,
+) -> None:
     """Index new transcript entries and new or changed memory files; drop chunks of deleted memory
     files. The caller holds the store's writer lock. ``bar(total, desc, unit)`` may return a
     progress bar (with ``update`` and ``close``) or None."""
@@ -64,8 +71,10 @@ def ingest_pending(index: IndexStore, transcript: TranscriptStore, memory: Memor
         if size == start:
             continue
         if size < start:  # should never happen: the transcript only grows
-            raise RecordFormatError(f"transcript shrank below its watermark ({size} < {start})",
-                                    path=str(transcript.session_path(session_id)))
+            raise RecordFormatError(
+                f"transcript shrank below its watermark ({size} < {start})",
+                path=str(transcript.session_path(session_id)),
+            )
         read = transcript.read(session_id, start=start)
         out.sessions_scanned += 1
         out.quarantined_lines += len(read.malformed)
@@ -88,7 +97,7 @@ def ingest_pending(index: IndexStore, transcript: TranscriptStore, memory: Memor
         out.memory_files_indexed += 1
     failed_ids = {Path(f.path).stem for f in loaded.failures}
     for key in index.catalog_.watermarks(MEMORY_MARK):
-        memory_id = key[len(MEMORY_MARK):]
+        memory_id = key[len(MEMORY_MARK) :]
         if key not in present and memory_id not in failed_ids:  # the file is gone: its chunks go too
             index.remove_memory(memory_id)
             index.catalog_.delete_watermark(key)

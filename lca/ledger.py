@@ -13,9 +13,10 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import append_bytes
@@ -23,11 +24,22 @@ from lca.layout import StoreLayout
 
 LEDGER_VERSION = 1
 
-HYPOTHESIS_EVENTS = ("hypothesis_proposed", "hypothesis_refuted", "hypothesis_resurfaced",
-                     "hypothesis_promoted", "hypothesis_held")
+HYPOTHESIS_EVENTS = (
+    "hypothesis_proposed",
+    "hypothesis_refuted",
+    "hypothesis_resurfaced",
+    "hypothesis_promoted",
+    "hypothesis_held",
+)
 SCHEMA_EVENTS = ("schema_proposed", "schema_trial", "schema_established", "schema_deprecated", "schema_revised")
-OTHER_EVENTS = ("memory_written", "memory_superseded", "proposal_held", "proposal_resolved", "cycle_completed",
-                "identity_written")
+OTHER_EVENTS = (
+    "memory_written",
+    "memory_superseded",
+    "proposal_held",
+    "proposal_resolved",
+    "cycle_completed",
+    "identity_written",
+)
 EVENT_KINDS = HYPOTHESIS_EVENTS + SCHEMA_EVENTS + OTHER_EVENTS
 
 # the schema lifecycle: state -> the events allowed from it
@@ -38,9 +50,13 @@ SCHEMA_TRANSITIONS = {
     "established": {"schema_deprecated", "schema_revised"},
     "deprecated": {"schema_revised"},  # a deprecated schema comes back only as a new version, on trial
 }
-_SCHEMA_STATE_AFTER = {"schema_proposed": "candidate", "schema_trial": "trial",
-                       "schema_established": "established", "schema_deprecated": "deprecated",
-                       "schema_revised": "trial"}
+_SCHEMA_STATE_AFTER = {
+    "schema_proposed": "candidate",
+    "schema_trial": "trial",
+    "schema_established": "established",
+    "schema_deprecated": "deprecated",
+    "schema_revised": "trial",
+}
 ACTIVE_SCHEMA_STATES = ("trial", "established")
 
 
@@ -49,11 +65,13 @@ class TransitionRefused(LCAError):
 
 
 # ---- membership: the neighbourhood a hypothesis lives in --------------------------------
-_STOP = frozenset("""a an the and or but if then than that this these those there here is are was were be been being
+_STOP = frozenset(
+    """a an the and or but if then than that this these those there here is are was were be been being
 have has had do does did of in on at to for from by with about into over under after before as it its it's
 they them their we our you your he she his her him i me my mine not no yes so very just also only can could
 will would should may might must shall one two all any some each every more most less least such what which
-who whom whose when where why how user assistant""".split())
+who whom whose when where why how user assistant""".split()
+)
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
@@ -95,8 +113,11 @@ class LedgerEvent:
     data: Mapping[str, Any]
 
     def to_json(self) -> str:
-        return json.dumps({"v": LEDGER_VERSION, "kind": self.kind, "subject": self.subject, "at": self.at,
-                           "data": self.data}, sort_keys=True, ensure_ascii=False)
+        return json.dumps(
+            {"v": LEDGER_VERSION, "kind": self.kind, "subject": self.subject, "at": self.at, "data": self.data},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
 
 
 @dataclass
@@ -105,7 +126,7 @@ class Hypothesis:
     claim: str
     type: str
     members: frozenset[str]
-    status: str = "proposed"      # proposed | dormant | resurfaced | promoted | held
+    status: str = "proposed"  # proposed | dormant | resurfaced | promoted | held
     refutations: list[dict[str, Any]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     memory_id: str | None = None
@@ -132,7 +153,7 @@ class LearnedState:
     as_of: float | None
     hypotheses: dict[str, Hypothesis] = field(default_factory=dict)
     schemas: dict[str, Schema] = field(default_factory=dict)
-    memories: dict[str, dict[str, Any]] = field(default_factory=dict)   # id -> last written event data
+    memories: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> last written event data
     proposals: dict[str, dict[str, Any]] = field(default_factory=dict)  # pending approvals
     cycles: list[dict[str, Any]] = field(default_factory=list)
     identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # file name -> last approved write
@@ -152,12 +173,19 @@ class LearnedState:
         for h in self.hypotheses.values():
             by_status[h.status] = by_status.get(h.status, 0) + 1
         rate, recovered, promoted = self.recovery_rate()
-        return {"as_of": self.as_of, "events": self.events, "hypotheses": by_status,
-                "recovery_rate": rate, "recovered": recovered, "promoted": promoted,
-                "schemas": {s.id: {"state": s.state, "version": s.version} for s in self.schemas.values()},
-                "memories": len(self.memories), "pending_proposals": sorted(self.proposals),
-                "identity": {name: d.get("approver") for name, d in self.identity.items()},
-                "cycles": len(self.cycles)}
+        return {
+            "as_of": self.as_of,
+            "events": self.events,
+            "hypotheses": by_status,
+            "recovery_rate": rate,
+            "recovered": recovered,
+            "promoted": promoted,
+            "schemas": {s.id: {"state": s.state, "version": s.version} for s in self.schemas.values()},
+            "memories": len(self.memories),
+            "pending_proposals": sorted(self.proposals),
+            "identity": {name: d.get("approver") for name, d in self.identity.items()},
+            "cycles": len(self.cycles),
+        }
 
 
 def diff_states(before: LearnedState, after: LearnedState) -> dict[str, Any]:
@@ -167,9 +195,15 @@ def diff_states(before: LearnedState, after: LearnedState) -> dict[str, Any]:
         old_h, new_h = before.hypotheses.get(hid), after.hypotheses.get(hid)
         if (old_h.status if old_h else None) != (new_h.status if new_h else None):
             either = new_h or old_h
-            assert either is not None   # hid came from one of the two
-            changes["hypotheses"].append({"id": hid, "claim": either.claim, "from": old_h.status if old_h else None,
-                                          "to": new_h.status if new_h else None})
+            assert either is not None  # hid came from one of the two
+            changes["hypotheses"].append(
+                {
+                    "id": hid,
+                    "claim": either.claim,
+                    "from": old_h.status if old_h else None,
+                    "to": new_h.status if new_h else None,
+                }
+            )
     for sid in sorted(set(before.schemas) | set(after.schemas)):
         old_s, new_s = before.schemas.get(sid), after.schemas.get(sid)
         pair_old = (old_s.state, old_s.version) if old_s else None
@@ -179,8 +213,14 @@ def diff_states(before: LearnedState, after: LearnedState) -> dict[str, Any]:
     for mid in sorted(set(before.memories) | set(after.memories)):
         old_m, new_m = before.memories.get(mid) or {}, after.memories.get(mid) or {}
         if old_m.get("content_hash") != new_m.get("content_hash"):
-            changes["memories"].append({"id": mid, "from": old_m.get("content_hash"),
-                                        "to": new_m.get("content_hash"), "action": new_m.get("action")})
+            changes["memories"].append(
+                {
+                    "id": mid,
+                    "from": old_m.get("content_hash"),
+                    "to": new_m.get("content_hash"),
+                    "action": new_m.get("action"),
+                }
+            )
     return changes
 
 
@@ -217,8 +257,9 @@ class Ledger:
         return state
 
     # -- writing
-    def append(self, kind: str, subject: str, data: Mapping[str, Any] | None = None,
-               *, at: float | None = None) -> LedgerEvent:
+    def append(
+        self, kind: str, subject: str, data: Mapping[str, Any] | None = None, *, at: float | None = None
+    ) -> LedgerEvent:
         if kind not in EVENT_KINDS:
             raise RecordFormatError(f"unknown ledger event {kind!r}", field="kind")
         event = LedgerEvent(kind, subject, time.time() if at is None else at, dict(data or {}))
@@ -226,15 +267,25 @@ class Ledger:
         return event
 
     # -- hypotheses
-    def propose(self, claim: str, *, type: str, sources: list[str], cycle: str,
-                members: Iterable[str] | None = None) -> LedgerEvent:
+    def propose(
+        self, claim: str, *, type: str, sources: list[str], cycle: str, members: Iterable[str] | None = None
+    ) -> LedgerEvent:
         """A candidate enters the ledger under its stable id, its membership its key terms by default."""
-        return self.append("hypothesis_proposed", hypothesis_id(claim), {
-            "claim": claim, "type": type, "sources": list(sources), "cycle": cycle,
-            "members": sorted(members if members is not None else key_terms(claim))})
+        return self.append(
+            "hypothesis_proposed",
+            hypothesis_id(claim),
+            {
+                "claim": claim,
+                "type": type,
+                "sources": list(sources),
+                "cycle": cycle,
+                "members": sorted(members if members is not None else key_terms(claim)),
+            },
+        )
 
-    def dormant_neighbours(self, members: Iterable[str], *, threshold: float = 0.6,
-                           min_shared: int = 2, state: LearnedState | None = None) -> list[Hypothesis]:
+    def dormant_neighbours(
+        self, members: Iterable[str], *, threshold: float = 0.6, min_shared: int = 2, state: LearnedState | None = None
+    ) -> list[Hypothesis]:
         """Dormant hypotheses whose membership overlaps new evidence: candidates to resurface."""
         members = set(members)
         state = state or self.state()
@@ -248,8 +299,15 @@ class Ledger:
         return sorted(out, key=lambda h: h.id)
 
     # -- schemas
-    def schema_event(self, kind: str, schema_id: str, *, description: str | None = None,
-                     approver: str | None = None, reason: str | None = None) -> Schema:
+    def schema_event(
+        self,
+        kind: str,
+        schema_id: str,
+        *,
+        description: str | None = None,
+        approver: str | None = None,
+        reason: str | None = None,
+    ) -> Schema:
         """One lifecycle transition, refused unless the replayed state allows it.
         trial -> established needs a named approver; that rule lives here, not in a caller."""
         if kind not in SCHEMA_EVENTS:
@@ -258,16 +316,21 @@ class Ledger:
         allowed = SCHEMA_TRANSITIONS[current.state if current else None]
         if kind not in allowed:
             where = current.state if current else "absent"
-            raise TransitionRefused(f"schema '{schema_id}' is {where}: {kind} is not allowed from there "
-                                    f"(allowed: {', '.join(sorted(allowed)) or 'none'})")
+            raise TransitionRefused(
+                f"schema '{schema_id}' is {where}: {kind} is not allowed from there "
+                f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
+            )
         if kind == "schema_established" and not (approver and approver.strip()):
             raise ApprovalRequired(f"schema '{schema_id}': trial -> established needs a named approver")
         if kind in ("schema_proposed", "schema_revised") and not (description and description.strip()):
             raise RecordFormatError("a schema needs a description", field="description")
         if kind == "schema_deprecated" and not (reason and reason.strip()):
             raise RecordFormatError("deprecating a schema needs a reason", field="reason")
-        data = {k: v for k, v in {"description": description, "approver": approver, "reason": reason}.items()
-                if v is not None}
+        data = {
+            k: v
+            for k, v in {"description": description, "approver": approver, "reason": reason}.items()
+            if v is not None
+        }
         self.append(kind, schema_id, data)
         return self.state().schemas[schema_id]
 
@@ -281,8 +344,9 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
     if kind == "hypothesis_proposed":
         h = state.hypotheses.get(subject)
         if h is None:
-            h = state.hypotheses[subject] = Hypothesis(subject, d["claim"], d.get("type", "fact"),
-                                                       frozenset(d.get("members") or ()))
+            h = state.hypotheses[subject] = Hypothesis(
+                subject, d["claim"], d.get("type", "fact"), frozenset(d.get("members") or ())
+            )
         else:
             h.members = h.members | frozenset(d.get("members") or ())
             if h.status == "dormant":  # proposed again with new evidence: back under review

@@ -73,7 +73,7 @@ class TranscriptSpan(BaseModel):
     last: str | None = None
 
     @model_validator(mode="after")
-    def _points_somewhere(self) -> "TranscriptSpan":
+    def _points_somewhere(self) -> TranscriptSpan:
         if not self.entries and not (self.first and self.last):
             raise ValueError("a source names entry ids or a first/last span")
         return self
@@ -125,10 +125,10 @@ class MemoryRecord(BaseModel):
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     sources: tuple[TranscriptSpan, ...] = ()
-    roles: tuple[str, ...] = ()          # roles whose authority covers this memory; empty: every role
+    roles: tuple[str, ...] = ()  # roles whose authority covers this memory; empty: every role
     conflicts: tuple[Conflict, ...] = ()  # unresolved contradictions, set by the verification stage
-    schemas: tuple[SchemaRef, ...] = ()   # learned schemas active when it was written
-    approved_by: str | None = None        # the named approver of a procedural write
+    schemas: tuple[SchemaRef, ...] = ()  # learned schemas active when it was written
+    approved_by: str | None = None  # the named approver of a procedural write
     content_hash: str | None = None
 
     @field_validator("id")
@@ -146,7 +146,7 @@ class MemoryRecord(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _interval(self) -> "MemoryRecord":
+    def _interval(self) -> MemoryRecord:
         if self.valid_from and self.valid_to and self.valid_to < self.valid_from:
             raise ValueError("valid_to is before valid_from")
         return self
@@ -202,15 +202,17 @@ def parse_memory_text(text: str, *, path: str) -> tuple[MemoryRecord, str]:
     """Split and validate one memory file; raise RecordFormatError naming the field."""
     match = _FRONT.match(text)
     if not match:
-        raise RecordFormatError("no YAML front matter (the file must start with '---' and close it with '---')",
-                                path=path)
+        raise RecordFormatError(
+            "no YAML front matter (the file must start with '---' and close it with '---')", path=path
+        )
     try:
         front = yaml.load(match.group(1), Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else None
-        raise RecordFormatError(f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}",
-                                path=path, line=line) from None
+        raise RecordFormatError(
+            f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}", path=path, line=line
+        ) from None
     if not isinstance(front, dict):
         raise RecordFormatError("front matter must be a mapping of fields", path=path)
     try:
@@ -255,7 +257,9 @@ class MemoryStore:
                 failures.append(MemoryLoadFailure(str(path), exc.field, exc.reason))
                 continue
             if record.id in seen:
-                failures.append(MemoryLoadFailure(str(path), "id", f"duplicate id '{record.id}' (also in {seen[record.id]})"))
+                failures.append(
+                    MemoryLoadFailure(str(path), "id", f"duplicate id '{record.id}' (also in {seen[record.id]})")
+                )
                 continue
             seen[record.id] = path
             loaded = MemoryFile(record, body, path)
@@ -283,11 +287,15 @@ class MemoryStore:
                 record = record.model_copy(update={"approved_by": approver.strip()})
             else:
                 current = self._existing(record.id)
-                unchanged = current is not None and current.record.approved_by is not None and \
-                    memory_content_hash(current.record, current.body) == memory_content_hash(record, body)
+                unchanged = (
+                    current is not None
+                    and current.record.approved_by is not None
+                    and memory_content_hash(current.record, current.body) == memory_content_hash(record, body)
+                )
                 if not unchanged:
-                    raise ApprovalRequired(f"memory '{record.id}' is procedural ({record.type.value}): "
-                                           "writing it needs a named approver")
+                    raise ApprovalRequired(
+                        f"memory '{record.id}' is procedural ({record.type.value}): writing it needs a named approver"
+                    )
         return self._write(record, body)
 
     def _existing(self, memory_id: str) -> MemoryFile | None:
@@ -302,13 +310,16 @@ class MemoryStore:
         atomic_write_bytes(path, render_memory(stamped, body).encode("utf-8"))
         return MemoryFile(stamped, body, path)
 
-    def record_use(self, memory_id: str, *, hits: int = 0, prevented_mistakes: int = 0,
-                   applied_at: datetime | None = None) -> MemoryFile:
+    def record_use(
+        self, memory_id: str, *, hits: int = 0, prevented_mistakes: int = 0, applied_at: datetime | None = None
+    ) -> MemoryFile:
         """Bump usage counters; the content hash does not change."""
         current = self.get(memory_id)
-        updated = current.record.model_copy(update={
-            "hits": current.record.hits + hits,
-            "prevented_mistakes": current.record.prevented_mistakes + prevented_mistakes,
-            "last_applied": applied_at or current.record.last_applied,
-        })
+        updated = current.record.model_copy(
+            update={
+                "hits": current.record.hits + hits,
+                "prevented_mistakes": current.record.prevented_mistakes + prevented_mistakes,
+                "last_applied": applied_at or current.record.last_applied,
+            }
+        )
         return self._write(updated, current.body)  # counters are not content: no approval needed

@@ -9,7 +9,8 @@ mean. Errors always read ``<flag> '<item>': <reason>`` and list the names that a
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lca.errors import LCAError
 
@@ -61,8 +62,9 @@ def coerce(value: str, kind: type | str, *, flag: str = "--set", item: str = "")
     return value
 
 
-def parse_assignments(items: Iterable[str] | None, *, flag: str = "--set",
-                      known: Mapping[str, type | str] | None = None) -> dict[str, Any]:
+def parse_assignments(
+    items: Iterable[str] | None, *, flag: str = "--set", known: Mapping[str, type | str] | None = None
+) -> dict[str, Any]:
     """Typed ``{name: value}`` from ``name=value`` items. With ``known`` (name -> type), an unknown name
     is refused with the list of known names and each value is coerced to its type; without it, values
     stay strings. A name given twice is refused (the later one would silently win)."""
@@ -82,6 +84,7 @@ def parse_assignments(items: Iterable[str] | None, *, flag: str = "--set",
 
 def format_assignments(values: Mapping[str, Any]) -> list[str]:
     """The inverse of ``parse_assignments`` (booleans as on/off), in name order, for logs and task arguments."""
+
     def text(value: Any) -> str:
         if isinstance(value, bool):
             return "on" if value else "off"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,5 +51,11 @@ class TextGenerator(Protocol):
     @property
     def model_id(self) -> str: ...
 
-    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256,
-                 temperature: float = 0.0, seed: int | None = None) -> str: ...
+    def generate(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> str: ...

@@ -45,10 +45,18 @@ __all__ = ["IngestReport", "MEMORY_RESCAN_SECONDS", "Substrate"]
 class Substrate:
     """One agent home: transcript, memory files and the derived index, under ``home``."""
 
-    def __init__(self, home: Path | str, *, embedder: Embedder | None = None, lock_timeout: float = 600.0,
-                 progress: bool = False, recall_config: RecallConfig | None = None,
-                 token_counter: Callable[[str], int] | None = None, critical_budget: int = 400,
-                 **index_params: Any) -> None:
+    def __init__(
+        self,
+        home: Path | str,
+        *,
+        embedder: Embedder | None = None,
+        lock_timeout: float = 600.0,
+        progress: bool = False,
+        recall_config: RecallConfig | None = None,
+        token_counter: Callable[[str], int] | None = None,
+        critical_budget: int = 400,
+        **index_params: Any,
+    ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.layout = StoreLayout(self.home)
@@ -67,8 +75,9 @@ class Substrate:
         self.retrievals = RetrievalLog(self.home)
         self.ledger = Ledger(self.home)
         settings = self.layout.recall_settings
-        self.recall_config = recall_config or (RecallConfig.from_file(settings) if settings.exists()
-                                               else RecallConfig())
+        self.recall_config = recall_config or (
+            RecallConfig.from_file(settings) if settings.exists() else RecallConfig()
+        )
         self.token_counter = token_counter
         self.critical_budget = critical_budget
         self._index: IndexStore | None = None
@@ -103,8 +112,13 @@ class Substrate:
                 self._ingest_locked(IngestReport())
             return result
 
-    def import_sessions(self, sessions: Sequence[ImportedSession], report: ImportReport | None = None,
-                        *, rejected: Sequence[tuple[int, str, bytes]] = ()) -> IngestReport:
+    def import_sessions(
+        self,
+        sessions: Sequence[ImportedSession],
+        report: ImportReport | None = None,
+        *,
+        rejected: Sequence[tuple[int, str, bytes]] = (),
+    ) -> IngestReport:
         """Bring imported history in through the transcript, then index what is new."""
         started = time.perf_counter()
         out = IngestReport()
@@ -159,8 +173,17 @@ class Substrate:
         cache = self._memory_cache
         if cache is not None and cache[0] == folder and now - cache[1] < MEMORY_RESCAN_SECONDS:
             return cache[3]
-        signature = tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size)
-                                 for e in os.scandir(directory) if e.name.endswith(".md"))) if folder else ()
+        signature = (
+            tuple(
+                sorted(
+                    (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                    for e in os.scandir(directory)
+                    if e.name.endswith(".md")
+                )
+            )
+            if folder
+            else ()
+        )
         if cache is None or cache[2] != signature:
             loaded = self.memory.load()
             files = {f.record.id: f for f in loaded.files}
@@ -188,9 +211,15 @@ class Substrate:
         self.recall_config = config
 
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
-        return Recaller(self.index, memory_files=self.memory_files, experience=self.experience.counts,
-                        count_tokens=self.count_tokens, config=config or self.recall_config,
-                        log_path=self.layout.recall_log, retrievals=self.retrievals)
+        return Recaller(
+            self.index,
+            memory_files=self.memory_files,
+            experience=self.experience.counts,
+            count_tokens=self.count_tokens,
+            config=config or self.recall_config,
+            log_path=self.layout.recall_log,
+            retrievals=self.retrievals,
+        )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
         """Resonance-weighted recall for one turn; see lca.recall."""
@@ -198,29 +227,55 @@ class Substrate:
             context = RecallContext(query=context)
         return self.recaller(config).recall(context)
 
-    def checkpoint(self, writer: TextGenerator, *, reviewer: TextGenerator | None = None, trigger: str = "elected",
-                   approver: str | None = None, config: ConsolidationConfig | None = None,
-                   session_id: str | None = None, handoff: Callable[[str], str] | None = None,
-                   progress: Callable[[str], None] | None = None, now: datetime | None = None) -> ConsolidationResult:
+    def checkpoint(
+        self,
+        writer: TextGenerator,
+        *,
+        reviewer: TextGenerator | None = None,
+        trigger: str = "elected",
+        approver: str | None = None,
+        config: ConsolidationConfig | None = None,
+        session_id: str | None = None,
+        handoff: Callable[[str], str] | None = None,
+        progress: Callable[[str], None] | None = None,
+        now: datetime | None = None,
+    ) -> ConsolidationResult:
         """Run one consolidation cycle over the transcript since the last checkpoint (lca.consolidation)."""
-        return Consolidator(self.cycle_stores(), writer, reviewer=reviewer, config=config, approver=approver,
-                            progress=progress).run(trigger, session_id=session_id, handoff=handoff, now=now)
+        return Consolidator(
+            self.cycle_stores(), writer, reviewer=reviewer, config=config, approver=approver, progress=progress
+        ).run(trigger, session_id=session_id, handoff=handoff, now=now)
 
     def cycle_stores(self) -> CycleStores:
         """The stores and operations a consolidation cycle works with. Recall is looked up at call
         time, so a host (or a test) that wraps ``self.recall`` is seen by the cycle too."""
         return CycleStores(
-            layout=self.layout, transcript=self.transcript, memory=self.memory, index=self.index,
-            embedder=self.embedder, experience=self.experience, ledger=self.ledger,
-            recall_config=self.recall_config, memory_files=self.memory_files,
-            recall=lambda context, config: self.recall(context, config=config), ingest=self.ingest,
-            append=lambda entries: self.append(entries, index=False), writer_lock=self.writer_lock)
+            layout=self.layout,
+            transcript=self.transcript,
+            memory=self.memory,
+            index=self.index,
+            embedder=self.embedder,
+            experience=self.experience,
+            ledger=self.ledger,
+            recall_config=self.recall_config,
+            memory_files=self.memory_files,
+            recall=lambda context, config: self.recall(context, config=config),
+            ingest=self.ingest,
+            append=lambda entries: self.append(entries, index=False),
+            writer_lock=self.writer_lock,
+        )
 
     def health(self) -> HealthReport:
         """What the store holds, what failed, and whether its views agree (lca.health)."""
-        return store_health(layout=self.layout, transcript=self.transcript, memory=self.memory, index=self.index,
-                            embedder=self.embedder, ledger=self.ledger, count_tokens=self.count_tokens,
-                            critical_budget=self.critical_budget)
+        return store_health(
+            layout=self.layout,
+            transcript=self.transcript,
+            memory=self.memory,
+            index=self.index,
+            embedder=self.embedder,
+            ledger=self.ledger,
+            count_tokens=self.count_tokens,
+            critical_budget=self.critical_budget,
+        )
 
     # ---- progress ----------------------------------------------------------------
     def _bar(self, total: int, desc: str, unit: str) -> Any:

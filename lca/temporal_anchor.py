@@ -13,12 +13,31 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "few": 3,
+}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_AGO = re.compile(r"\b(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-                  r"\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
+_AGO = re.compile(
+    r"\b(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"\s+(day|week|month|year)s?\s+ago\b",
+    re.IGNORECASE,
+)
 _LAST_WEEKDAY = re.compile(r"\b(?:last|this past|past)\s+(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _LAST_UNIT = re.compile(r"\b(?:in the |within the )?(?:last|past)\s+(week|weekend|month)\b", re.IGNORECASE)
 
@@ -30,8 +49,20 @@ class TemporalAnchor:
     expression: str
 
 
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH = "(" + "|".join(_MONTHS) + ")"
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.IGNORECASE)
@@ -44,10 +75,11 @@ def dated_anchor(question: str) -> TemporalAnchor | None:
     Records tell of an event on its day or in the week after ("yesterday", "last weekend"), so a
     day's window is that day to a week later; a month's is the month, centred on its middle.
     """
+
     def day(year: str, month: str, number: str) -> datetime | None:
         try:
             return datetime(int(year), _MONTHS.index(month.lower()) + 1, int(number))
-        except ValueError:   # "31 June": no such day
+        except ValueError:  # "31 June": no such day
             return None
 
     for pattern, order in ((_DAY_MONTH_YEAR, (3, 2, 1)), (_MONTH_DAY_YEAR, (3, 1, 2))):
@@ -87,9 +119,9 @@ def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | N
         if unit == "weekend":
             back = (day.weekday() - 5) % 7 or 7
             return TemporalAnchor(day - timedelta(days=back - 0.5), 1.5, match.group(0))
-        if unit == "week":   # the previous week, give or take the week's edges
+        if unit == "week":  # the previous week, give or take the week's edges
             return TemporalAnchor(day - timedelta(days=7), 4.5, match.group(0))
-        return TemporalAnchor(day - timedelta(days=15), 15.0, match.group(0))   # within the past month
+        return TemporalAnchor(day - timedelta(days=15), 15.0, match.group(0))  # within the past month
     return dated_anchor(question)
 
 

@@ -13,9 +13,10 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, fsync_dir, write_all
@@ -93,10 +94,17 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
     if unknown:
         raise fail(f"unknown field(s) {sorted(unknown)}", sorted(unknown)[0])
     entry = TranscriptEntry(
-        id=obj["id"], session_id=obj["session_id"], agent_id=obj["agent_id"], kind=kind,
-        timestamp=obj["ts"], content=obj["content"], channel=obj["channel"],
-        parent_id=obj.get("parent_id"), author=obj.get("author"),
-        subagent_id=obj.get("subagent_id"), meta=meta,
+        id=obj["id"],
+        session_id=obj["session_id"],
+        agent_id=obj["agent_id"],
+        kind=kind,
+        timestamp=obj["ts"],
+        content=obj["content"],
+        channel=obj["channel"],
+        parent_id=obj.get("parent_id"),
+        author=obj.get("author"),
+        subagent_id=obj.get("subagent_id"),
+        meta=meta,
     )
     check_entry(entry, path=path, line=line)
     if entry.content_hash != obj["hash"]:
@@ -107,11 +115,9 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
 def check_entry(entry: TranscriptEntry, *, path: str | None = None, line: int | None = None) -> None:
     """Rules beyond field types: a subagent turn names its subagent."""
     if entry.kind is EntryKind.SUBAGENT_TURN and not entry.subagent_id:
-        raise RecordFormatError("a subagent_turn must name its subagent", path=path, line=line,
-                                field="subagent_id")
+        raise RecordFormatError("a subagent_turn must name its subagent", path=path, line=line, field="subagent_id")
     if entry.kind is not EntryKind.SUBAGENT_TURN and entry.subagent_id:
-        raise RecordFormatError("only a subagent_turn carries a subagent_id", path=path, line=line,
-                                field="subagent_id")
+        raise RecordFormatError("only a subagent_turn carries a subagent_id", path=path, line=line, field="subagent_id")
 
 
 def encode_entry(entry: TranscriptEntry) -> bytes:
@@ -252,8 +258,9 @@ class TranscriptStore:
                 break
             pos = start
         torn = os.pread(fd, size - cut, cut)
-        record = self._quarantine(path, cut, None, torn, "torn final line (no newline): an append "
-                                  "interrupted before it was acknowledged")
+        record = self._quarantine(
+            path, cut, None, torn, "torn final line (no newline): an append interrupted before it was acknowledged"
+        )
         os.ftruncate(fd, cut)
         os.fsync(fd)
         self._state.pop(StoreLayout.session_id_of(path), None)
@@ -266,8 +273,14 @@ class TranscriptStore:
         name = f"{path.stem}.{offset}.{digest[:12]}.bin"
         qfile = self.layout.quarantine_file(name)
         record = QuarantineRecord(
-            session_file=path.name, offset=offset, line=line, size=len(data), reason=reason,
-            sha256=digest, quarantine_file=name, at=time.time(),
+            session_file=path.name,
+            offset=offset,
+            line=line,
+            size=len(data),
+            reason=reason,
+            sha256=digest,
+            quarantine_file=name,
+            at=time.time(),
         )
         if qfile.exists():
             return record
@@ -334,11 +347,19 @@ class TranscriptStore:
                 if entry.session_id != session_id:
                     raise RecordFormatError(
                         f"entry belongs to session '{entry.session_id}', file is '{session_id}'",
-                        path=str(path), line=line_no, field="session_id")
+                        path=str(path),
+                        line=line_no,
+                        field="session_id",
+                    )
             except (UnicodeDecodeError, json.JSONDecodeError, RecordFormatError) as exc:
-                reason = str(exc) if isinstance(exc, RecordFormatError) else (
-                    f"{path}, line {line_no if line_no is not None else '?'} (byte {line_start}): "
-                    f"not valid JSON/UTF-8: {exc}")
+                reason = (
+                    str(exc)
+                    if isinstance(exc, RecordFormatError)
+                    else (
+                        f"{path}, line {line_no if line_no is not None else '?'} (byte {line_start}): "
+                        f"not valid JSON/UTF-8: {exc}"
+                    )
+                )
                 if quarantine:
                     malformed.append(self._quarantine(path, line_start, line_no, raw + b"\n", reason))
                 continue

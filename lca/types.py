@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 WIRE_VERSION = 1
 
@@ -24,7 +25,7 @@ def sha256_hex(text: str) -> str:
 def as_utc(moment: datetime) -> datetime:
     """Aware in UTC; a naive time (a date in a hand-written file, an imported history) is read as UTC,
     so times written with and without an offset compare instead of raising."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def parse_timestamp(text: str | None) -> datetime | None:
@@ -135,7 +136,7 @@ class SourcePointer:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SourcePointer":
+    def from_dict(cls, data: Mapping[str, Any]) -> SourcePointer:
         return cls(
             source_type=SourceType(data["source_type"]),
             session_id=data.get("session_id"),

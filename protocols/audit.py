@@ -22,8 +22,10 @@ from lca.ledger import Ledger
 from lca.provenance import code_version
 from lca.types import EntryKind
 
-QUESTION = ("Did the memory change what the assistant did in ACTION (compared with what it would likely have "
-            "done without it)? Answer yes, no or unsure.")
+QUESTION = (
+    "Did the memory change what the assistant did in ACTION (compared with what it would likely have "
+    "done without it)? Answer yes, no or unsure."
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,9 @@ def _memory_texts(substrate) -> dict[str, str]:
     return texts
 
 
-def export_prevented_audit(substrate, *, sample: int, out_dir: Path, seed: int = 0,
-                           controls: float = 0.5) -> dict[str, Any]:
+def export_prevented_audit(
+    substrate, *, sample: int, out_dir: Path, seed: int = 0, controls: float = 0.5
+) -> dict[str, Any]:
     if sample < 1:
         raise LCAError("--sample must be at least 1")
     if not 0 <= controls < 1:
@@ -82,8 +85,12 @@ def export_prevented_audit(substrate, *, sample: int, out_dir: Path, seed: int =
         rows.append(("claim", memory_id, session, entry_id, memories[memory_id], before, action, event))
     claimed_pairs = {(e["target"], e["span"]) for e in events}
     n_controls = round(len(rows) * controls / (1 - controls)) if controls else 0
-    pool = [(mid, s, e) for mid in sorted(memories) for s, e in actions
-            if (f"memory:{mid}", f"{s}#{e}") not in claimed_pairs]
+    pool = [
+        (mid, s, e)
+        for mid in sorted(memories)
+        for s, e in actions
+        if (f"memory:{mid}", f"{s}#{e}") not in claimed_pairs
+    ]
     for mid, session, entry_id in rng.sample(pool, min(n_controls, len(pool))):
         before, action = entries[(session, entry_id)]
         rows.append(("control", mid, session, entry_id, memories[mid], before, action, None))
@@ -102,10 +109,16 @@ def export_prevented_audit(substrate, *, sample: int, out_dir: Path, seed: int =
     with open(out_dir / "key.jsonl", "w", encoding="utf-8") as handle:
         for row in key:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
-    manifest = {"store": str(substrate.home), "code_version": code_version(), "seed": seed,
-                "events_available": len(events), "claims": sum(1 for r in rows if r[0] == "claim"),
-                "controls": sum(1 for r in rows if r[0] == "control"),
-                "unresolvable": sum(1 for k in key if "status" in k), "question": QUESTION,
-                "files": {"items": "items.csv (give to raters)", "key": "key.jsonl (keep from raters)"}}
+    manifest = {
+        "store": str(substrate.home),
+        "code_version": code_version(),
+        "seed": seed,
+        "events_available": len(events),
+        "claims": sum(1 for r in rows if r[0] == "claim"),
+        "controls": sum(1 for r in rows if r[0] == "control"),
+        "unresolvable": sum(1 for k in key if "status" in k),
+        "question": QUESTION,
+        "files": {"items": "items.csv (give to raters)", "key": "key.jsonl (keep from raters)"},
+    }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest

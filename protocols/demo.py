@@ -60,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         sessions, imported = import_locomo(source, sample_ids=[sample_id])
         ingest = substrate.import_sessions(sessions, imported)
         ingest_s = time.perf_counter() - started
-        print(f"      {ingest.entries_appended} turns in {len(sessions)} sessions, "
-              f"{ingest.index.new_chunks} chunks embedded in {ingest_s:.1f} s")
+        print(
+            f"      {ingest.entries_appended} turns in {len(sessions)} sessions, "
+            f"{ingest.index.new_chunks} chunks embedded in {ingest_s:.1f} s"
+        )
 
         print("[2/3] health")
         health = substrate.health()
@@ -81,39 +83,59 @@ def main(argv: list[str] | None = None) -> int:
             if mark:
                 found.append(dia)
             print(f"      {rank}. [{dia}] {hit.score:.4f} {' '.join(hit.text.split())[:110]}{mark}")
-        print(f"      gold answer: {qa.get('answer')!r}; gold evidence {sorted(gold)}; "
-              f"found in top 5: {sorted(set(found))}")
+        print(
+            f"      gold answer: {qa.get('answer')!r}; gold evidence {sorted(gold)}; "
+            f"found in top 5: {sorted(set(found))}"
+        )
         embedder_id = substrate.embedder.embedder_id
 
     report = {
         "job": "substrate end-to-end demo (issue 2; the pilot study replaces it)",
         "provenance": {
-            "code_version": code_version(), "embedder": embedder_id, "dataset": dataset,
-            "dataset_path": str(source), "dataset_sha256": file_sha256(source), "sample_id": sample_id,
-            "python": platform.python_version(), "seed": None,
+            "code_version": code_version(),
+            "embedder": embedder_id,
+            "dataset": dataset,
+            "dataset_path": str(source),
+            "dataset_sha256": file_sha256(source),
+            "sample_id": sample_id,
+            "python": platform.python_version(),
+            "seed": None,
         },
         "ingest": ingest.to_dict(),
         "health": health.to_dict(),
-        "search": {"query": qa["question"], "gold_answer": qa.get("answer"), "gold_evidence": sorted(gold),
-                   "evidence_found_top5": sorted(set(found)), "latency_ms_cold": search_ms,
-                   "hits": [h.to_dict() for h in hits]},
+        "search": {
+            "query": qa["question"],
+            "gold_answer": qa.get("answer"),
+            "gold_evidence": sorted(gold),
+            "evidence_found_top5": sorted(set(found)),
+            "latency_ms_cold": search_ms,
+            "hits": [h.to_dict() for h in hits],
+        },
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
     lines = [
-        "# LCA substrate demo", "",
+        "# LCA substrate demo",
+        "",
         f"- dataset: {dataset}, conversation `{sample_id}` (`{source}`, "
         f"sha256 `{report['provenance']['dataset_sha256'][:16]}...`)",
         f"- code: `{report['provenance']['code_version']}`; embedder: `{embedder_id}`",
         f"- ingest: {ingest.entries_appended} turns, {ingest.index.new_chunks} chunks, {ingest_s:.1f} s",
-        f"- health: {'healthy' if health.healthy else 'UNHEALTHY'}", "",
-        "| check | status | detail |", "| --- | --- | --- |",
-        *[f"| {c.name} | {c.status.value} | {c.detail} |" for c in health.checks], "",
-        f"## Search: {qa['question']}", "",
-        f"Gold answer `{qa.get('answer')}`, gold evidence {sorted(gold)}, "
-        f"found in the top 5: {sorted(set(found))}.", "",
-        "| rank | score | source | text |", "| --- | --- | --- | --- |",
-        *[f"| {i} | {h.score:.4f} | `{h.pointer.key()}` | {' '.join(h.text.split())[:160]} |"
-          for i, h in enumerate(hits, 1)],
+        f"- health: {'healthy' if health.healthy else 'UNHEALTHY'}",
+        "",
+        "| check | status | detail |",
+        "| --- | --- | --- |",
+        *[f"| {c.name} | {c.status.value} | {c.detail} |" for c in health.checks],
+        "",
+        f"## Search: {qa['question']}",
+        "",
+        f"Gold answer `{qa.get('answer')}`, gold evidence {sorted(gold)}, found in the top 5: {sorted(set(found))}.",
+        "",
+        "| rank | score | source | text |",
+        "| --- | --- | --- | --- |",
+        *[
+            f"| {i} | {h.score:.4f} | `{h.pointer.key()}` | {' '.join(h.text.split())[:160]} |"
+            for i, h in enumerate(hits, 1)
+        ],
     ]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
     print(f"report: {out_dir / 'report.md'}")

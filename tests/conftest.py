@@ -18,9 +18,14 @@ from tests.fakes import FakeHashingEmbedder  # noqa: E402
 
 def make_entry(session: str, n: int, content: str | None = None, **kw) -> TranscriptEntry:
     return TranscriptEntry(
-        id=f"{session}:{n}", session_id=session, agent_id="agent-test",
-        kind=kw.pop("kind", EntryKind.USER_TURN), timestamp=kw.pop("timestamp", f"2026-01-01T00:00:{n % 60:02d}"),
-        content=content if content is not None else f"entry {n} of {session}", **kw)
+        id=f"{session}:{n}",
+        session_id=session,
+        agent_id="agent-test",
+        kind=kw.pop("kind", EntryKind.USER_TURN),
+        timestamp=kw.pop("timestamp", f"2026-01-01T00:00:{n % 60:02d}"),
+        content=content if content is not None else f"entry {n} of {session}",
+        **kw,
+    )
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -51,7 +51,6 @@ class FakeHashingEmbedder:
                 out[row, value % self._dimension] += 1.0 if (value >> 32) & 1 else -1.0
             out[row] /= np.linalg.norm(out[row])
         return out
-
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -96,8 +96,7 @@ def module_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
                 else:
                     module = node.module or ""
                 for alias in node.names:
-                    targets.add(known(f"{module}.{alias.name}") if f"{module}.{alias.name}" in paths
-                                else known(module))
+                    targets.add(known(f"{module}.{alias.name}") if f"{module}.{alias.name}" in paths else known(module))
         graph[name] = {t for t in targets if t is not None and t != name}
     return graph
 
@@ -156,9 +155,9 @@ def test_the_cycle_check_would_catch_one_through_a_lazy_import(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
     (package / "a.py").write_text("from pkg.sub import b\n")
-    (package / "sub" / "b.py").write_text("def later():\n    from .. import c\n")   # lazy and relative
+    (package / "sub" / "b.py").write_text("def later():\n    from .. import c\n")  # lazy and relative
     (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n")
-    (package / "d.py").write_text("import pkg.a\n")                                 # imports into it, not part of it
+    (package / "d.py").write_text("import pkg.a\n")  # imports into it, not part of it
     graph = module_graph(tmp_path, ("pkg",))
     assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"}
     assert import_cycles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]
@@ -198,6 +197,7 @@ def test_every_lca_module_is_placed_in_a_layer():
     (contract,) = [c for c in config["contracts"] if c.get("containers") == ["lca"]]
     placed = {name.strip() for layer in contract["layers"] for name in layer.replace(":", "|").split("|")}
     modules = {p.stem for p in (REPO / "lca").glob("*.py") if p.stem != "__init__"} | {
-        p.parent.name for p in (REPO / "lca").glob("*/__init__.py")}
+        p.parent.name for p in (REPO / "lca").glob("*/__init__.py")
+    }
     assert modules - placed == set(), f"add to the lca layers contract in pyproject.toml: {modules - placed}"
     assert placed - modules == set(), f"no such lca module: {placed - modules}"

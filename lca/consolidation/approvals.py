@@ -60,27 +60,41 @@ def approve_proposal(store: ProposalStore, proposal_id: str, *, approver: str) -
         for memory_id, base in (payload.get("base_hashes") or {}).items():
             current = memory.get(memory_id).computed_hash
             if current != base:
-                raise LCAError(f"proposal '{proposal_id}': memory '{memory_id}' changed since it was proposed; "
-                               "the proposal no longer applies (reject it and run a new cycle)")
+                raise LCAError(
+                    f"proposal '{proposal_id}': memory '{memory_id}' changed since it was proposed; "
+                    "the proposal no longer applies (reject it and run a new cycle)"
+                )
         record = MemoryRecord.model_validate(payload["record"])
         new = memory.write(record, payload["body"], approver=approver)
         writes.append(Write(new.record.id, "approved", payload.get("candidate"), new.computed_hash, approver))
         if payload.get("supersede"):
             old = memory.get(payload["supersede"])
-            marked = old.record.model_copy(update={
-                "superseded_by": Supersession(id=new.record.id, reason=payload.get("verdict") or "approved"),
-                "valid_to": old.record.valid_to or datetime.now(UTC)})
+            marked = old.record.model_copy(
+                update={
+                    "superseded_by": Supersession(id=new.record.id, reason=payload.get("verdict") or "approved"),
+                    "valid_to": old.record.valid_to or datetime.now(UTC),
+                }
+            )
             done = memory.write(marked, old.body, approver=approver)
             writes.append(Write(done.record.id, "superseded", payload.get("candidate"), done.computed_hash, approver))
             ledger.append("memory_superseded", done.record.id, {"by": new.record.id, "reason": "approved proposal"})
         for w in writes:
             written = memory.get(w.memory_id)
-            ledger.append("memory_written", w.memory_id, {"action": w.action, "content_hash": w.content_hash,
-                                                          "approver": approver, "proposal": proposal_id,
-                                                          "file": render_memory(written.record, written.body)})
+            ledger.append(
+                "memory_written",
+                w.memory_id,
+                {
+                    "action": w.action,
+                    "content_hash": w.content_hash,
+                    "approver": approver,
+                    "proposal": proposal_id,
+                    "file": render_memory(written.record, written.body),
+                },
+            )
         if payload.get("candidate") and payload.get("promotes", True):
-            ledger.append("hypothesis_promoted", payload["candidate"], {"memory_id": new.record.id,
-                                                                         "approver": approver})
+            ledger.append(
+                "hypothesis_promoted", payload["candidate"], {"memory_id": new.record.id, "approver": approver}
+            )
         ledger.append("proposal_resolved", proposal_id, {"resolution": "approved", "approver": approver})
         path.rename(path.with_suffix(".approved"))
     store.ingest()

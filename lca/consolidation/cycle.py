@@ -38,16 +38,23 @@ from lca.recall import RecallContext
 from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry, as_utc
 
-PreventedClaim = tuple[str, str, int, str]   # memory id, what, line number, what
+PreventedClaim = tuple[str, str, int, str]  # memory id, what, line number, what
 
 
 class Consolidator:
     """Runs cycles over one store. ``reviewer`` defaults to ``writer`` but every review is a fresh
     call with its own messages: nothing the writer saw or said reaches it but the candidate."""
 
-    def __init__(self, stores: CycleStores, writer: TextGenerator, *, reviewer: TextGenerator | None = None,
-                 config: ConsolidationConfig | None = None, approver: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        stores: CycleStores,
+        writer: TextGenerator,
+        *,
+        reviewer: TextGenerator | None = None,
+        config: ConsolidationConfig | None = None,
+        approver: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.stores = stores
         self.writer = writer
         self.reviewer = reviewer or writer
@@ -59,9 +66,14 @@ class Consolidator:
         self.now = datetime.now(UTC)
 
     # -- entry point
-    def run(self, trigger: ConsolidationTrigger | str = ConsolidationTrigger.ELECTED, *,
-            session_id: str | None = None, handoff: Callable[[str], str] | None = None,
-            now: datetime | None = None) -> ConsolidationResult:
+    def run(
+        self,
+        trigger: ConsolidationTrigger | str = ConsolidationTrigger.ELECTED,
+        *,
+        session_id: str | None = None,
+        handoff: Callable[[str], str] | None = None,
+        now: datetime | None = None,
+    ) -> ConsolidationResult:
         """One cycle. ``now`` is the cycle's time on the history's clock (default: the wall clock);
         a replayed history passes the time of its session end so memories date from then."""
         trigger = ConsolidationTrigger(trigger)
@@ -72,10 +84,13 @@ class Consolidator:
         loaded = self.stores.memory.load()
         if loaded.failures:
             detail = "; ".join(str(f) for f in loaded.failures[:5])
-            self.ledger.append("cycle_completed", cycle_id, {"trigger": trigger.value, "status": "refused",
-                                                             "reason": detail})
-            raise ConsolidationRefused(f"memory folder has {len(loaded.failures)} invalid file(s); the cycle "
-                                       f"will not write over it: {detail}. Fix or move them, then run again.")
+            self.ledger.append(
+                "cycle_completed", cycle_id, {"trigger": trigger.value, "status": "refused", "reason": detail}
+            )
+            raise ConsolidationRefused(
+                f"memory folder has {len(loaded.failures)} invalid file(s); the cycle "
+                f"will not write over it: {detail}. Fix or move them, then run again."
+            )
         drifted = set(loaded.drifted)
         state = self.ledger.state()
         # read once per cycle: the schemas stamped on every write, and what recall injected since the last cycle
@@ -85,26 +100,43 @@ class Consolidator:
         failures: list[Failure] = []
         candidates, prevented = self._identify(lines, state, failures, injected)
         candidates += self._resurface(candidates, state)
-        review = CandidateReview(self.stores, self.reviewer, self.config, schema_stamp=schema_stamp, now=self.now,
-                                 say=self._say)
+        review = CandidateReview(
+            self.stores, self.reviewer, self.config, schema_stamp=schema_stamp, now=self.now, say=self._say
+        )
         plans = [review.review(c, lines, state, failures) for c in candidates]
         events = self._experience(lines, prevented, failures, injected)
         writes: list[Write] = []
         read_back: list[ReadBack] = []
         if plans:
             with self.stores.writer_lock():
-                writes = PlanWriter(self.stores.layout, self.stores.memory, self.ledger, approver=self.approver,
-                                    now=self.now).apply(plans, drifted, failures, cycle_id)
+                writes = PlanWriter(
+                    self.stores.layout, self.stores.memory, self.ledger, approver=self.approver, now=self.now
+                ).apply(plans, drifted, failures, cycle_id)
             self._index(failures)
             read_back = self._read_back(writes, failures)
         result = ConsolidationResult(
-            cycle_id, trigger.value, started, time.time() - started, self.writer.model_id,
-            self.reviewer.model_id if self.config.verify else None, self.config.verify,
-            {s: m for s, m in marks.items()}, tuple(candidates), tuple(p.verdict for p in plans), tuple(writes),
-            tuple(read_back), tuple(failures), tuple(events), None, self.repeats_merged)
+            cycle_id,
+            trigger.value,
+            started,
+            time.time() - started,
+            self.writer.model_id,
+            self.reviewer.model_id if self.config.verify else None,
+            self.config.verify,
+            {s: m for s, m in marks.items()},
+            tuple(candidates),
+            tuple(p.verdict for p in plans),
+            tuple(writes),
+            tuple(read_back),
+            tuple(failures),
+            tuple(events),
+            None,
+            self.repeats_merged,
+        )
         handoff_id = None
-        if handoff is not None and trigger in (ConsolidationTrigger.PRE_COMPACTION,
-                                               ConsolidationTrigger.CONTEXT_PRESSURE):
+        if handoff is not None and trigger in (
+            ConsolidationTrigger.PRE_COMPACTION,
+            ConsolidationTrigger.CONTEXT_PRESSURE,
+        ):
             handoff_id = handoff(f"consolidation {cycle_id} before compaction")
         result = replace(result, handoff_entry=handoff_id, seconds=time.time() - started)
         self._record(result, session_id or (lines[-1].session_id if lines else None))
@@ -131,12 +163,24 @@ class Consolidator:
             read = transcript.read(session, start=start)
             kept = [e for e in read.entries if e.kind not in SKIPPED_KINDS and e.content.strip()]
             if read.end_offset > start:
-                marks[session] = {"start_offset": start, "end_offset": read.end_offset,
-                                  "first": kept[0].id if kept else None, "last": kept[-1].id if kept else None,
-                                  "entries": len(kept)}
+                marks[session] = {
+                    "start_offset": start,
+                    "end_offset": read.end_offset,
+                    "first": kept[0].id if kept else None,
+                    "last": kept[-1].id if kept else None,
+                    "entries": len(kept),
+                }
             for entry in kept:
-                lines.append(SpanLine(len(lines) + 1, entry.session_id, entry.id, self._speaker(entry),
-                                      " ".join(entry.content.split()), entry.timestamp))
+                lines.append(
+                    SpanLine(
+                        len(lines) + 1,
+                        entry.session_id,
+                        entry.id,
+                        self._speaker(entry),
+                        " ".join(entry.content.split()),
+                        entry.timestamp,
+                    )
+                )
         return lines, marks
 
     @staticmethod
@@ -149,8 +193,9 @@ class Consolidator:
     def _windows(self, lines: Sequence[SpanLine]) -> list[list[SpanLine]]:
         return windows_by_tokens(lines, self.config.window_tokens, text=lambda line: line.text)
 
-    def _identify(self, lines: list[SpanLine], state: LearnedState, failures: list[Failure],
-                  injected: set[str]) -> tuple[list[Candidate], list[PreventedClaim]]:
+    def _identify(
+        self, lines: list[SpanLine], state: LearnedState, failures: list[Failure], injected: set[str]
+    ) -> tuple[list[Candidate], list[PreventedClaim]]:
         by_number = {line.number: line for line in lines}
         candidates: dict[str, Candidate] = {}
         prevented: list[PreventedClaim] = []
@@ -164,30 +209,44 @@ class Consolidator:
             if in_use:
                 parts.append("Memories in use:\n" + "\n".join(f"{mid}: {text}" for mid, text in in_use))
             if schemas:
-                parts.append("Known patterns:\n" + "\n".join(f"- {s.id} (v{s.version}): {s.description}"
-                                                               for s in schemas))
+                parts.append(
+                    "Known patterns:\n" + "\n".join(f"- {s.id} (v{s.version}): {s.description}" for s in schemas)
+                )
             parts.append(WRITER_TASK)
             system = WRITER_SYSTEM + (WRITER_PREVENTED if in_use else "")
             messages = with_demos(system, (WRITER_DEMO,), "\n\n".join(parts))
             self._say(f"identify: window {w + 1}")
             try:
-                text = self.writer.generate(messages, max_tokens=self.config.writer_max_tokens, temperature=0.0,
-                                            seed=self.config.seed)
+                text = self.writer.generate(
+                    messages, max_tokens=self.config.writer_max_tokens, temperature=0.0, seed=self.config.seed
+                )
             except Exception as exc:  # the generator's failure is the cycle's record, never a crash
                 failures.append(Failure("extract", failure_kind(exc), f"window {w + 1}: {exc}"))
                 continue
             found, prevented_here, unparsed = parse_writer_output(text)
             if not found and not prevented_here and text.strip().upper().strip(".") != "NONE":
                 kind = "refused" if REFUSAL.search(text) else "malformed"
-                failures.append(Failure("extract", kind, f"window {w + 1}: no line in the form "
-                                        f"'TYPE | statement | line numbers' ({unparsed} other line(s))", raw=text))
+                failures.append(
+                    Failure(
+                        "extract",
+                        kind,
+                        f"window {w + 1}: no line in the form "
+                        f"'TYPE | statement | line numbers' ({unparsed} other line(s))",
+                        raw=text,
+                    )
+                )
                 continue
             prevented.extend(prevented_here)
             for kind, statement, numbers in found:
                 cited = [by_number[n] for n in numbers if n in by_number]
-                cand = Candidate(hypothesis_id(statement), kind, statement,
-                                 tuple((line.session_id, line.entry_id) for line in cited),
-                                 tuple(line.number for line in cited), w + 1)
+                cand = Candidate(
+                    hypothesis_id(statement),
+                    kind,
+                    statement,
+                    tuple((line.session_id, line.entry_id) for line in cited),
+                    tuple(line.number for line in cited),
+                    w + 1,
+                )
                 if cand.id not in candidates and len(candidates) < self.config.max_candidates:
                     candidates[cand.id] = cand
         return self._merge_repeats(list(candidates.values())), prevented
@@ -201,24 +260,35 @@ class Consolidator:
         kept: list[Candidate] = []
         kept_rows: list[int] = []
         for row, cand in enumerate(candidates):
-            twin = next((k for k, r in enumerate(kept_rows)
-                         if kept[k].type == cand.type
-                         and float(vectors[row] @ vectors[r]) >= self.config.update_similarity), None)
+            twin = next(
+                (
+                    k
+                    for k, r in enumerate(kept_rows)
+                    if kept[k].type == cand.type and float(vectors[row] @ vectors[r]) >= self.config.update_similarity
+                ),
+                None,
+            )
             if twin is None:
                 kept.append(cand)
                 kept_rows.append(row)
                 continue
             first = kept[twin]
-            kept[twin] = replace(first, sources=tuple(dict.fromkeys(first.sources + cand.sources)),
-                                 lines=tuple(dict.fromkeys(first.lines + cand.lines)))
+            kept[twin] = replace(
+                first,
+                sources=tuple(dict.fromkeys(first.sources + cand.sources)),
+                lines=tuple(dict.fromkeys(first.lines + cand.lines)),
+            )
             self.repeats_merged += 1
         return kept
 
     def _memories_in_use(self, injected: set[str]) -> list[tuple[str, str]]:
         """Memories recall injected since the last cycle, as (id, first line) for the writer prompt."""
         files = self.stores.memory_files()
-        return [(mid, files[mid].body.strip().splitlines()[0][:200]) for mid in sorted(injected)
-                if mid in files and files[mid].body.strip()][:8]
+        return [
+            (mid, files[mid].body.strip().splitlines()[0][:200])
+            for mid in sorted(injected)
+            if mid in files and files[mid].body.strip()
+        ][:8]
 
     @staticmethod
     def _injected_since(path: Path, since: float) -> set[str]:
@@ -235,7 +305,7 @@ class Consolidator:
                     continue
                 for c in record.get("candidates", ()):
                     if c.get("injected") and c.get("source", "").startswith("memory:"):
-                        out.add(c["source"][len("memory:"):].split("[", 1)[0])
+                        out.add(c["source"][len("memory:") :].split("[", 1)[0])
         return out
 
     def _resurface(self, candidates: Sequence[Candidate], state: LearnedState) -> list[Candidate]:
@@ -248,22 +318,41 @@ class Consolidator:
                 if h.id in seen:
                     continue
                 seen.add(h.id)
-                out.append(Candidate(h.id, h.type if h.type in CANDIDATE_TYPES else "fact", h.claim, cand.sources,
-                                     cand.lines, cand.window, resurfaced_by=cand.id))
+                out.append(
+                    Candidate(
+                        h.id,
+                        h.type if h.type in CANDIDATE_TYPES else "fact",
+                        h.claim,
+                        cand.sources,
+                        cand.lines,
+                        cand.window,
+                        resurfaced_by=cand.id,
+                    )
+                )
         return out
 
     # -- experience: hits and prevented mistakes
-    def _experience(self, lines: Sequence[SpanLine], prevented: Sequence[PreventedClaim], failures: list[Failure],
-                    injected: set[str]) -> list[dict[str, Any]]:
+    def _experience(
+        self,
+        lines: Sequence[SpanLine],
+        prevented: Sequence[PreventedClaim],
+        failures: list[Failure],
+        injected: set[str],
+    ) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         files = self.stores.memory_files()
         by_number = {line.number: line for line in lines}
         for memory_id, _, number, what in prevented:
             line = by_number.get(number)
             if memory_id not in files or line is None:
-                failures.append(Failure("prevented", "unknown_memory" if memory_id not in files else "malformed",
-                                        f"prevented-mistake claim for '{memory_id}' at line {number} names no "
-                                        "known memory or line: not counted"))
+                failures.append(
+                    Failure(
+                        "prevented",
+                        "unknown_memory" if memory_id not in files else "malformed",
+                        f"prevented-mistake claim for '{memory_id}' at line {number} names no "
+                        "known memory or line: not counted",
+                    )
+                )
                 continue
             span = f"{line.session_id}#{line.entry_id}"
             self.stores.experience.record(f"memory:{memory_id}", "prevented_mistake", span=span)
@@ -276,8 +365,14 @@ class Consolidator:
             terms = key_terms(memory.body)
             if terms and len(terms & assistant_terms) / len(terms) >= 0.5:
                 self.stores.experience.record(f"memory:{memory_id}", "used")
-                events.append({"memory": memory_id, "kind": "used", "span": None,
-                               "what": "injected and echoed by the assistant in this span"})
+                events.append(
+                    {
+                        "memory": memory_id,
+                        "kind": "used",
+                        "span": None,
+                        "what": "injected and echoed by the assistant in this span",
+                    }
+                )
         return events
 
     # -- step 5, after the writes: index and read back
@@ -288,8 +383,13 @@ class Consolidator:
             failures.append(Failure("index", "error", str(exc)))
             return
         if report.index.failed_chunks:
-            failures.append(Failure("index", "error", f"{report.index.failed_chunks} chunk(s) failed to embed; "
-                                    "held back and retried at the next ingest"))
+            failures.append(
+                Failure(
+                    "index",
+                    "error",
+                    f"{report.index.failed_chunks} chunk(s) failed to embed; held back and retried at the next ingest",
+                )
+            )
 
     def _read_back(self, writes: Sequence[Write], failures: list[Failure]) -> list[ReadBack]:
         """Every memory this cycle wrote must come back from recall on its own text."""
@@ -309,11 +409,17 @@ class Consolidator:
             if any(i.source.startswith(source) for i in result.items):
                 out.append(ReadBack(write.memory_id, True, rank, "injected by recall on its own text"))
             else:
-                why = next((c.why_not for c in result.candidates if c.source.startswith(source)),
-                           "not among the candidates")
+                why = next(
+                    (c.why_not for c in result.candidates if c.source.startswith(source)), "not among the candidates"
+                )
                 out.append(ReadBack(write.memory_id, False, rank, f"not injected: {why}"))
-                failures.append(Failure("read_back", "not_retrievable", f"memory '{write.memory_id}' was written but "
-                                        f"recall on its own text did not return it ({why})"))
+                failures.append(
+                    Failure(
+                        "read_back",
+                        "not_retrievable",
+                        f"memory '{write.memory_id}' was written but recall on its own text did not return it ({why})",
+                    )
+                )
         return out
 
     # -- the record
@@ -325,17 +431,32 @@ class Consolidator:
         atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
         if session_id is not None:
             entry = TranscriptEntry(
-                id=f"{session_id}:checkpoint:{result.cycle_id}", session_id=session_id, agent_id="lca",
-                kind=EntryKind.CHECKPOINT, timestamp=self.now.isoformat(timespec="seconds"),
-                content=json.dumps({"cycle": result.cycle_id, "trigger": result.trigger, "counts": counts},
-                                   sort_keys=True),
-                meta={"record": str(path)})
+                id=f"{session_id}:checkpoint:{result.cycle_id}",
+                session_id=session_id,
+                agent_id="lca",
+                kind=EntryKind.CHECKPOINT,
+                timestamp=self.now.isoformat(timespec="seconds"),
+                content=json.dumps(
+                    {"cycle": result.cycle_id, "trigger": result.trigger, "counts": counts}, sort_keys=True
+                ),
+                meta={"record": str(path)},
+            )
             self.stores.append([entry])
-        self.ledger.append("cycle_completed", result.cycle_id, {
-            "status": "completed", "trigger": result.trigger, "marks": result.span, "counts": counts,
-            "rejected_reasons": [v.reason for v in result.verdicts if v.verdict in ("reject", "remove")],
-            "failure_kinds": [f"{f.stage}:{f.kind}" for f in result.failures], "record": str(path),
-            "writer_model": result.writer_model, "reviewer_model": result.reviewer_model})
+        self.ledger.append(
+            "cycle_completed",
+            result.cycle_id,
+            {
+                "status": "completed",
+                "trigger": result.trigger,
+                "marks": result.span,
+                "counts": counts,
+                "rejected_reasons": [v.reason for v in result.verdicts if v.verdict in ("reject", "remove")],
+                "failure_kinds": [f"{f.stage}:{f.kind}" for f in result.failures],
+                "record": str(path),
+                "writer_model": result.writer_model,
+                "reviewer_model": result.reviewer_model,
+            },
+        )
 
     def _say(self, message: str) -> None:
         if self.progress is not None:

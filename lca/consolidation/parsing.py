@@ -65,8 +65,13 @@ def parse_review(text: str) -> dict[str, Any] | None:
     if contradicts is not None and contradicts.lower() in ("", "none", "no", "n/a", "-"):
         contradicts = None
     reasoning_first = bool(order) and order[0] == "REASONING"
-    return {"verdict": verdict, "supported": supported, "contradicts": contradicts,
-            "reasoning": fields.get("REASONING", ""), "reasoning_first": reasoning_first}
+    return {
+        "verdict": verdict,
+        "supported": supported,
+        "contradicts": contradicts,
+        "reasoning": fields.get("REASONING", ""),
+        "reasoning_first": reasoning_first,
+    }
 
 
 def lexical_support(claim: str, lines: Sequence[str]) -> float:

@@ -11,9 +11,14 @@ from lca.errors import LCAError
 from lca.memory import MemoryFile, MemoryRecord, MemoryType, Privacy
 from lca.types import EntryKind
 
-CANDIDATE_TYPES = {"fact": MemoryType.FACT, "decision": MemoryType.DECISION, "lesson": MemoryType.LESSON,
-                   "preference": MemoryType.PREFERENCE, "rule": MemoryType.PROCEDURE,
-                   "procedure": MemoryType.PROCEDURE}
+CANDIDATE_TYPES = {
+    "fact": MemoryType.FACT,
+    "decision": MemoryType.DECISION,
+    "lesson": MemoryType.LESSON,
+    "preference": MemoryType.PREFERENCE,
+    "rule": MemoryType.PROCEDURE,
+    "procedure": MemoryType.PROCEDURE,
+}
 SKIPPED_KINDS = {EntryKind.CHECKPOINT, EntryKind.HANDOFF, EntryKind.REASONING}
 
 
@@ -34,17 +39,17 @@ class ConsolidationRefused(LCAError):
 class ConsolidationConfig:
     """Parameters of a cycle; plain values so a condition can name them."""
 
-    window_tokens: int = 900            # transcript per writer call (the model's context is small)
+    window_tokens: int = 900  # transcript per writer call (the model's context is small)
     max_candidates: int = 24
     writer_max_tokens: int = 256
     reviewer_max_tokens: int = 200
-    update_similarity: float = 0.88     # a candidate this close to a memory updates it
-    related_similarity: float = 0.45    # memories this close (and sharing a key term) are "touched"
+    update_similarity: float = 0.88  # a candidate this close to a memory updates it
+    related_similarity: float = 0.45  # memories this close (and sharing a key term) are "touched"
     related_k: int = 4
     min_lexical_support: float = 0.34
-    unsupported: str = "downgrade"      # downgrade | remove
+    unsupported: str = "downgrade"  # downgrade | remove
     privacy: str = "private"
-    verify: bool = True                  # False: the "consolidation without verification" ablation
+    verify: bool = True  # False: the "consolidation without verification" ablation
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -65,25 +70,25 @@ class SpanLine:
 
 @dataclass(frozen=True)
 class Candidate:
-    id: str                 # hypothesis id (stable per claim)
-    type: str               # a CANDIDATE_TYPES key
+    id: str  # hypothesis id (stable per claim)
+    type: str  # a CANDIDATE_TYPES key
     claim: str
-    sources: tuple[tuple[str, str], ...]   # (session, entry) pairs cited
+    sources: tuple[tuple[str, str], ...]  # (session, entry) pairs cited
     lines: tuple[int, ...]
     window: int
-    resurfaced_by: str | None = None   # a dormant hypothesis brought back by this candidate's evidence
+    resurfaced_by: str | None = None  # a dormant hypothesis brought back by this candidate's evidence
 
 
 @dataclass(frozen=True)
 class Verdict:
     candidate: str
-    verdict: str             # accept | reject | supersede | downgrade | remove | held | failed
+    verdict: str  # accept | reject | supersede | downgrade | remove | held | failed
     supported: bool
     lexical_support: float
     contradicts: str | None
     reasoning: str
     reasoning_first: bool
-    reason: str              # the cycle's own account of the outcome
+    reason: str  # the cycle's own account of the outcome
     touched: tuple[str, ...] = ()
     update_of: str | None = None
     earlier_refutations: int = 0
@@ -93,7 +98,7 @@ class Verdict:
 @dataclass(frozen=True)
 class Write:
     memory_id: str
-    action: str              # created | updated | superseded | conflict_marked | held | approved
+    action: str  # created | updated | superseded | conflict_marked | held | approved
     candidate: str | None
     content_hash: str | None
     detail: str = ""
@@ -109,8 +114,8 @@ class ReadBack:
 
 @dataclass(frozen=True)
 class Failure:
-    stage: str               # extract | verify | write | index | read_back | prevented
-    kind: str                # malformed | timeout | refused | error | changed | unknown_memory ...
+    stage: str  # extract | verify | write | index | read_back | prevented
+    kind: str  # malformed | timeout | refused | error | changed | unknown_memory ...
     message: str
     candidate: str | None = None
     raw: str = ""
@@ -148,7 +153,7 @@ class ConsolidationResult:
     failures: tuple[Failure, ...]
     experience_events: tuple[dict[str, Any], ...]
     handoff_entry: str | None
-    repeats_merged: int = 0   # candidates folded into an earlier near-identical one of the same cycle
+    repeats_merged: int = 0  # candidates folded into an earlier near-identical one of the same cycle
     prompt_version: str = PROMPT_VERSION
 
     @property
@@ -158,13 +163,16 @@ class ConsolidationResult:
             by_verdict[v.verdict] = by_verdict.get(v.verdict, 0) + 1
         n = len(self.candidates)
         stopped = sum(by_verdict.get(k, 0) for k in ("reject", "remove"))
-        return {"candidates": n, "verdicts": by_verdict,
-                "rejection_rate": (stopped / n) if n else None,
-                "downgrade_rate": (by_verdict.get("downgrade", 0) / n) if n else None,
-                "writes": len([w for w in self.writes if w.action != "held"]),
-                "held": len([w for w in self.writes if w.action == "held"]),
-                "failures": len(self.failures),
-                "read_back_failures": len([r for r in self.read_back if not r.retrieved])}
+        return {
+            "candidates": n,
+            "verdicts": by_verdict,
+            "rejection_rate": (stopped / n) if n else None,
+            "downgrade_rate": (by_verdict.get("downgrade", 0) / n) if n else None,
+            "writes": len([w for w in self.writes if w.action != "held"]),
+            "held": len([w for w in self.writes if w.action == "held"]),
+            "failures": len(self.failures),
+            "read_back_failures": len([r for r in self.read_back if not r.retrieved]),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -28,13 +28,21 @@ class CandidateReview:
     """Reviews the candidates of one cycle. Every review is a fresh call with its own messages:
     nothing the writer saw or said reaches the reviewer but the candidate."""
 
-    def __init__(self, stores: CycleStores, reviewer: TextGenerator, config: ConsolidationConfig, *,
-                 schema_stamp: tuple[SchemaRef, ...], now: datetime, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        stores: CycleStores,
+        reviewer: TextGenerator,
+        config: ConsolidationConfig,
+        *,
+        schema_stamp: tuple[SchemaRef, ...],
+        now: datetime,
+        say: Callable[[str], None],
+    ) -> None:
         self.stores = stores
         self.reviewer = reviewer
         self.config = config
-        self.schema_stamp = schema_stamp   # the schemas active this cycle, stamped on every write
-        self.now = now                     # the cycle's time on the history's clock
+        self.schema_stamp = schema_stamp  # the schemas active this cycle, stamped on every write
+        self.now = now  # the cycle's time on the history's clock
         self.say = say
 
     # -- step 2: the memories a candidate touches, and the one it would update
@@ -43,7 +51,7 @@ class CandidateReview:
         if not files:
             return [], None
         index = self.stores.index
-        qvec = index.query_vector(candidate.claim)   # embedded once, for the search and the cosines
+        qvec = index.query_vector(candidate.claim)  # embedded once, for the search and the cosines
         hits = index.search(candidate.claim, k=self.config.related_k * 3, mode="hybrid", query_vector=qvec)
         vectors = index.vectors_for_hits(hits) if hits else {}
         terms = key_terms(candidate.claim)
@@ -61,13 +69,20 @@ class CandidateReview:
                 if memory.record.id not in best or best[memory.record.id][1] < cosine:
                     best[memory.record.id] = (memory, cosine)
         touched = sorted(best.values(), key=lambda mc: -mc[1])[: self.config.related_k]
-        update = next((m for m, cos in touched if cos >= self.config.update_similarity
-                       and CANDIDATE_TYPES[candidate.type].value == m.record.type.value), None)
+        update = next(
+            (
+                m
+                for m, cos in touched
+                if cos >= self.config.update_similarity and CANDIDATE_TYPES[candidate.type].value == m.record.type.value
+            ),
+            None,
+        )
         return touched, update
 
     # -- step 3: verify
-    def review(self, candidate: Candidate, lines: Sequence[SpanLine], state: LearnedState,
-               failures: list[Failure]) -> Plan:
+    def review(
+        self, candidate: Candidate, lines: Sequence[SpanLine], state: LearnedState, failures: list[Failure]
+    ) -> Plan:
         cfg = self.config
         by_number = {line.number: line for line in lines}
         cited = [by_number[n] for n in candidate.lines]
@@ -76,25 +91,48 @@ class CandidateReview:
         touched_ids = tuple(m.record.id for m, _ in touched)
         known = state.hypotheses.get(candidate.id)
         refutations = list(known.refutations) if known is not None else []
-        base: dict[str, Any] = dict(candidate=candidate.id, lexical_support=round(support, 3), touched=touched_ids,
-                                    update_of=update.record.id if update else None,
-                                    earlier_refutations=len(refutations))
+        base: dict[str, Any] = dict(
+            candidate=candidate.id,
+            lexical_support=round(support, 3),
+            touched=touched_ids,
+            update_of=update.record.id if update else None,
+            earlier_refutations=len(refutations),
+        )
         if contains_secret(candidate.claim):  # policy, not judgment: no reviewer can wave a credential through
-            return Plan(candidate, Verdict(verdict="remove", supported=False, contradicts=None, reasoning="",
-                                           reasoning_first=False, reason="holds a secret or credential: never "
-                                           "written to durable memory", **base))
+            return Plan(
+                candidate,
+                Verdict(
+                    verdict="remove",
+                    supported=False,
+                    contradicts=None,
+                    reasoning="",
+                    reasoning_first=False,
+                    reason="holds a secret or credential: never written to durable memory",
+                    **base,
+                ),
+            )
         if not cfg.verify:
-            verdict = Verdict(verdict="accept", supported=bool(cited), contradicts=None, reasoning="",
-                              reasoning_first=False, reason="written without verification (ablation)", **base)
+            verdict = Verdict(
+                verdict="accept",
+                supported=bool(cited),
+                contradicts=None,
+                reasoning="",
+                reasoning_first=False,
+                reason="written without verification (ablation)",
+                **base,
+            )
             return self.plan(candidate, verdict, cited, update, None, authority=Authority.UNREVIEWED)
-        parts = [f"Candidate ({candidate.type}): {candidate.claim}",
-                 "Source lines it cites:\n" + ("\n".join(f"[{line.number}] {line.speaker}: {line.text}"
-                                                         for line in cited) or "(none)"),
-                 "Existing memories:\n" + ("\n".join(f"{m.record.id}: {' '.join(m.body.split())[:400]}"
-                                                     for m, _ in touched) or "(none)")]
+        parts = [
+            f"Candidate ({candidate.type}): {candidate.claim}",
+            "Source lines it cites:\n"
+            + ("\n".join(f"[{line.number}] {line.speaker}: {line.text}" for line in cited) or "(none)"),
+            "Existing memories:\n"
+            + ("\n".join(f"{m.record.id}: {' '.join(m.body.split())[:400]}" for m, _ in touched) or "(none)"),
+        ]
         if refutations:
-            parts.append("Earlier refutations of this claim:\n" + "\n".join(
-                f"- {r['reason']}" for r in refutations[-4:]))
+            parts.append(
+                "Earlier refutations of this claim:\n" + "\n".join(f"- {r['reason']}" for r in refutations[-4:])
+            )
         parts.append(REVIEWER_INSTRUCTIONS)
         messages = with_demos(REVIEWER_SYSTEM, REVIEWER_DEMOS, "\n\n".join(parts))
         self.say(f"verify: {candidate.claim[:50]}")
@@ -102,41 +140,96 @@ class CandidateReview:
             raw = self.reviewer.generate(messages, max_tokens=cfg.reviewer_max_tokens, temperature=0.0, seed=cfg.seed)
         except Exception as exc:  # the generator's failure is the cycle's record, never a crash
             failures.append(Failure("verify", failure_kind(exc), str(exc), candidate=candidate.id))
-            return Plan(candidate, Verdict(verdict="failed", supported=False, contradicts=None, reasoning="",
-                                           reasoning_first=False, reason=f"reviewer failed: {exc}", **base))
+            return Plan(
+                candidate,
+                Verdict(
+                    verdict="failed",
+                    supported=False,
+                    contradicts=None,
+                    reasoning="",
+                    reasoning_first=False,
+                    reason=f"reviewer failed: {exc}",
+                    **base,
+                ),
+            )
         review = parse_review(raw)
         if review is None:
             kind = "refused" if REFUSAL.search(raw) else "malformed"
             failures.append(Failure("verify", kind, "reviewer output lacks SUPPORTED or VERDICT", candidate.id, raw))
-            return Plan(candidate, Verdict(verdict="failed", supported=False, contradicts=None, reasoning="",
-                                           reasoning_first=False, reason="reviewer output unreadable: nothing "
-                                           "written (fail closed)", raw=raw, **base))
+            return Plan(
+                candidate,
+                Verdict(
+                    verdict="failed",
+                    supported=False,
+                    contradicts=None,
+                    reasoning="",
+                    reasoning_first=False,
+                    reason="reviewer output unreadable: nothing written (fail closed)",
+                    raw=raw,
+                    **base,
+                ),
+            )
         contradicted = None
         if review["contradicts"] is not None:
             contradicted = next((m for m, _ in touched if m.record.id == review["contradicts"]), None)
             if contradicted is None:
-                failures.append(Failure("verify", "unknown_memory", f"reviewer named '{review['contradicts']}', which "
-                                        "is not among the memories it was shown", candidate.id, raw))
-                return Plan(candidate, Verdict(verdict="failed", supported=False, contradicts=review["contradicts"],
-                                               reasoning=review["reasoning"],
-                                               reasoning_first=review["reasoning_first"],
-                                               reason="reviewer named an unknown memory: nothing written",
-                                               raw=raw, **base))
+                failures.append(
+                    Failure(
+                        "verify",
+                        "unknown_memory",
+                        f"reviewer named '{review['contradicts']}', which is not among the memories it was shown",
+                        candidate.id,
+                        raw,
+                    )
+                )
+                return Plan(
+                    candidate,
+                    Verdict(
+                        verdict="failed",
+                        supported=False,
+                        contradicts=review["contradicts"],
+                        reasoning=review["reasoning"],
+                        reasoning_first=review["reasoning_first"],
+                        reason="reviewer named an unknown memory: nothing written",
+                        raw=raw,
+                        **base,
+                    ),
+                )
         supported = bool(review["supported"] and cited and support >= cfg.min_lexical_support)
-        why_support = ("supported by its source lines" if supported else
-                       "no cited source line" if not cited else
-                       f"cited lines share only {support:.0%} of its key terms" if support < cfg.min_lexical_support
-                       else "reviewer: the source lines do not say it")
-        common = dict(supported=supported, contradicts=review["contradicts"], reasoning=review["reasoning"],
-                      reasoning_first=review["reasoning_first"], raw=raw, **base)
+        why_support = (
+            "supported by its source lines"
+            if supported
+            else "no cited source line"
+            if not cited
+            else f"cited lines share only {support:.0%} of its key terms"
+            if support < cfg.min_lexical_support
+            else "reviewer: the source lines do not say it"
+        )
+        common = dict(
+            supported=supported,
+            contradicts=review["contradicts"],
+            reasoning=review["reasoning"],
+            reasoning_first=review["reasoning_first"],
+            raw=raw,
+            **base,
+        )
         if contradicted is not None:
             if review["verdict"] == "supersede" and supported:
                 if self.newer(cited, contradicted):
-                    return self.plan(candidate, Verdict(verdict="supersede", reason=f"contradicts "
-                                                        f"{contradicted.record.id}; newer and supported: supersedes it",
-                                                        **common), cited, None, contradicted)
-                reason = (f"contradicts {contradicted.record.id} but its evidence is not newer: "
-                          "rejected, conflict marked")
+                    return self.plan(
+                        candidate,
+                        Verdict(
+                            verdict="supersede",
+                            reason=f"contradicts {contradicted.record.id}; newer and supported: supersedes it",
+                            **common,
+                        ),
+                        cited,
+                        None,
+                        contradicted,
+                    )
+                reason = (
+                    f"contradicts {contradicted.record.id} but its evidence is not newer: rejected, conflict marked"
+                )
             elif supported:
                 reason = f"contradicts {contradicted.record.id}; reviewer did not resolve it: rejected, conflict marked"
             else:
@@ -147,17 +240,33 @@ class CandidateReview:
             return plan
         if review["verdict"] == "reject":
             said = " ".join(review["reasoning"].split())[:160] or "no reasoning given"
-            return Plan(candidate, Verdict(verdict="reject", reason=f"reviewer rejected it: {said} ({why_support})",
-                                           **common))
+            return Plan(
+                candidate, Verdict(verdict="reject", reason=f"reviewer rejected it: {said} ({why_support})", **common)
+            )
         if not supported:
             if cfg.unsupported == "remove":
-                return Plan(candidate, Verdict(verdict="remove", reason=f"unsupported ({why_support}): removed",
-                                               **common))
-            return self.plan(candidate, Verdict(verdict="downgrade", reason=f"unsupported ({why_support}): "
-                                                "written as a labeled inference", **common),
-                             cited, update, None, authority=Authority.INFERRED)
-        return self.plan(candidate, Verdict(verdict="accept", reason=why_support + (
-            f"; updates {update.record.id}" if update else ""), **common), cited, update, None)
+                return Plan(
+                    candidate, Verdict(verdict="remove", reason=f"unsupported ({why_support}): removed", **common)
+                )
+            return self.plan(
+                candidate,
+                Verdict(
+                    verdict="downgrade", reason=f"unsupported ({why_support}): written as a labeled inference", **common
+                ),
+                cited,
+                update,
+                None,
+                authority=Authority.INFERRED,
+            )
+        return self.plan(
+            candidate,
+            Verdict(
+                verdict="accept", reason=why_support + (f"; updates {update.record.id}" if update else ""), **common
+            ),
+            cited,
+            update,
+            None,
+        )
 
     def newer(self, cited: Sequence[SpanLine], memory: MemoryFile) -> bool:
         """Is the candidate's evidence at least as recent as the memory's? Compared by the times of the
@@ -181,11 +290,22 @@ class CandidateReview:
                     times.append(at)
         return max(times) if times else None
 
-    def plan(self, candidate: Candidate, verdict: Verdict, cited: Sequence[SpanLine], update: MemoryFile | None,
-             supersede: MemoryFile | None, *, authority: Authority = Authority.REVIEWED) -> Plan:
+    def plan(
+        self,
+        candidate: Candidate,
+        verdict: Verdict,
+        cited: Sequence[SpanLine],
+        update: MemoryFile | None,
+        supersede: MemoryFile | None,
+        *,
+        authority: Authority = Authority.REVIEWED,
+    ) -> Plan:
         mtype = CANDIDATE_TYPES[candidate.type]
-        body = candidate.claim if authority is not Authority.INFERRED else \
-            f"Inference (no supporting source span): {candidate.claim}"
+        body = (
+            candidate.claim
+            if authority is not Authority.INFERRED
+            else f"Inference (no supporting source span): {candidate.claim}"
+        )
         sources_by_session: dict[str, list[str]] = {}
         for line in cited:
             sources_by_session.setdefault(line.session_id, []).append(line.entry_id)
@@ -203,11 +323,16 @@ class CandidateReview:
             record = old.model_copy(update={"sources": merged, "schemas": stamp or old.schemas, "content_hash": None})
             body = update.body
         else:
-            record = MemoryRecord(id=f"{mtype.value}-{slug(candidate.claim)}-{candidate.id[-6:]}", type=mtype,
-                                  created=self.now, authority=authority, privacy=Privacy(self.config.privacy),
-                                  sources=spans, schemas=stamp,
-                                  supersedes=(Supersession(id=supersede.record.id, reason=verdict.reason),)
-                                  if supersede else ())
+            record = MemoryRecord(
+                id=f"{mtype.value}-{slug(candidate.claim)}-{candidate.id[-6:]}",
+                type=mtype,
+                created=self.now,
+                authority=authority,
+                privacy=Privacy(self.config.privacy),
+                sources=spans,
+                schemas=stamp,
+                supersedes=(Supersession(id=supersede.record.id, reason=verdict.reason),) if supersede else (),
+            )
         plan = Plan(candidate, verdict, record, body, supersede)
         for memory in (update, supersede):
             if memory is not None:

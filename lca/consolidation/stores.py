@@ -31,8 +31,8 @@ class CycleStores:
     experience: ExperienceLog
     ledger: Ledger
     recall_config: RecallConfig
-    memory_files: Callable[[], dict[str, MemoryFile]]            # loaded memory files by id (cached)
+    memory_files: Callable[[], dict[str, MemoryFile]]  # loaded memory files by id (cached)
     recall: Callable[[RecallContext, RecallConfig], RecallResult]
-    ingest: Callable[[], IngestReport]                            # takes the writer lock itself
-    append: Callable[[Sequence[TranscriptEntry]], Any]            # durable append, not indexed
+    ingest: Callable[[], IngestReport]  # takes the writer lock itself
+    append: Callable[[Sequence[TranscriptEntry]], Any]  # durable append, not indexed
     writer_lock: Callable[[], AbstractContextManager[Any]]

@@ -30,8 +30,9 @@ def archived_version(layout: StoreLayout, memory_id: str, content_hash: str) -> 
 class PlanWriter:
     """Applies one cycle's plans; ``now`` dates the supersessions it records."""
 
-    def __init__(self, layout: StoreLayout, memory: MemoryStore, ledger: Ledger, *, approver: str | None,
-                 now: datetime) -> None:
+    def __init__(
+        self, layout: StoreLayout, memory: MemoryStore, ledger: Ledger, *, approver: str | None, now: datetime
+    ) -> None:
         self.layout = layout
         self.memory = memory
         self.ledger = ledger
@@ -47,16 +48,20 @@ class PlanWriter:
         for plan in plans:
             cand = plan.candidate
             if cand.resurfaced_by is not None:
-                self.ledger.append("hypothesis_resurfaced", cand.id, {
-                    "by": cand.resurfaced_by, "cycle": cycle_id,
-                    "sources": [f"{s}#{e}" for s, e in cand.sources]})
+                self.ledger.append(
+                    "hypothesis_resurfaced",
+                    cand.id,
+                    {"by": cand.resurfaced_by, "cycle": cycle_id, "sources": [f"{s}#{e}" for s, e in cand.sources]},
+                )
             else:
-                self.ledger.propose(cand.claim, type=cand.type, cycle=cycle_id,
-                                    sources=[f"{s}#{e}" for s, e in cand.sources])
+                self.ledger.propose(
+                    cand.claim, type=cand.type, cycle=cycle_id, sources=[f"{s}#{e}" for s, e in cand.sources]
+                )
             if plan.verdict.verdict in ("reject", "remove", "failed"):
                 if plan.verdict.verdict != "failed":
-                    self.ledger.append("hypothesis_refuted", cand.id, {"reason": plan.verdict.reason,
-                                                                       "cycle": cycle_id})
+                    self.ledger.append(
+                        "hypothesis_refuted", cand.id, {"reason": plan.verdict.reason, "cycle": cycle_id}
+                    )
                 if plan.conflict_on is not None:
                     writes.extend(self.mark_conflict(plan, drifted, failures, cycle_id))
                 continue
@@ -68,8 +73,14 @@ class PlanWriter:
         for memory_id, base in plan.base_hashes.items():
             path = self.memory.path_for(memory_id)
             if str(path) in drifted:
-                failures.append(Failure("write", "hand_edited", f"{path} was edited outside the write API; the cycle "
-                                        "will not write over it", plan.candidate.id))
+                failures.append(
+                    Failure(
+                        "write",
+                        "hand_edited",
+                        f"{path} was edited outside the write API; the cycle will not write over it",
+                        plan.candidate.id,
+                    )
+                )
                 return True
             try:
                 current = self.memory.get(memory_id).computed_hash
@@ -77,8 +88,14 @@ class PlanWriter:
                 failures.append(Failure("write", "changed", str(exc), plan.candidate.id))
                 return True
             if current != base:
-                failures.append(Failure("write", "changed", f"memory '{memory_id}' changed during the cycle; "
-                                        "not written (run the cycle again)", plan.candidate.id))
+                failures.append(
+                    Failure(
+                        "write",
+                        "changed",
+                        f"memory '{memory_id}' changed during the cycle; not written (run the cycle again)",
+                        plan.candidate.id,
+                    )
+                )
                 return True
         return False
 
@@ -95,7 +112,8 @@ class PlanWriter:
         if self.changed_since_plan(plan, drifted, failures):
             return []
         procedural = record.type.value in PROCEDURAL_TYPES or (
-            plan.supersede is not None and plan.supersede.record.type.value in PROCEDURAL_TYPES)
+            plan.supersede is not None and plan.supersede.record.type.value in PROCEDURAL_TYPES
+        )
         if procedural and not self.approved:
             return [self.hold(plan, cycle_id, "procedural write: needs a named approver (lca approve)")]
         existing = plan.base_hashes.keys()
@@ -105,30 +123,53 @@ class PlanWriter:
         try:
             new = store.write(record, plan.body, approver=self.approver if procedural else None)
             written.append(new)
-            out = [Write(new.record.id, "updated" if new.record.id in existing else "created", cand.id,
-                         new.computed_hash, plan.verdict.reason)]
+            out = [
+                Write(
+                    new.record.id,
+                    "updated" if new.record.id in existing else "created",
+                    cand.id,
+                    new.computed_hash,
+                    plan.verdict.reason,
+                )
+            ]
             if plan.supersede is not None:
                 old = store.get(plan.supersede.record.id)
-                marked = old.record.model_copy(update={
-                    "superseded_by": Supersession(id=new.record.id, reason=plan.verdict.reason),
-                    "valid_to": old.record.valid_to or self.now})
+                marked = old.record.model_copy(
+                    update={
+                        "superseded_by": Supersession(id=new.record.id, reason=plan.verdict.reason),
+                        "valid_to": old.record.valid_to or self.now,
+                    }
+                )
                 done = store.write(marked, old.body, approver=self.approver if procedural else None)
                 written.append(done)
-                out.append(Write(done.record.id, "superseded", cand.id, done.computed_hash,
-                                 f"superseded by {new.record.id}"))
+                out.append(
+                    Write(done.record.id, "superseded", cand.id, done.computed_hash, f"superseded by {new.record.id}")
+                )
         except (ApprovalRequired, LCAError, OSError) as exc:
             self.roll_back(written, plan)
             failures.append(Failure("write", "error", f"{exc}; rolled back", cand.id))
             return []
         for w, memory in zip(out, written, strict=True):
-            self.ledger.append("memory_written", memory.record.id, {
-                "action": w.action, "content_hash": memory.computed_hash, "cycle": cycle_id, "candidate": cand.id,
-                "file": render_memory(memory.record, memory.body)})
+            self.ledger.append(
+                "memory_written",
+                memory.record.id,
+                {
+                    "action": w.action,
+                    "content_hash": memory.computed_hash,
+                    "cycle": cycle_id,
+                    "candidate": cand.id,
+                    "file": render_memory(memory.record, memory.body),
+                },
+            )
         if plan.supersede is not None:
-            self.ledger.append("memory_superseded", plan.supersede.record.id, {"by": new.record.id,
-                                                                               "reason": plan.verdict.reason})
-        self.ledger.append("hypothesis_promoted", cand.id, {"memory_id": new.record.id, "cycle": cycle_id,
-                                                            "verdict": plan.verdict.verdict})
+            self.ledger.append(
+                "memory_superseded", plan.supersede.record.id, {"by": new.record.id, "reason": plan.verdict.reason}
+            )
+        self.ledger.append(
+            "hypothesis_promoted",
+            cand.id,
+            {"memory_id": new.record.id, "cycle": cycle_id, "verdict": plan.verdict.verdict},
+        )
         return out
 
     def roll_back(self, written: list[MemoryFile], plan: Plan) -> None:
@@ -146,36 +187,72 @@ class PlanWriter:
         plan.base_hashes[target.record.id] = target.computed_hash
         if self.changed_since_plan(plan, drifted, failures):
             return []
-        reason = (f"contradicted by {', '.join(f'{s}#{e}' for s, e in plan.candidate.sources)}: "
-                  f"'{plan.candidate.claim[:160]}'")
-        record = target.record.model_copy(update={"conflicts": target.record.conflicts + (
-            Conflict(id=plan.candidate.id, reason=reason),)})
+        reason = (
+            f"contradicted by {', '.join(f'{s}#{e}' for s, e in plan.candidate.sources)}: "
+            f"'{plan.candidate.claim[:160]}'"
+        )
+        record = target.record.model_copy(
+            update={"conflicts": target.record.conflicts + (Conflict(id=plan.candidate.id, reason=reason),)}
+        )
         procedural = record.type.value in PROCEDURAL_TYPES
         if procedural and not self.approved:
-            return [self.hold(plan, cycle_id, f"marking a conflict on procedural memory {target.record.id}",
-                              record=record, body=target.body, promotes=False)]
+            return [
+                self.hold(
+                    plan,
+                    cycle_id,
+                    f"marking a conflict on procedural memory {target.record.id}",
+                    record=record,
+                    body=target.body,
+                    promotes=False,
+                )
+            ]
         self.archive(target)
         done = self.memory.write(record, target.body, approver=self.approver if procedural else None)
-        self.ledger.append("memory_written", done.record.id, {
-            "action": "conflict_marked", "content_hash": done.computed_hash, "cycle": cycle_id,
-            "candidate": plan.candidate.id, "file": render_memory(done.record, done.body)})
+        self.ledger.append(
+            "memory_written",
+            done.record.id,
+            {
+                "action": "conflict_marked",
+                "content_hash": done.computed_hash,
+                "cycle": cycle_id,
+                "candidate": plan.candidate.id,
+                "file": render_memory(done.record, done.body),
+            },
+        )
         return [Write(done.record.id, "conflict_marked", plan.candidate.id, done.computed_hash, reason)]
 
-    def hold(self, plan: Plan, cycle_id: str, why: str, *, record: MemoryRecord | None = None,
-             body: str | None = None, promotes: bool = True) -> Write:
+    def hold(
+        self,
+        plan: Plan,
+        cycle_id: str,
+        why: str,
+        *,
+        record: MemoryRecord | None = None,
+        body: str | None = None,
+        promotes: bool = True,
+    ) -> Write:
         """A proposal waiting for a named approver: on disk and in the ledger, never in memory/."""
         record = record or plan.record
         body = plan.body if body is None else body
         assert record is not None
         proposal_id = f"proposal-{plan.candidate.id[-8:]}-{uuid.uuid4().hex[:6]}"
-        payload = {"id": proposal_id, "why": why, "cycle": cycle_id, "candidate": plan.candidate.id,
-                   "record": record.model_dump(mode="json", exclude_none=True), "body": body,
-                   "supersede": plan.supersede.record.id if plan.supersede else None,
-                   "verdict": plan.verdict.reason, "base_hashes": plan.base_hashes, "promotes": promotes}
+        payload = {
+            "id": proposal_id,
+            "why": why,
+            "cycle": cycle_id,
+            "candidate": plan.candidate.id,
+            "record": record.model_dump(mode="json", exclude_none=True),
+            "body": body,
+            "supersede": plan.supersede.record.id if plan.supersede else None,
+            "verdict": plan.verdict.reason,
+            "base_hashes": plan.base_hashes,
+            "promotes": promotes,
+        }
         path = self.layout.proposal(proposal_id)
         atomic_write_bytes(path, json.dumps(payload, indent=2, sort_keys=True).encode())
-        self.ledger.append("proposal_held", proposal_id, {"path": str(path), "memory_id": record.id, "why": why,
-                                                          "cycle": cycle_id})
+        self.ledger.append(
+            "proposal_held", proposal_id, {"path": str(path), "memory_id": record.id, "why": why, "cycle": cycle_id}
+        )
         if promotes:
             self.ledger.append("hypothesis_held", plan.candidate.id, {"proposal": proposal_id, "cycle": cycle_id})
         return Write(record.id, "held", plan.candidate.id, None, f"{why}: {proposal_id}")

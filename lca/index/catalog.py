@@ -6,8 +6,8 @@ import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from lca.errors import LCAError
 from lca.types import Chunk, SourcePointer, SourceType
@@ -65,17 +65,32 @@ CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NO
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
-_CHUNK_COLUMNS = ("row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
-                  "char_start, char_end, part, parts, timestamp, t.text, channel")
+_CHUNK_COLUMNS = (
+    "row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
+    "char_start, char_end, part, parts, timestamp, t.text, channel"
+)
 
 
 def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
     pointer = SourcePointer(
-        source_type=SourceType(row[3]), session_id=row[4], entry_id=row[5], memory_id=row[6],
-        path=row[7], char_start=row[8], char_end=row[9],
+        source_type=SourceType(row[3]),
+        session_id=row[4],
+        entry_id=row[5],
+        memory_id=row[6],
+        path=row[7],
+        char_start=row[8],
+        char_end=row[9],
     )
-    return row[0], Chunk(chunk_id=row[1], text=row[13], text_hash=row[2], pointer=pointer, part=row[10],
-                         parts=row[11], timestamp=row[12], channel=row[14])
+    return row[0], Chunk(
+        chunk_id=row[1],
+        text=row[13],
+        text_hash=row[2],
+        pointer=pointer,
+        part=row[10],
+        parts=row[11],
+        timestamp=row[12],
+        channel=row[14],
+    )
 
 
 class Catalog:
@@ -90,8 +105,10 @@ class Catalog:
             stored = self.get_meta("schema_version")
             if stored is not None and stored != str(SCHEMA_VERSION):
                 self.db.close()
-                raise LCAError(f"{path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
-                               "the index is derived: run `lca reindex` to rebuild it from the transcript")
+                raise LCAError(
+                    f"{path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
+                    "the index is derived: run `lca reindex` to rebuild it from the transcript"
+                )
         self.db.executescript(_SCHEMA)
         if self.get_meta("schema_version") is None:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
@@ -116,8 +133,10 @@ class Catalog:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        self.db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                        (key, value))
+        self.db.execute(
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
 
     def bump_generation(self) -> str:
         generation = uuid.uuid4().hex
@@ -125,8 +144,10 @@ class Catalog:
         return generation
 
     def add_counter(self, name: str, value: int) -> None:
-        self.db.execute("INSERT INTO counters(name, value) VALUES(?, ?) "
-                        "ON CONFLICT(name) DO UPDATE SET value=value+excluded.value", (name, value))
+        self.db.execute(
+            "INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value=value+excluded.value",
+            (name, value),
+        )
 
     def counters(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT name, value FROM counters").fetchall())
@@ -136,33 +157,41 @@ class Catalog:
         return row[0] if row else None
 
     def set_watermark(self, source: str, position: str) -> None:
-        self.db.execute("INSERT INTO watermarks(source, position) VALUES(?, ?) "
-                        "ON CONFLICT(source) DO UPDATE SET position=excluded.position", (source, position))
+        self.db.execute(
+            "INSERT INTO watermarks(source, position) VALUES(?, ?) "
+            "ON CONFLICT(source) DO UPDATE SET position=excluded.position",
+            (source, position),
+        )
 
     def delete_watermark(self, source: str) -> None:
         self.db.execute("DELETE FROM watermarks WHERE source=?", (source,))
 
     def watermarks(self, prefix: str = "") -> dict[str, str]:
-        return dict(self.db.execute("SELECT source, position FROM watermarks WHERE source LIKE ?",
-                                    (prefix + "%",)).fetchall())
+        return dict(
+            self.db.execute("SELECT source, position FROM watermarks WHERE source LIKE ?", (prefix + "%",)).fetchall()
+        )
 
     # ---- texts and chunks ----------------------------------------------------------
     def known_chunk_ids(self, chunk_ids: Iterable[str]) -> set[str]:
         found: set[str] = set()
         ids = list(chunk_ids)
         for i in range(0, len(ids), 900):
-            part = ids[i:i + 900]
+            part = ids[i : i + 900]
             marks = ",".join("?" * len(part))
-            found.update(r[0] for r in self.db.execute(f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks})", part))
+            found.update(
+                r[0] for r in self.db.execute(f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks})", part)
+            )
         return found
 
     def known_text_hashes(self, hashes: Iterable[str]) -> set[str]:
         found: set[str] = set()
         ids = list(hashes)
         for i in range(0, len(ids), 900):
-            part = ids[i:i + 900]
+            part = ids[i : i + 900]
             marks = ",".join("?" * len(part))
-            found.update(r[0] for r in self.db.execute(f"SELECT text_hash FROM texts WHERE text_hash IN ({marks})", part))
+            found.update(
+                r[0] for r in self.db.execute(f"SELECT text_hash FROM texts WHERE text_hash IN ({marks})", part)
+            )
         return found
 
     def embedder_code(self, embedder_id: str) -> int:
@@ -171,41 +200,64 @@ class Catalog:
         if row:
             return row[0]
         code = self.db.execute("INSERT INTO embedders(embedder_id) VALUES(?)", (embedder_id,)).lastrowid
-        assert code is not None   # an INSERT always sets it
+        assert code is not None  # an INSERT always sets it
         return code
 
     def vectors_by_embedder(self) -> dict[str, int]:
-        return dict(self.db.execute("SELECT e.embedder_id, count(*) FROM texts t JOIN embedders e "
-                                    "ON t.embedder=e.code GROUP BY e.embedder_id").fetchall())
+        return dict(
+            self.db.execute(
+                "SELECT e.embedder_id, count(*) FROM texts t JOIN embedders e "
+                "ON t.embedder=e.code GROUP BY e.embedder_id"
+            ).fetchall()
+        )
 
     def insert_text(self, text_hash: str, vector_id: int, text: str, embedder_code: int) -> None:
         existing = self.db.execute("SELECT text_hash FROM texts WHERE vector_id=?", (vector_id,)).fetchone()
         if existing and existing[0] != text_hash:
             raise RuntimeError(f"vector id collision between texts {existing[0]} and {text_hash}")
-        self.db.execute("INSERT OR IGNORE INTO texts(text_hash, vector_id, embedder, text) VALUES(?, ?, ?, ?)",
-                        (text_hash, vector_id, embedder_code, text))
+        self.db.execute(
+            "INSERT OR IGNORE INTO texts(text_hash, vector_id, embedder, text) VALUES(?, ?, ?, ?)",
+            (text_hash, vector_id, embedder_code, text),
+        )
 
     def insert_chunk(self, chunk: Chunk) -> None:
         p = chunk.pointer
         self.db.execute(
             "INSERT OR IGNORE INTO chunks(chunk_id, text_hash, source_type, session_id, entry_id, memory_id, path, "
             "char_start, char_end, part, parts, timestamp, channel) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (chunk.chunk_id, chunk.text_hash, p.source_type.value, p.session_id, p.entry_id, p.memory_id, p.path,
-             p.char_start, p.char_end, chunk.part, chunk.parts, chunk.timestamp, chunk.channel))
+            (
+                chunk.chunk_id,
+                chunk.text_hash,
+                p.source_type.value,
+                p.session_id,
+                p.entry_id,
+                p.memory_id,
+                p.path,
+                p.char_start,
+                p.char_end,
+                chunk.part,
+                chunk.parts,
+                chunk.timestamp,
+                chunk.channel,
+            ),
+        )
 
     def insert_sentence_key(self, chunk_id: str, text_hash: str) -> None:
         """One sentence of a chunk as an extra dense key for that chunk (its text is in ``texts``)."""
         self.db.execute("INSERT OR IGNORE INTO sentence_keys(chunk_id, text_hash) VALUES(?, ?)", (chunk_id, text_hash))
 
     def delete_chunks_of_memory(self, memory_id: str) -> int:
-        self.db.execute("DELETE FROM sentence_keys WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE memory_id=?)",
-                        (memory_id,))
+        self.db.execute(
+            "DELETE FROM sentence_keys WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE memory_id=?)", (memory_id,)
+        )
         return self.db.execute("DELETE FROM chunks WHERE memory_id=?", (memory_id,)).rowcount
 
     def orphan_texts(self) -> list[tuple[str, int]]:
-        return self.db.execute("SELECT text_hash, vector_id FROM texts WHERE text_hash NOT IN "
-                               "(SELECT text_hash FROM chunks) AND text_hash NOT IN "
-                               "(SELECT text_hash FROM sentence_keys)").fetchall()
+        return self.db.execute(
+            "SELECT text_hash, vector_id FROM texts WHERE text_hash NOT IN "
+            "(SELECT text_hash FROM chunks) AND text_hash NOT IN "
+            "(SELECT text_hash FROM sentence_keys)"
+        ).fetchall()
 
     def delete_texts(self, hashes: Sequence[str]) -> None:
         self.db.executemany("DELETE FROM texts WHERE text_hash=?", [(h,) for h in hashes])
@@ -216,36 +268,46 @@ class Catalog:
     def texts_for_vector_ids(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
         out: list[tuple[str, int, str]] = []
         for i in range(0, len(ids), 900):
-            part = [int(x) for x in ids[i:i + 900]]
+            part = [int(x) for x in ids[i : i + 900]]
             marks = ",".join("?" * len(part))
-            out.extend(self.db.execute(f"SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({marks})", part))
+            out.extend(
+                self.db.execute(f"SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({marks})", part)
+            )
         return out
 
     def chunk_keys(self) -> list[tuple[int, int, str]]:
         """(vector id, row, chunk id) for every chunk's own text and each of its sentence keys: the small
         part of the catalog ranking needs."""
-        return self.db.execute("SELECT t.vector_id, c.row, c.chunk_id FROM chunks c JOIN texts t "
-                               "ON c.text_hash=t.text_hash UNION ALL "
-                               "SELECT t.vector_id, c.row, c.chunk_id FROM sentence_keys k "
-                               "JOIN chunks c ON k.chunk_id=c.chunk_id JOIN texts t ON k.text_hash=t.text_hash").fetchall()
+        return self.db.execute(
+            "SELECT t.vector_id, c.row, c.chunk_id FROM chunks c JOIN texts t "
+            "ON c.text_hash=t.text_hash UNION ALL "
+            "SELECT t.vector_id, c.row, c.chunk_id FROM sentence_keys k "
+            "JOIN chunks c ON k.chunk_id=c.chunk_id JOIN texts t ON k.text_hash=t.text_hash"
+        ).fetchall()
 
     def chunk_text_vectors(self) -> dict[str, int]:
         """chunk id -> the vector id of the chunk's own text (not its sentence keys)."""
-        return dict(self.db.execute("SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t "
-                                    "ON c.text_hash=t.text_hash"))
+        return dict(
+            self.db.execute("SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash")
+        )
 
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):
             return {}
         marks = ",".join("?" * len(rows))
-        return dict(_row_to_chunk(r) for r in self.db.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
-            [int(x) for x in rows]))
+        return dict(
+            _row_to_chunk(r)
+            for r in self.db.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
+                [int(x) for x in rows],
+            )
+        )
 
     def lexical_corpus(self) -> tuple[list[int], list[str]]:
         rows, texts = [], []
-        for row, text in self.db.execute("SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash "
-                                         "ORDER BY c.row"):
+        for row, text in self.db.execute(
+            "SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash ORDER BY c.row"
+        ):
             rows.append(row)
             texts.append(text)
         return rows, texts
@@ -257,8 +319,20 @@ class Catalog:
             "INSERT INTO embedding_failures(chunk_id, text_hash, text, pointer, part, parts, timestamp, channel, "
             "attempts, error, first_at, last_at) VALUES(?,?,?,?,?,?,?,?,1,?,?,?) ON CONFLICT(chunk_id) DO UPDATE SET "
             "attempts=attempts+1, error=excluded.error, last_at=excluded.last_at",
-            (chunk.chunk_id, chunk.text_hash, chunk.text, json.dumps(chunk.pointer.to_dict()), chunk.part,
-             chunk.parts, chunk.timestamp, chunk.channel, error, now, now))
+            (
+                chunk.chunk_id,
+                chunk.text_hash,
+                chunk.text,
+                json.dumps(chunk.pointer.to_dict()),
+                chunk.part,
+                chunk.parts,
+                chunk.timestamp,
+                chunk.channel,
+                error,
+                now,
+                now,
+            ),
+        )
 
     def clear_failure(self, chunk_id: str) -> None:
         self.db.execute("DELETE FROM embedding_failures WHERE chunk_id=?", (chunk_id,))
@@ -266,32 +340,49 @@ class Catalog:
     def failed_chunks(self) -> list[Chunk]:
         out = []
         for cid, th, text, pointer, part, parts, ts, channel in self.db.execute(
-                "SELECT chunk_id, text_hash, text, pointer, part, parts, timestamp, channel FROM embedding_failures"):
+            "SELECT chunk_id, text_hash, text, pointer, part, parts, timestamp, channel FROM embedding_failures"
+        ):
             out.append(Chunk(cid, text, th, SourcePointer.from_dict(json.loads(pointer)), part, parts, ts, channel))
         return out
 
     def failure_summary(self) -> list[dict]:
-        return [dict(zip(("chunk_id", "attempts", "error", "pointer"), r)) for r in self.db.execute(
-            "SELECT chunk_id, attempts, error, pointer FROM embedding_failures ORDER BY first_at")]
+        return [
+            dict(zip(("chunk_id", "attempts", "error", "pointer"), r))
+            for r in self.db.execute(
+                "SELECT chunk_id, attempts, error, pointer FROM embedding_failures ORDER BY first_at"
+            )
+        ]
 
     # ---- statistics ----------------------------------------------------------------
     def stats(self) -> dict:
         q = self.db.execute
         by_source = dict(q("SELECT source_type, count(*) FROM chunks GROUP BY source_type").fetchall())
-        entries_by_source = dict(q("SELECT source_type, count(DISTINCT coalesce(session_id,'') || '#' || "
-                                   "coalesce(entry_id, memory_id)) FROM chunks GROUP BY source_type").fetchall())
+        entries_by_source = dict(
+            q(
+                "SELECT source_type, count(DISTINCT coalesce(session_id,'') || '#' || "
+                "coalesce(entry_id, memory_id)) FROM chunks GROUP BY source_type"
+            ).fetchall()
+        )
         chunks = q("SELECT count(*) FROM chunks").fetchone()[0]
         distinct = q("SELECT count(DISTINCT text_hash) FROM chunks").fetchone()[0]
         split = q("SELECT count(*) FROM chunks WHERE parts > 1").fetchone()[0]
-        split_entries = q("SELECT count(DISTINCT coalesce(entry_id, memory_id)) FROM chunks WHERE parts > 1").fetchone()[0]
+        split_entries = q(
+            "SELECT count(DISTINCT coalesce(entry_id, memory_id)) FROM chunks WHERE parts > 1"
+        ).fetchone()[0]
         texts = q("SELECT count(*) FROM texts").fetchone()[0]
         text_bytes = q("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM texts").fetchone()[0]
         failures = q("SELECT count(*) FROM embedding_failures").fetchone()[0]
         keys = q("SELECT count(*) FROM sentence_keys").fetchone()[0]
         return {
-            "chunks": chunks, "chunks_by_source": by_source, "items_by_source": entries_by_source,
-            "distinct_texts": distinct, "texts": texts, "text_bytes": text_bytes,
-            "split_chunks": split, "split_items": split_entries, "failed_embeddings": failures,
+            "chunks": chunks,
+            "chunks_by_source": by_source,
+            "items_by_source": entries_by_source,
+            "distinct_texts": distinct,
+            "texts": texts,
+            "text_bytes": text_bytes,
+            "split_chunks": split,
+            "split_items": split_entries,
+            "failed_embeddings": failures,
             "sentence_keys": keys,
         }
 
@@ -304,8 +395,12 @@ class Catalog:
     def table_sizes(self) -> dict[str, dict[str, int]]:
         """Bytes on disk and payload bytes of each table and index, largest first. Needs SQLite's ``dbstat``
         virtual table (a compile-time option); without it the ``sqlite3.Error`` is raised to the caller."""
-        return {name: {"bytes": int(size), "payload": int(payload)} for name, size, payload in self.db.execute(
-            "SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC")}
+        return {
+            name: {"bytes": int(size), "payload": int(payload)}
+            for name, size, payload in self.db.execute(
+                "SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC"
+            )
+        }
 
     def indexed_entry_ids(self) -> set[tuple[str, str]]:
         rows = self.db.execute("SELECT DISTINCT session_id, entry_id FROM chunks WHERE source_type='transcript'")

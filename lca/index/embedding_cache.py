@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -60,10 +60,11 @@ class CachedEmbedder:
         found: dict[bytes, np.ndarray] = {}
         with self._lock:
             for start in range(0, len(digests), 500):
-                batch = list(dict.fromkeys(digests[start:start + 500]))
+                batch = list(dict.fromkeys(digests[start : start + 500]))
                 marks = ",".join("?" * len(batch))
-                for digest, blob in self._db.execute(f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})",
-                                                     batch):
+                for digest, blob in self._db.execute(
+                    f"SELECT digest, vector FROM vectors WHERE digest IN ({marks})", batch
+                ):
                     found[digest] = np.frombuffer(blob, dtype=np.float32)
         missing = list(dict.fromkeys(d for d in digests if d not in found))
         self.hits += len(digests) - sum(1 for d in digests if d not in found)
@@ -71,8 +72,10 @@ class CachedEmbedder:
             first = {d: t for d, t in zip(reversed(digests), reversed(texts))}
             vectors = self.inner.embed([first[d] for d in missing])
             with self._lock:
-                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                                     [(d, v.astype(np.float32).tobytes()) for d, v in zip(missing, vectors)])
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                    [(d, v.astype(np.float32).tobytes()) for d, v in zip(missing, vectors)],
+                )
                 self._db.commit()
             for d, v in zip(missing, vectors):
                 found[d] = np.asarray(v, dtype=np.float32)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import bm25s
 import numpy as np
@@ -44,8 +44,7 @@ class Bm25LexicalIndex:
         if not len(texts):
             self.retriever_ = None
             return
-        tokens = self.tokenizer_.tokenize(list(texts), update_vocab=True, return_as="tuple",
-                                          show_progress=False)
+        tokens = self.tokenizer_.tokenize(list(texts), update_vocab=True, return_as="tuple", show_progress=False)
         retriever = bm25s.BM25(k1=self.k1, b=self.b)
         retriever.index(tokens, show_progress=False)
         self.retriever_ = retriever
@@ -82,8 +81,7 @@ class Bm25LexicalIndex:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         np.save(tmp / "rows.npy", self.rows_)
-        (tmp / "generation.json").write_text(json.dumps({"generation": self.generation_, "k1": self.k1,
-                                                         "b": self.b}))
+        (tmp / "generation.json").write_text(json.dumps({"generation": self.generation_, "k1": self.k1, "b": self.b}))
         if self.retriever_ is not None:
             self.retriever_.save(str(tmp / "bm25"))
             self.tokenizer_.save_vocab(str(tmp / "bm25"))
@@ -98,7 +96,7 @@ class Bm25LexicalIndex:
             shutil.rmtree(old)
 
     @classmethod
-    def load(cls, directory: Path) -> "Bm25LexicalIndex":
+    def load(cls, directory: Path) -> Bm25LexicalIndex:
         meta = json.loads((directory / "generation.json").read_text())
         obj = cls(k1=meta["k1"], b=meta["b"])
         obj.rows_ = np.load(directory / "rows.npy")

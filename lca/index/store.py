@@ -9,9 +9,9 @@ insertion order and a rebuilt index returns the same list.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,12 +37,19 @@ class AddResult:
     reused_vectors: int = 0
     failed_chunks: int = 0
     retried_failures_recovered: int = 0
-    failed_sentence_keys: int = 0   # sentence keys that could not be embedded (their chunk is indexed)
+    failed_sentence_keys: int = 0  # sentence keys that could not be embedded (their chunk is indexed)
     errors: list[str] = field(default_factory=list)
 
-    def merge(self, other: "AddResult") -> None:
-        for name in ("new_chunks", "duplicate_chunks", "embedded_texts", "reused_vectors", "failed_chunks",
-                     "retried_failures_recovered", "failed_sentence_keys"):
+    def merge(self, other: AddResult) -> None:
+        for name in (
+            "new_chunks",
+            "duplicate_chunks",
+            "embedded_texts",
+            "reused_vectors",
+            "failed_chunks",
+            "retried_failures_recovered",
+            "failed_sentence_keys",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)
 
@@ -52,26 +59,41 @@ class IndexConsistency:
     catalog_vectors: int
     faiss_vectors: int
     missing_vectors: int  # catalog texts with no vector in faiss
-    orphan_vectors: int   # faiss vectors no catalog text points at
+    orphan_vectors: int  # faiss vectors no catalog text points at
     lexical_documents: int
     catalog_chunks: int
     lexical_stale: bool
 
     @property
     def consistent(self) -> bool:
-        return (self.missing_vectors == 0 and self.orphan_vectors == 0 and not self.lexical_stale
-                and self.lexical_documents == self.catalog_chunks)
+        return (
+            self.missing_vectors == 0
+            and self.orphan_vectors == 0
+            and not self.lexical_stale
+            and self.lexical_documents == self.catalog_chunks
+        )
 
 
 class IndexStore:
     """Derived search state under ``<root>/index``. Callers hold the store's writer lock for writes."""
 
-    def __init__(self, root: Path | str, embedder: Embedder, *, pool: int = 50, rrf_k: int = 60,
-                 dense_weight: float = 1.0, lexical_weight: float = 1.0, fusion: str = "rrf",
-                 embed_batch: int = 256, embed_retries: int = 2, approximate_threshold: int = 200_000,
-                 sentence_keys: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        embedder: Embedder,
+        *,
+        pool: int = 50,
+        rrf_k: int = 60,
+        dense_weight: float = 1.0,
+        lexical_weight: float = 1.0,
+        fusion: str = "rrf",
+        embed_batch: int = 256,
+        embed_retries: int = 2,
+        approximate_threshold: int = 200_000,
+        sentence_keys: bool = False,
+    ) -> None:
         self.root = Path(root)
-        self.sentence_keys = sentence_keys   # each sentence of a multi-sentence chunk is also a dense key
+        self.sentence_keys = sentence_keys  # each sentence of a multi-sentence chunk is also a dense key
         self.embedder = embedder
         self.pool = pool
         self.rrf_k = rrf_k
@@ -104,8 +126,10 @@ class IndexStore:
     def embedder_mismatch(self) -> str | None:
         stored = self.stored_embedder_id()
         if stored is not None and stored != self.embedder.embedder_id:
-            return (f"the store at {self.root} was embedded by '{stored}', the running embedder is "
-                    f"'{self.embedder.embedder_id}'; vectors are never mixed: run `lca reindex` to re-embed")
+            return (
+                f"the store at {self.root} was embedded by '{stored}', the running embedder is "
+                f"'{self.embedder.embedder_id}'; vectors are never mixed: run `lca reindex` to re-embed"
+            )
         generation = self.catalog_.get_meta("chunks_generation")
         if self._models_checked != generation:  # a full scan, so once per catalog generation
             self._models = self.catalog_.vectors_by_embedder()
@@ -113,8 +137,10 @@ class IndexStore:
         by_model = self._models
         foreign = {name: n for name, n in by_model.items() if name != stored}
         if foreign:
-            return (f"the store at {self.root} holds vectors from more than one embedder ({by_model}); "
-                    "run `lca reindex` to re-embed")
+            return (
+                f"the store at {self.root} holds vectors from more than one embedder ({by_model}); "
+                "run `lca reindex` to re-embed"
+            )
         return None
 
     def _require_embedder(self) -> None:
@@ -129,11 +155,14 @@ class IndexStore:
             path = self.layout.vectors
             dim_text = self.catalog_.get_meta("dimension")
             if path.exists() and dim_text:
-                self._vectors = FaissVectorIndex.load(path, int(dim_text),
-                                                      approximate_threshold=self.approximate_threshold)
+                self._vectors = FaissVectorIndex.load(
+                    path, int(dim_text), approximate_threshold=self.approximate_threshold
+                )
             else:
-                self._vectors = FaissVectorIndex(int(dim_text) if dim_text else self.embedder.dimension,
-                                                 approximate_threshold=self.approximate_threshold)
+                self._vectors = FaissVectorIndex(
+                    int(dim_text) if dim_text else self.embedder.dimension,
+                    approximate_threshold=self.approximate_threshold,
+                )
         return self._vectors
 
     @property
@@ -189,7 +218,7 @@ class IndexStore:
         if progress and known:
             progress(len(known))
         for start in range(0, len(todo), self.embed_batch):
-            batch = todo[start:start + self.embed_batch]
+            batch = todo[start : start + self.embed_batch]
             result.merge(self._add_batch(batch))
             if progress:
                 progress(len(batch))
@@ -197,8 +226,11 @@ class IndexStore:
 
     def _add_batch(self, batch: Sequence[Chunk]) -> AddResult:
         result = AddResult()
-        keys = {c.chunk_id: [(text_digest(k), k) for k in sentence_keys(c.text)] for c in batch} \
-            if self.sentence_keys else {}
+        keys = (
+            {c.chunk_id: [(text_digest(k), k) for k in sentence_keys(c.text)] for c in batch}
+            if self.sentence_keys
+            else {}
+        )
         texts = [(c.text_hash, c.text) for c in batch] + [key for chunk_keys in keys.values() for key in chunk_keys]
         have = self.catalog_.known_text_hashes({h for h, _ in texts})
         need: dict[str, str] = {}
@@ -207,13 +239,14 @@ class IndexStore:
                 need.setdefault(text_hash, text)
         vectors, errors = self._embed_fail_closed(list(need.items()))
         if vectors:
-            self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
-                             np.vstack(list(vectors.values())))
+            self.vectors.add(
+                np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64), np.vstack(list(vectors.values()))
+            )
             self._vectors_dirty = True
         self.catalog_.begin()
         try:
             code = self.catalog_.embedder_code(self.embedder.embedder_id)
-            for text_hash, vector in vectors.items():
+            for text_hash in vectors:
                 self.catalog_.insert_text(text_hash, vector_id_for(text_hash), need[text_hash], code)
             for chunk in batch:
                 if chunk.text_hash in have or chunk.text_hash in vectors:
@@ -223,7 +256,7 @@ class IndexStore:
                     for key_hash, _ in keys.get(chunk.chunk_id, ()):
                         if key_hash in have or key_hash in vectors:
                             self.catalog_.insert_sentence_key(chunk.chunk_id, key_hash)
-                        else:   # the chunk is still found by its own text; the lost key is counted
+                        else:  # the chunk is still found by its own text; the lost key is counted
                             result.failed_sentence_keys += 1
                 else:
                     self.catalog_.record_failure(chunk, errors[chunk.text_hash])
@@ -256,8 +289,9 @@ class IndexStore:
                     out = self.embedder.embed([t for _, t in group])
                     out = np.asarray(out, dtype=np.float32)
                     if out.shape != (len(group), self.vectors.dimension):
-                        raise LCAError(f"embedder returned shape {out.shape}, expected "
-                                       f"({len(group)}, {self.vectors.dimension})")
+                        raise LCAError(
+                            f"embedder returned shape {out.shape}, expected ({len(group)}, {self.vectors.dimension})"
+                        )
                     bad = []
                     for (h, _), vec in zip(group, out):
                         norm = float(np.linalg.norm(vec))
@@ -314,8 +348,9 @@ class IndexStore:
             rows = self.catalog_.texts_for_vector_ids(missing.tolist())
             vectors, errors = self._embed_fail_closed([(h, t) for h, _, t in rows])
             if vectors:
-                self.vectors.add(np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64),
-                                 np.vstack(list(vectors.values())))
+                self.vectors.add(
+                    np.asarray([vector_id_for(h) for h in vectors], dtype=np.int64), np.vstack(list(vectors.values()))
+                )
                 self._vectors_dirty = True
             reembedded = len(vectors)
         return {"orphans_removed": int(len(orphans)), "vectors_reembedded": reembedded}
@@ -360,8 +395,9 @@ class IndexStore:
         (itself when no chunk uses it), so an exact scan can rank chunks as dense search does."""
         own_vector = self.catalog_.chunk_text_vectors()
         by_vector, _ = self._row_maps()
-        return [tuple(sorted({own_vector[cid] for _, cid in by_vector.get(int(v), ())})) or (int(v),)
-                for v in vector_ids]
+        return [
+            tuple(sorted({own_vector[cid] for _, cid in by_vector.get(int(v), ())})) or (int(v),) for v in vector_ids
+        ]
 
     def rows_of_vectors(self, vector_ids: Sequence[int]) -> list[int]:
         """The catalog rows of the chunks each vector keys, in the order given (a chunk's row may repeat)."""
@@ -405,8 +441,15 @@ class IndexStore:
         """Each hit's stored vector (as the index holds it), by chunk id."""
         return {h.chunk_id: self.vectors.index_.reconstruct(vector_id_for(text_digest(h.text))) for h in hits}
 
-    def search(self, query: str, *, k: int = 10, pool: int | None = None, mode: str = "hybrid",
-               query_vector: np.ndarray | None = None) -> list[SearchHit]:
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        pool: int | None = None,
+        mode: str = "hybrid",
+        query_vector: np.ndarray | None = None,
+    ) -> list[SearchHit]:
         if mode not in ("hybrid", "dense", "lexical"):
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
@@ -438,9 +481,20 @@ class IndexStore:
             chunk = chunks[row]
             d = dense_rank.get(row)
             lx = lex_rank.get(row)
-            hits.append(SearchHit(chunk.chunk_id, chunk.text, chunk.pointer, float(score),
-                                  d[1] if d else None, d[0] if d else None,
-                                  lx[1] if lx else None, lx[0] if lx else None, chunk.timestamp, chunk.channel))
+            hits.append(
+                SearchHit(
+                    chunk.chunk_id,
+                    chunk.text,
+                    chunk.pointer,
+                    float(score),
+                    d[1] if d else None,
+                    d[0] if d else None,
+                    lx[1] if lx else None,
+                    lx[0] if lx else None,
+                    chunk.timestamp,
+                    chunk.channel,
+                )
+            )
         return hits
 
     def _embed_query(self, query: str) -> np.ndarray:
@@ -474,4 +528,3 @@ class IndexStore:
             for row, (_, s) in ranking.items():
                 fused[row] = fused.get(row, 0.0) + weight * (s - low) / span
         return fused
-

@@ -25,8 +25,15 @@ def vector_id_for(text_hash: str) -> int:
 class FaissVectorIndex:
     """An id-mapped faiss index persisted as one file."""
 
-    def __init__(self, dimension: int, *, approximate_threshold: int = 200_000, hnsw_m: int = 32,
-                 ef_search: int = 128, search_threads: int = 1) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        *,
+        approximate_threshold: int = 200_000,
+        hnsw_m: int = 32,
+        ef_search: int = 128,
+        search_threads: int = 1,
+    ) -> None:
         self.dimension = dimension
         self.approximate_threshold = approximate_threshold
         self.hnsw_m = hnsw_m
@@ -39,8 +46,7 @@ class FaissVectorIndex:
         inner: faiss.Index
         if approximate:
             # the C++ constructor takes the quantizer type (QT_fp16); faiss's stub names it ScalarQuantizer
-            hnsw = faiss.IndexHNSWSQ(self.dimension, fp16, self.hnsw_m,  # type: ignore[arg-type]
-                                     faiss.METRIC_INNER_PRODUCT)
+            hnsw = faiss.IndexHNSWSQ(self.dimension, fp16, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)  # type: ignore[arg-type]
             hnsw.hnsw.efSearch = self.ef_search
             inner = hnsw
         else:
@@ -109,8 +115,9 @@ class FaissVectorIndex:
         if self.search_threads:
             faiss.omp_set_num_threads(self.search_threads)
         try:
-            scores, ids = self.index_.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32),
-                                             min(k, len(self)))
+            scores, ids = self.index_.search(
+                np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), min(k, len(self))
+            )
         finally:
             faiss.omp_set_num_threads(previous)
         keep = ids[0] >= 0
@@ -120,13 +127,13 @@ class FaissVectorIndex:
         atomic_write_bytes(path, faiss.serialize_index(self.index_).tobytes())
 
     @classmethod
-    def load(cls, path: Path, dimension: int, **params) -> "FaissVectorIndex":
+    def load(cls, path: Path, dimension: int, **params) -> FaissVectorIndex:
         obj = cls(dimension, **params)
         data = np.fromfile(path, dtype=np.uint8)
         obj.index_ = faiss.deserialize_index(data)
         if obj.index_.d != dimension:
             raise ValueError(f"{path}: vectors of dimension {obj.index_.d}, expected {dimension}")
         inner = faiss.downcast_index(obj.index_.index)
-        if isinstance(inner, faiss.IndexHNSW):   # obj.approximate
+        if isinstance(inner, faiss.IndexHNSW):  # obj.approximate
             inner.hnsw.efSearch = obj.ef_search
         return obj

@@ -28,9 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results/bench/gravity-well.json")
 
 
-def simulate(*, records: int = 2000, topics: int = 100, queries: int = 4000, k: int = 5, pool: int = 20,
-             zipf: float = 1.1, use_weight: float = 0.2, seed: int = 11, dim: int = 64,
-             wildcard_mode: str = "balanced") -> dict[str, Any]:
+def simulate(
+    *,
+    records: int = 2000,
+    topics: int = 100,
+    queries: int = 4000,
+    k: int = 5,
+    pool: int = 20,
+    zipf: float = 1.1,
+    use_weight: float = 0.2,
+    seed: int = 11,
+    dim: int = 64,
+    wildcard_mode: str = "balanced",
+) -> dict[str, Any]:
     import numpy as np
 
     from lca.activation import (
@@ -90,11 +100,30 @@ def simulate(*, records: int = 2000, topics: int = 100, queries: int = 4000, k: 
         counts["living_defenses"].update(int(i) for i in chosen)
         for i in chosen:
             history[int(i)].append(Access(str(i), t, shape))
-    out = {name: {"top1pct_share": round(top_share(c, records), 4), "records_ever_recalled": len(c),
-                  "gini": round(_gini([c.get(i, 0) for i in range(records)]), 4)} for name, c in counts.items()}
-    return {"figures": out, "wildcards_injected": wildcards_injected,
-            "params": {"records": records, "topics": topics, "queries": queries, "k": k, "pool": pool, "zipf": zipf,
-                       "use_weight": use_weight, "seed": seed, "dim": dim, "wildcard_mode": wildcard_mode}}
+    out = {
+        name: {
+            "top1pct_share": round(top_share(c, records), 4),
+            "records_ever_recalled": len(c),
+            "gini": round(_gini([c.get(i, 0) for i in range(records)]), 4),
+        }
+        for name, c in counts.items()
+    }
+    return {
+        "figures": out,
+        "wildcards_injected": wildcards_injected,
+        "params": {
+            "records": records,
+            "topics": topics,
+            "queries": queries,
+            "k": k,
+            "pool": pool,
+            "zipf": zipf,
+            "use_weight": use_weight,
+            "seed": seed,
+            "dim": dim,
+            "wildcard_mode": wildcard_mode,
+        },
+    }
 
 
 def _gini(values: list[int]) -> float:
@@ -111,15 +140,16 @@ def run_gravity_well_bench(args) -> int:
     from lca.provenance import code_version
 
     result = simulate(queries=args.queries, records=args.records, seed=args.seed)
-    result["provenance"] = {"code_version": code_version(), "date": datetime.now(UTC).isoformat(),
-                            "seed": args.seed}
+    result["provenance"] = {"code_version": code_version(), "date": datetime.now(UTC).isoformat(), "seed": args.seed}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("gravity well: share of all injections taken by the top 1% of records")
     for name, fig in result["figures"].items():
-        print(f"  {name:<16} {fig['top1pct_share']:.3f}   records ever recalled {fig['records_ever_recalled']:>5}"
-              f"   gini {fig['gini']:.3f}")
+        print(
+            f"  {name:<16} {fig['top1pct_share']:.3f}   records ever recalled {fig['records_ever_recalled']:>5}"
+            f"   gini {fig['gini']:.3f}"
+        )
     print(f"  wildcards injected: {result['wildcards_injected']}; written to {out}")
     return 0
 
@@ -127,9 +157,9 @@ def run_gravity_well_bench(args) -> int:
 BENCHMARK = Benchmark(
     name="gravity-well",
     help="share of recalls taken by the top 1%% of records: pure use-weighting versus saturation + diversity + "
-         "wildcards",
+    "wildcards",
     description="A Zipf-skewed query stream over a synthetic store: the share of all injections taken by the "
-                "top 1% of records under relevance only, pure use-weighting, and the living-memory defenses.",
+    "top 1% of records under relevance only, pure use-weighting, and the living-memory defenses.",
     add_arguments=add_arguments,
     run=run_gravity_well_bench,
 )

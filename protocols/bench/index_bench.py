@@ -24,17 +24,22 @@ from protocols.bench.registry import Benchmark
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", help="LongMemEval_S file or a folder holding longmemeval/ (default $LCA_DATA, "
-                                       "then ../shared/data)")
+    parser.add_argument(
+        "--data", help="LongMemEval_S file or a folder holding longmemeval/ (default $LCA_DATA, then ../shared/data)"
+    )
     parser.add_argument("--chunks", type=int, default=35_000, help="transcript chunks to build (default 35000)")
     parser.add_argument("--memory", type=int, default=2_000, help="memory chunks to build (default 2000)")
     parser.add_argument("--queries", type=int, default=200, help="search queries to time (default 200)")
     parser.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
     parser.add_argument("--out", default="results/bench/index.json")
     parser.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
-    parser.add_argument("--sentence-keys", choices=["on", "off"], default="off",
-                        help="build the store with sentence keys, each sentence of a multi-sentence chunk also a "
-                             "dense key (default off, the substrate's default); use with --fresh and another --out")
+    parser.add_argument(
+        "--sentence-keys",
+        choices=["on", "off"],
+        default="off",
+        help="build the store with sentence keys, each sentence of a multi-sentence chunk also a "
+        "dense key (default off, the substrate's default); use with --fresh and another --out",
+    )
 
 
 def _find_data(given: str | None) -> Path | None:
@@ -44,8 +49,11 @@ def _find_data(given: str | None) -> Path | None:
     data = find_data_file("longmemeval_s_dev", given)
     if data is None:
         looked = ", ".join(str(r) for r in data_roots(given))
-        print(f"lca bench index: the LongMemEval_S dev file (longmemeval/longmemeval_s_dev.json.xz) was not "
-              f"found; pass --data FILE_OR_FOLDER or set ${DATA_ENV} (looked in: {looked})", file=sys.stderr)
+        print(
+            f"lca bench index: the LongMemEval_S dev file (longmemeval/longmemeval_s_dev.json.xz) was not "
+            f"found; pass --data FILE_OR_FOLDER or set ${DATA_ENV} (looked in: {looked})",
+            file=sys.stderr,
+        )
     return data
 
 
@@ -58,8 +66,11 @@ def _prepare_work(work: Path, *, fresh: bool) -> bool:
         shutil.rmtree(work)
     preexisting = StoreLayout(work).catalog.exists()
     if preexisting:
-        print(f"note: {work} already holds a store; ingest numbers measure re-ingest, not a build, and its "
-              f"chunks keep the sentence keys they were built with (use --fresh for a clean build)", file=sys.stderr)
+        print(
+            f"note: {work} already holds a store; ingest numbers measure re-ingest, not a build, and its "
+            f"chunks keep the sentence keys they were built with (use --fresh for a clean build)",
+            file=sys.stderr,
+        )
     return preexisting
 
 
@@ -95,7 +106,7 @@ def run_index_bench(args) -> int:
     meter = Meter()
     try:
         embedder = substrate.embedder
-        index = substrate.index   # opens the catalog
+        index = substrate.index  # opens the catalog
         _ = embedder.dimension, embedder.max_input_tokens  # load the model outside the timed ingest
         selection = select_sessions(dataset, substrate.chunker, args.chunks)
         meter_ingest(meter, embedder, index)
@@ -109,14 +120,24 @@ def run_index_bench(args) -> int:
 
         # latency: a reader opening the store from disk
         substrate.close()
-        queries = [str(r["question"]) for r in dataset.questions[:args.queries]]
+        queries = [str(r["question"]) for r in dataset.questions[: args.queries]]
         reader, cold_ms = open_reader(work, embedder, queries[0])
         result["latency"] = measure_latency(reader, embedder, queries, cold_ms, load_before)
 
         result["checks"] = checks(result)
         result["all_pass"] = all(c["pass"] for c in result["checks"].values())
-        result["provenance"] = provenance(args, data, dataset.sha256, embedder, code_version(), work, preexisting,
-                                          dataset.load_seconds, dataset.import_report, len(dataset.sessions))
+        result["provenance"] = provenance(
+            args,
+            data,
+            dataset.sha256,
+            embedder,
+            code_version(),
+            work,
+            preexisting,
+            dataset.load_seconds,
+            dataset.import_report,
+            len(dataset.sessions),
+        )
     finally:
         meter.restore()
         if reader is not None:
@@ -132,10 +153,10 @@ def run_index_bench(args) -> int:
 BENCHMARK = Benchmark(
     name="index",
     help="ingest throughput, bytes per chunk and hybrid search latency on a store of the reference deployment's "
-         "size, beside a numpy baseline",
+    "size, beside a numpy baseline",
     description="Builds a store of the reference deployment's size from the LongMemEval_S dev haystacks and "
-                "measures ingest throughput, index bytes per chunk beyond the text, re-ingest of an unchanged "
-                "session, and hybrid search latency beside a brute-force numpy baseline over the same vectors.",
+    "measures ingest throughput, index bytes per chunk beyond the text, re-ingest of an unchanged "
+    "session, and hybrid search latency beside a brute-force numpy baseline over the same vectors.",
     add_arguments=add_arguments,
     run=run_index_bench,
 )

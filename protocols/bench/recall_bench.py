@@ -35,8 +35,12 @@ def _stats(values: list[float]) -> dict[str, float]:
     import numpy as np
 
     arr = np.asarray(values)
-    return {"n": len(values), "p50_ms": round(float(np.percentile(arr, 50)), 3),
-            "p95_ms": round(float(np.percentile(arr, 95)), 3), "mean_ms": round(float(arr.mean()), 3)}
+    return {
+        "n": len(values),
+        "p50_ms": round(float(np.percentile(arr, 50)), 3),
+        "p95_ms": round(float(np.percentile(arr, 95)), 3),
+        "mean_ms": round(float(arr.mean()), 3),
+    }
 
 
 def run_recall_bench(args) -> int:
@@ -53,13 +57,16 @@ def run_recall_bench(args) -> int:
 
     work = Path(args.work)
     if not StoreLayout(work).catalog.exists():
-        print(f"lca bench recall: no store at {work}; build it first with `lca bench index` "
-              f"(or pass --work)", file=sys.stderr)
+        print(
+            f"lca bench recall: no store at {work}; build it first with `lca bench index` (or pass --work)",
+            file=sys.stderr,
+        )
         return 2
     data = find_data_file("longmemeval_s_dev", args.data)
     if data is None:
-        print("lca bench recall: the LongMemEval_S dev file was not found; pass --data or set $LCA_DATA",
-              file=sys.stderr)
+        print(
+            "lca bench recall: the LongMemEval_S dev file was not found; pass --data or set $LCA_DATA", file=sys.stderr
+        )
         return 2
     queries = [str(r["question"]) for r in load_official_json(data)][: args.queries]
     rng = random.Random(7)
@@ -83,26 +90,41 @@ def run_recall_bench(args) -> int:
         for policy in ("fixed-k", "adaptive", "none"):
             config = RecallConfig(policy=policy)
             per_turn = [substrate.recall(RecallContext(q), config=config).tokens for q in queries[: args.token_queries]]
-            tokens[policy] = {"mean": round(float(np.mean(per_turn)), 1), "p50": float(np.median(per_turn)),
-                              "max": int(max(per_turn)), "turns": len(per_turn),
-                              "turns_with_nothing_injected": int(sum(1 for t in per_turn if t == 0))}
+            tokens[policy] = {
+                "mean": round(float(np.mean(per_turn)), 1),
+                "p50": float(np.median(per_turn)),
+                "max": int(max(per_turn)),
+                "turns": len(per_turn),
+                "turns_with_nothing_injected": int(sum(1 for t in per_turn if t == 0)),
+            }
         embedder_id = substrate.embedder.embedder_id
     search, recall = _stats(times["search"]), _stats(times["recall"])
     ratio = recall["p50_ms"] / search["p50_ms"]
     gravity = simulate(queries=args.gravity_queries)
     result = {
-        "benchmark": "recall", "targets": TARGETS,
+        "benchmark": "recall",
+        "targets": TARGETS,
         "store": {"path": str(work), "chunks": chunks},
-        "latency": {"search": search, "recall": recall, "recall_over_search_p50": round(ratio, 3),
-                    "recall_over_search_p95": round(recall["p95_ms"] / search["p95_ms"], 3)},
+        "latency": {
+            "search": search,
+            "recall": recall,
+            "recall_over_search_p50": round(ratio, 3),
+            "recall_over_search_p95": round(recall["p95_ms"] / search["p95_ms"], 3),
+        },
         "injected_tokens_per_turn": tokens,
         "gravity_well": gravity,
-        "checks": {"recall_over_search_p50": {"value": round(ratio, 3),
-                                              "pass": ratio <= TARGETS["recall_over_search_p50"]},
-                   "recall_p95_ms": {"value": recall["p95_ms"], "pass": recall["p95_ms"] <= TARGETS["recall_p95_ms"]}},
-        "provenance": {"code_version": code_version(), "embedder_id": embedder_id, "dataset": str(data),
-                       "dataset_sha256": file_sha256(data), "date": datetime.now(UTC).isoformat(),
-                       "seed": 7},
+        "checks": {
+            "recall_over_search_p50": {"value": round(ratio, 3), "pass": ratio <= TARGETS["recall_over_search_p50"]},
+            "recall_p95_ms": {"value": recall["p95_ms"], "pass": recall["p95_ms"] <= TARGETS["recall_p95_ms"]},
+        },
+        "provenance": {
+            "code_version": code_version(),
+            "embedder_id": embedder_id,
+            "dataset": str(data),
+            "dataset_sha256": file_sha256(data),
+            "date": datetime.now(UTC).isoformat(),
+            "seed": 7,
+        },
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +133,10 @@ def run_recall_bench(args) -> int:
     print(f"  search  p50 {search['p50_ms']:.2f} ms  p95 {search['p95_ms']:.2f} ms")
     print(f"  recall  p50 {recall['p50_ms']:.2f} ms  p95 {recall['p95_ms']:.2f} ms   x{ratio:.2f} of search at p50")
     for policy, t in tokens.items():
-        print(f"  tokens/turn {policy:<9} mean {t['mean']:>7.1f}  max {t['max']:>5}  "
-              f"nothing injected in {t['turns_with_nothing_injected']}/{t['turns']} turns")
+        print(
+            f"  tokens/turn {policy:<9} mean {t['mean']:>7.1f}  max {t['max']:>5}  "
+            f"nothing injected in {t['turns_with_nothing_injected']}/{t['turns']} turns"
+        )
     for name, fig in gravity["figures"].items():
         print(f"  gravity well {name:<16} top-1% share {fig['top1pct_share']:.3f}")
     for name, check in result["checks"].items():
@@ -124,9 +148,9 @@ def run_recall_bench(args) -> int:
 BENCHMARK = Benchmark(
     name="recall",
     help="full resonance recall beside plain hybrid search on the index benchmark's store; tokens per policy; "
-         "gravity-well figures",
+    "gravity-well figures",
     description="Full resonance recall and plain hybrid search timed interleaved on the store `lca bench index` "
-                "built, the injected tokens per turn under each policy, and the gravity-well figures.",
+    "built, the injected tokens per turn under each policy, and the gravity-well figures.",
     add_arguments=add_arguments,
     run=run_recall_bench,
 )

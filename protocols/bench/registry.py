@@ -63,8 +63,9 @@ def discover(package: str = PACKAGE) -> dict[str, Benchmark]:
         if not isinstance(exported, Benchmark):
             raise TypeError(f"{module_name}.BENCHMARK is a {type(exported).__name__}, not a Benchmark")
         if exported.name in found:
-            raise ValueError(f"benchmark {exported.name!r} is exported by both {found[exported.name][1]} "
-                             f"and {module_name}")
+            raise ValueError(
+                f"benchmark {exported.name!r} is exported by both {found[exported.name][1]} and {module_name}"
+            )
         found[exported.name] = (exported, module_name)
     return {name: found[name][0] for name in sorted(found)}
 

@@ -42,24 +42,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
     parser.add_argument("--retriever", choices=list(RETRIEVERS), default="hybrid")
     parser.add_argument("--fusion", choices=["z", "rrf"], help="hybrid fusion (default z; rrf is the store's)")
-    parser.add_argument("--set", action="append", metavar="NAME=VALUE",
-                        help="override one field of the hybrid's HybridConfig, e.g. bm25_weight=0.3 or sentences=off "
-                             "(an unknown name is refused with the list of every field); repeatable")
-    parser.add_argument("--context", choices=["on", "off"], help="score each unit also through its neighbours "
-                                                                 "(default: on for LoCoMo, off for LongMemEval)")
-    parser.add_argument("--anchors", choices=["on", "off"],
-                        help="temporal anchors (default on): relative times read against the question date, and "
-                             "absolute dates in the question (LoCoMo has no question date: absolute only)")
-    parser.add_argument("--units", choices=["turns", "observations", "summaries"],
-                        help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its "
-                             "session summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns")
-    parser.add_argument("--sentence-keys", choices=["on", "off"],
-                        help="resonance only: build the substrate with the store's sentence keys, each sentence of "
-                             "a multi-sentence chunk also a dense key (default off, the substrate's default)")
-    parser.add_argument("--ablate", action="store_true",
-                        help="after the hybrid run, run it again once per part that is on (each weight at 0, "
-                             "sentence keys off, names kept in the embedded query) and write <out>-ablation.json "
-                             "and .md")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="override one field of the hybrid's HybridConfig, e.g. bm25_weight=0.3 or sentences=off "
+        "(an unknown name is refused with the list of every field); repeatable",
+    )
+    parser.add_argument(
+        "--context",
+        choices=["on", "off"],
+        help="score each unit also through its neighbours (default: on for LoCoMo, off for LongMemEval)",
+    )
+    parser.add_argument(
+        "--anchors",
+        choices=["on", "off"],
+        help="temporal anchors (default on): relative times read against the question date, and "
+        "absolute dates in the question (LoCoMo has no question date: absolute only)",
+    )
+    parser.add_argument(
+        "--units",
+        choices=["turns", "observations", "summaries"],
+        help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its "
+        "session summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns",
+    )
+    parser.add_argument(
+        "--sentence-keys",
+        choices=["on", "off"],
+        help="resonance only: build the substrate with the store's sentence keys, each sentence of "
+        "a multi-sentence chunk also a dense key (default off, the substrate's default)",
+    )
+    parser.add_argument(
+        "--ablate",
+        action="store_true",
+        help="after the hybrid run, run it again once per part that is on (each weight at 0, "
+        "sentence keys off, names kept in the embedded query) and write <out>-ablation.json "
+        "and .md",
+    )
     parser.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
     parser.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
     parser.add_argument("--out", default="results/bench/{dataset}-{retriever}{units}.json")
@@ -78,11 +97,15 @@ def checked_config(args) -> HybridConfig:
         config = replace(config, fusion=args.fusion)
     config = config.with_overrides(list(getattr(args, "set", None) or []))
     if getattr(args, "sentence_keys", None) is not None and args.retriever != "resonance":
-        raise ValueError("--sentence-keys is the substrate store's option: it applies to --retriever resonance "
-                         "(the hybrid's own sentence keys are --set sentences=on|off)")
+        raise ValueError(
+            "--sentence-keys is the substrate store's option: it applies to --retriever resonance "
+            "(the hybrid's own sentence keys are --set sentences=on|off)"
+        )
     if getattr(args, "ablate", False) and (args.retriever != "hybrid" or config.fusion != "z"):
-        raise ValueError("--ablate turns off the parts of the hybrid's z fusion one at a time: "
-                         "it needs --retriever hybrid and --fusion z")
+        raise ValueError(
+            "--ablate turns off the parts of the hybrid's z fusion one at a time: "
+            "it needs --retriever hybrid and --fusion z"
+        )
     return config
 
 
@@ -102,12 +125,16 @@ def runner_options(args, config: HybridConfig) -> dict[str, Any]:
 
 def out_path(args) -> Path:
     units = getattr(args, "units", None)
-    return Path(args.out.format(dataset=args.dataset, retriever=args.retriever,
-                                units=f"-{units}" if units and units != "turns" else ""))
+    return Path(
+        args.out.format(
+            dataset=args.dataset, retriever=args.retriever, units=f"-{units}" if units and units != "turns" else ""
+        )
+    )
 
 
-def run_ablation(run: Callable[..., dict[str, Any]], report: dict[str, Any], dataset: str,
-                 options: dict[str, Any], progress) -> dict[str, Any]:
+def run_ablation(
+    run: Callable[..., dict[str, Any]], report: dict[str, Any], dataset: str, options: dict[str, Any], progress
+) -> dict[str, Any]:
     """The run again once per part of the hybrid that is on and used, each with that part off: its headline
     figures and their change from the default run's."""
     from protocols.bench.retrieval.config import ablations
@@ -116,16 +143,20 @@ def run_ablation(run: Callable[..., dict[str, Any]], report: dict[str, Any], dat
     default = headline(report, dataset)
     ablation: dict[str, Any] = {"default": default, "variants": {}}
     for variant, variant_config in ablations(options["config"], uses=set(report["weights_used"])).items():
-        variant_report = run(progress=lambda items, v=variant: progress(items, f"without {v}"),
-                             **{**options, "config": variant_config})
+        variant_report = run(
+            progress=lambda items, v=variant: progress(items, f"without {v}"), **{**options, "config": variant_config}
+        )
         metrics = headline(variant_report, dataset)
-        ablation["variants"][variant] = {"config": asdict(variant_config), "metrics": metrics,
-                                         "delta": {n: metrics[n] - default[n] for n in default}}
+        ablation["variants"][variant] = {
+            "config": asdict(variant_config),
+            "metrics": metrics,
+            "delta": {n: metrics[n] - default[n] for n in default},
+        }
     return ablation
 
 
 def run_retrieval_bench(args) -> int:
-    try:   # options are checked before any file is read or model loaded
+    try:  # options are checked before any file is read or model loaded
         config = checked_config(args)
     except (ValueError, ParameterError) as exc:
         print(f"lca: error: {exc}", file=sys.stderr)
@@ -144,8 +175,10 @@ def run_retrieval_bench(args) -> int:
 
     path = find_data_file("locomo" if args.dataset == "locomo" else "longmemeval_s_dev", args.data)
     if path is None:
-        raise FileNotFoundError(f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
-                                ".gz or .xz, or a folder holding it) or set LCA_DATA")
+        raise FileNotFoundError(
+            f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
+            ".gz or .xz, or a folder holding it) or set LCA_DATA"
+        )
     embedder = CachedEmbedder(SentenceTransformerEmbedder(), args.cache)
     chunker = Chunker(embedder)
     workdir = Path(args.out).parent / "work-retrieval"
@@ -161,23 +194,33 @@ def run_retrieval_bench(args) -> int:
     options = runner_options(args, config)
 
     def run(**kwargs: Any) -> dict[str, Any]:
-        return runner(path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit,
-                      workdir=workdir, **kwargs)
+        return runner(
+            path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit, workdir=workdir, **kwargs
+        )
 
     report = run(progress=progress, **options)
-    report["provenance"] = {"dataset": args.dataset, "file": str(path), "sha256": file_sha256(path),
-                            "retriever": args.retriever, "embedder": embedder.embedder_id,
-                            "options": {**options, "config": asdict(config)},
-                            "code_version": code_version(), "limit": args.limit,
-                            "embedding_cache": cache_state(),
-                            "wall_seconds": time.perf_counter() - started}
+    report["provenance"] = {
+        "dataset": args.dataset,
+        "file": str(path),
+        "sha256": file_sha256(path),
+        "retriever": args.retriever,
+        "embedder": embedder.embedder_id,
+        "options": {**options, "config": asdict(config)},
+        "code_version": code_version(),
+        "limit": args.limit,
+        "embedding_cache": cache_state(),
+        "wall_seconds": time.perf_counter() - started,
+    }
     out = out_path(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_report(out, report, markdown_table(report, args.dataset))
     if getattr(args, "ablate", False):
         ablation = run_ablation(run, report, args.dataset, options, progress)
-        ablation["provenance"] = {**report["provenance"], "wall_seconds": time.perf_counter() - started,
-                                  "embedding_cache": cache_state()}
+        ablation["provenance"] = {
+            **report["provenance"],
+            "wall_seconds": time.perf_counter() - started,
+            "embedding_cache": cache_state(),
+        }
         write_report(out.with_name(f"{out.stem}-ablation.json"), ablation, ablation_table(ablation, args.dataset))
     embedder.close()
     return 0
@@ -187,8 +230,8 @@ BENCHMARK = Benchmark(
     name="retrieval",
     help="benchmark retrieval scored by the official metrics, no LLM: bm25, dense, hybrid or full resonance recall",
     description="LongMemEval or LoCoMo retrieval scored by the benchmarks' own metrics with no LLM in the loop, "
-                "for the bm25, dense, hybrid or resonance retriever; --ablate measures what each part of the "
-                "hybrid adds.",
+    "for the bm25, dense, hybrid or resonance retriever; --ablate measures what each part of the "
+    "hybrid adds.",
     add_arguments=add_arguments,
     run=run_retrieval_bench,
 )

@@ -8,9 +8,12 @@ def add_parser(sub) -> None:
     from protocols.bench import available_benchmarks, benchmark
 
     names = available_benchmarks()
-    p = sub.add_parser("bench", help="benchmarks writing JSON under results/bench/",
-                       description="Benchmarks, each writing its measurements as JSON under results/bench/. "
-                                   f"Registered: {', '.join(names)}.")
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks writing JSON under results/bench/",
+        description="Benchmarks, each writing its measurements as JSON under results/bench/. "
+        f"Registered: {', '.join(names)}.",
+    )
     bench = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     for name in names:
         registered = benchmark(name)

@@ -31,20 +31,32 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
     substrate = common.open_store(args)
     writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="summarizer")
-    reviewer = writer if not args.reviewer_model else _generator(args.reviewer_model, threads=args.threads,
-                                                                 seed=args.seed, timeout=args.timeout,
-                                                                 role="reviewer")
+    reviewer = (
+        writer
+        if not args.reviewer_model
+        else _generator(
+            args.reviewer_model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="reviewer"
+        )
+    )
     try:
         config = ConsolidationConfig(verify=not args.no_verify, unsupported=args.unsupported, seed=args.seed)
-        result = substrate.checkpoint(writer, reviewer=reviewer, trigger=args.trigger, approver=args.approver,
-                                      config=config, session_id=args.session,
-                                      progress=None if args.json else (lambda m: print(f"  .. {m}", flush=True)))
+        result = substrate.checkpoint(
+            writer,
+            reviewer=reviewer,
+            trigger=args.trigger,
+            approver=args.approver,
+            config=config,
+            session_id=args.session,
+            progress=None if args.json else (lambda m: print(f"  .. {m}", flush=True)),
+        )
         if args.json:
             print(json.dumps(result.to_dict(), indent=2, default=str))
             return 0
         counts = result.counts
-        print(f"cycle {result.cycle_id} ({result.trigger}) in {result.seconds:.1f} s; writer {result.writer_model}, "
-              f"reviewer {result.reviewer_model or 'none (verification off)'}")
+        print(
+            f"cycle {result.cycle_id} ({result.trigger}) in {result.seconds:.1f} s; writer {result.writer_model}, "
+            f"reviewer {result.reviewer_model or 'none (verification off)'}"
+        )
         print(f"  span: {sum(m['entries'] for m in result.span.values())} entries in {len(result.span)} session(s)")
         print(f"  candidates: {counts['candidates']}; verdicts: {counts['verdicts'] or {}}")
         for verdict, candidate in zip(result.verdicts, result.candidates, strict=False):
@@ -103,10 +115,14 @@ def cmd_ledger(args: argparse.Namespace) -> int:
             t1, t2 = (common.moment(t) for t in args.diff)
             out = diff_states(ledger.state(as_of=t1), ledger.state(as_of=t2))
             before, after = experience.counts_at(t1), experience.counts_at(t2)
-            out["experience"] = {target: {k: after.get(target, {}).get(k, 0) - before.get(target, {}).get(k, 0)
-                                          for k in set(after.get(target, {})) | set(before.get(target, {}))}
-                                 for target in sorted(set(before) | set(after))
-                                 if dict(before.get(target, {})) != dict(after.get(target, {}))}
+            out["experience"] = {
+                target: {
+                    k: after.get(target, {}).get(k, 0) - before.get(target, {}).get(k, 0)
+                    for k in set(after.get(target, {})) | set(before.get(target, {}))
+                }
+                for target in sorted(set(before) | set(after))
+                if dict(before.get(target, {})) != dict(after.get(target, {}))
+            }
         else:
             as_of = common.moment(args.as_of) if args.as_of else None
             out = ledger.state(as_of=as_of).summary()
@@ -120,12 +136,18 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     from lca.ledger import Ledger
 
-    kinds = {"propose": "schema_proposed", "trial": "schema_trial", "establish": "schema_established",
-             "deprecate": "schema_deprecated", "revise": "schema_revised"}
+    kinds = {
+        "propose": "schema_proposed",
+        "trial": "schema_trial",
+        "establish": "schema_established",
+        "deprecate": "schema_deprecated",
+        "revise": "schema_revised",
+    }
     substrate = common.open_store(args)
     try:
-        schema = Ledger(substrate.home).schema_event(kinds[args.action], args.schema, description=args.description,
-                                                     approver=args.approver, reason=args.reason)
+        schema = Ledger(substrate.home).schema_event(
+            kinds[args.action], args.schema, description=args.description, approver=args.approver, reason=args.reason
+        )
         print(f"schema {schema.id}: {schema.state} (version {schema.version})")
         return 0
     finally:
@@ -137,10 +159,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     substrate = common.open_store(args)
     try:
-        manifest = export_prevented_audit(substrate, sample=args.sample, out_dir=Path(args.out), seed=args.seed,
-                                          controls=args.controls)
-        print(f"{manifest['claims']} claim(s) and {manifest['controls']} control(s) written to {args.out} "
-              f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)")
+        manifest = export_prevented_audit(
+            substrate, sample=args.sample, out_dir=Path(args.out), seed=args.seed, controls=args.controls
+        )
+        print(
+            f"{manifest['claims']} claim(s) and {manifest['controls']} control(s) written to {args.out} "
+            f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)"
+        )
         return 0
     finally:
         substrate.close()
@@ -170,16 +195,26 @@ def cmd_identity(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("checkpoint", parents=[common_args], help="run one consolidation cycle (elected trigger)",
-                       description="Consolidate the transcript written since the last checkpoint into memory, "
-                                   "through the verification stage, with the local llama.cpp model.")
-    p.add_argument("--model", default="smollm2", help="writer model: smollm2 (default), a GGUF path, or any "
-                                                      "inspect model string (lca-local/..., openai/..., ...)")
-    p.add_argument("--reviewer-model", help="reviewer model, same forms (default: the writer model, in a "
-                                            "separate call)")
+    p = sub.add_parser(
+        "checkpoint",
+        parents=[common_args],
+        help="run one consolidation cycle (elected trigger)",
+        description="Consolidate the transcript written since the last checkpoint into memory, "
+        "through the verification stage, with the local llama.cpp model.",
+    )
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="writer model: smollm2 (default), a GGUF path, or any "
+        "inspect model string (lca-local/..., openai/..., ...)",
+    )
+    p.add_argument(
+        "--reviewer-model", help="reviewer model, same forms (default: the writer model, in a separate call)"
+    )
     p.add_argument("--approver", help="named approver for procedural writes (else they are held as proposals)")
-    p.add_argument("--trigger", default="elected",
-                   choices=["elected", "pre_compaction", "session_end", "context_pressure"])
+    p.add_argument(
+        "--trigger", default="elected", choices=["elected", "pre_compaction", "session_end", "context_pressure"]
+    )
     p.add_argument("--session", help="session to log the checkpoint entry in (default: the last one read)")
     p.add_argument("--no-verify", action="store_true", help="ablation: write without the verification stage")
     p.add_argument("--unsupported", choices=["downgrade", "remove"], default="downgrade")
@@ -198,15 +233,22 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--approver", required=True)
     p.set_defaults(func=cmd_approve)
 
-    p = sub.add_parser("ledger", parents=[common_args], help="the learned state (replayed from its event log)",
-                       description="Replay the ledger into the learned state now, at a past time (--as-of), "
-                                   "or diff two worldviews (--diff T1 T2). Times: ISO 8601 or epoch seconds.")
+    p = sub.add_parser(
+        "ledger",
+        parents=[common_args],
+        help="the learned state (replayed from its event log)",
+        description="Replay the ledger into the learned state now, at a past time (--as-of), "
+        "or diff two worldviews (--diff T1 T2). Times: ISO 8601 or epoch seconds.",
+    )
     p.add_argument("--as-of")
     p.add_argument("--diff", nargs=2, metavar=("T1", "T2"))
     p.set_defaults(func=cmd_ledger)
 
-    p = sub.add_parser("schema", parents=[common_args], help="learned-schema lifecycle: candidate -> trial -> "
-                                                        "established -> deprecated")
+    p = sub.add_parser(
+        "schema",
+        parents=[common_args],
+        help="learned-schema lifecycle: candidate -> trial -> established -> deprecated",
+    )
     p.add_argument("action", choices=["propose", "trial", "establish", "deprecate", "revise"])
     p.add_argument("schema")
     p.add_argument("--description")
@@ -214,8 +256,11 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", help="required for deprecate")
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("identity", parents=[common_args], help="standing identity, user and instruction files "
-                                                          "(writes need a named approver)")
+    p = sub.add_parser(
+        "identity",
+        parents=[common_args],
+        help="standing identity, user and instruction files (writes need a named approver)",
+    )
     p.add_argument("action", choices=["show", "set"])
     p.add_argument("name", nargs="?", choices=["identity", "user", "instructions"])
     p.add_argument("--file", help="set: the new text")
@@ -225,8 +270,11 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("audit", parents=[common_args], help="exports for blind rating")
     audit = p.add_subparsers(dest="audit", required=True)
-    a = audit.add_parser("prevented", parents=[common_args], help="a sample of prevented-mistake claims with their "
-                                                             "spans, mixed with controls, for blind rating")
+    a = audit.add_parser(
+        "prevented",
+        parents=[common_args],
+        help="a sample of prevented-mistake claims with their spans, mixed with controls, for blind rating",
+    )
     a.add_argument("--sample", type=int, required=True)
     a.add_argument("--controls", type=float, default=0.5, help="share of control items (default 0.5)")
     a.add_argument("--seed", type=int, default=0)

@@ -23,8 +23,8 @@ from typing import Any
 from lca.errors import LCAError, RecordFormatError
 from lca.params import ParameterError, coerce, format_assignments, parse_assignments, split_assignment
 
-WEIGHTS = "weights"                 # the condition parameter a dotted ``weights.TERM`` name gathers into
-PARAMS_TASK_ARG = "params"          # the task parameter that carries a condition's parameters
+WEIGHTS = "weights"  # the condition parameter a dotted ``weights.TERM`` name gathers into
+PARAMS_TASK_ARG = "params"  # the task parameter that carries a condition's parameters
 RUN_ROLES = ("summarizer", "reviewer", "grader")
 
 
@@ -43,7 +43,7 @@ class Assignment:
 
 def _text(value: Any, *, flag: str, name: str) -> str:
     if isinstance(value, bool):
-        return "1" if value else "0"    # int switches (verify, living_memory) and booleans both read 1/0
+        return "1" if value else "0"  # int switches (verify, living_memory) and booleans both read 1/0
     if isinstance(value, (int, float, str)):
         return str(value)
     raise ParameterError(flag, f"{name}: {value!r}", "takes a number or a string")
@@ -66,22 +66,25 @@ def file_assignments(path: str | Path) -> list[Assignment]:
     out = []
     for name, value in data.items():
         if isinstance(value, Mapping):
-            out += [Assignment(flag, f"{name}.{inner}", _text(v, flag=flag, name=f"{name}.{inner}"))
-                    for inner, v in value.items()]
+            out += [
+                Assignment(flag, f"{name}.{inner}", _text(v, flag=flag, name=f"{name}.{inner}"))
+                for inner, v in value.items()
+            ]
         else:
             out.append(Assignment(flag, str(name), _text(value, flag=flag, name=str(name))))
     return out
 
 
-def gather_assignments(*, params: Iterable[str] | None = None, params_file: str | None = None,
-                       legacy_spec: str | None = None) -> dict[str, Assignment]:
+def gather_assignments(
+    *, params: Iterable[str] | None = None, params_file: str | None = None, legacy_spec: str | None = None
+) -> dict[str, Assignment]:
     """The condition parameters of one run by name: the file's, then ``-T params=...``'s, then
     ``--param``'s, a later one overriding an earlier one of the same name."""
     gathered: dict[str, Assignment] = {}
     sources: list[Assignment] = file_assignments(params_file) if params_file else []
     for part in filter(None, (p.strip() for p in (legacy_spec or "").split(";"))):
         sources.append(Assignment("-T params", *split_assignment(part, flag="-T params")))
-    given = parse_assignments(params, flag="--param")      # malformed items and repeated names fail here
+    given = parse_assignments(params, flag="--param")  # malformed items and repeated names fail here
     sources += [Assignment("--param", name, value) for name, value in given.items()]
     for assignment in sources:
         gathered[assignment.name] = assignment
@@ -101,15 +104,22 @@ def condition_params(condition: str, assignments: Mapping[str, Assignment]) -> d
     for assignment in assignments.values():
         name, _, term = assignment.name.partition(".")
         if name not in types:
-            raise ParameterError(assignment.flag, assignment.item, f"condition '{condition}' has no parameter "
-                                 f"'{name}'; it takes: {', '.join(types)}")
+            raise ParameterError(
+                assignment.flag,
+                assignment.item,
+                f"condition '{condition}' has no parameter '{name}'; it takes: {', '.join(types)}",
+            )
         if term and name != WEIGHTS:
-            raise ParameterError(assignment.flag, assignment.item,
-                                 f"only '{WEIGHTS}' takes dotted names ({WEIGHTS}.TERM=VALUE)")
+            raise ParameterError(
+                assignment.flag, assignment.item, f"only '{WEIGHTS}' takes dotted names ({WEIGHTS}.TERM=VALUE)"
+            )
         if name != WEIGHTS:
             if ";" in assignment.value:
-                raise ParameterError(assignment.flag, assignment.item, "a value may not hold ';' (it separates "
-                                     "parameters in the task's params string)")
+                raise ParameterError(
+                    assignment.flag,
+                    assignment.item,
+                    "a value may not hold ';' (it separates parameters in the task's params string)",
+                )
             out[name] = coerce(assignment.value, types[name], flag=assignment.flag, item=assignment.item)
             continue
         try:
@@ -119,11 +129,11 @@ def condition_params(condition: str, assignments: Mapping[str, Assignment]) -> d
                 given = {term: coerce(assignment.value, float, flag=WEIGHTS, item=term)}
             else:
                 given = parse_weights(assignment.value)
-            ResonanceWeights().with_overrides(given)   # a negative or non-finite weight is refused now
+            ResonanceWeights().with_overrides(given)  # a negative or non-finite weight is refused now
         except LCAError as exc:
             reason = exc.reason if isinstance(exc, ParameterError) else str(exc)
             raise ParameterError(assignment.flag, assignment.item, reason) from None
-        weights = {**weights, **given} if term else {**given, **weights}   # a dotted weight beats the string
+        weights = {**weights, **given} if term else {**given, **weights}  # a dotted weight beats the string
     if weights:
         out[WEIGHTS] = ",".join(format_assignments(weights))
     return out
@@ -143,21 +153,28 @@ def task_parameter_types(task_fn) -> dict[str, type]:
     return out
 
 
-def build_tasks(task_fn, conditions: list[str], *, task_args: Iterable[str] | None = None,
-                params: Iterable[str] | None = None, params_file: str | None = None) -> list:
+def build_tasks(
+    task_fn,
+    conditions: list[str],
+    *,
+    task_args: Iterable[str] | None = None,
+    params: Iterable[str] | None = None,
+    params_file: str | None = None,
+) -> list:
     """One inspect Task per condition, every argument checked before any task (or dataset) is built."""
     from conditions import condition_class
 
     for name in conditions:
         condition_class(name)  # refuses unknown names with the list
     known = task_parameter_types(task_fn)
-    known.pop("condition", None)   # --conditions sets it
+    known.pop("condition", None)  # --conditions sets it
     typed = parse_assignments(task_args, flag="-T", known=known)
     legacy = typed.pop(PARAMS_TASK_ARG, None)
     gathered = gather_assignments(params=params, params_file=params_file, legacy_spec=legacy)
     specs = {name: params_spec(condition_params(name, gathered)) for name in conditions}
-    return [task_fn(condition=name, **typed, **({PARAMS_TASK_ARG: specs[name]} if gathered else {}))
-            for name in conditions]
+    return [
+        task_fn(condition=name, **typed, **({PARAMS_TASK_ARG: specs[name]} if gathered else {})) for name in conditions
+    ]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -178,17 +195,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         resolve_model(role_model)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     log_dir = Path(args.log_dir or f"results/logs/{args.protocol}-{stamp}")
-    ok, logs = eval_set(tasks, log_dir=str(log_dir), model=args.model, model_roles=roles or None,
-                        limit=args.limit, display=args.display, retry_attempts=args.retry_attempts)
+    ok, logs = eval_set(
+        tasks,
+        log_dir=str(log_dir),
+        model=args.model,
+        model_roles=roles or None,
+        limit=args.limit,
+        display=args.display,
+        retry_attempts=args.retry_attempts,
+    )
     summary = []
     for log in logs:
         scores = {}
-        for result in (log.results.scores if log.results else []):
+        for result in log.results.scores if log.results else []:
             for metric_name, metric in result.metrics.items():
                 scores[f"{result.scorer}/{result.name}/{metric_name}"] = round(metric.value, 4)
-        summary.append({"task": log.eval.task, "status": log.status,
-                        "samples": log.results.completed_samples if log.results else 0,
-                        "scores": scores, "log": log.location})
+        summary.append(
+            {
+                "task": log.eval.task,
+                "status": log.status,
+                "samples": log.results.completed_samples if log.results else 0,
+                "scores": scores,
+                "log": log.location,
+            }
+        )
     print(json.dumps({"log_dir": str(log_dir), "ok": ok, "tasks": summary}, indent=2))
     return 0 if ok else 1
 
@@ -207,17 +237,25 @@ def listing() -> str:
     width = max((len(name) for name, _ in protocols + conditions), default=0) + 2
 
     def row(name: str, text: str) -> str:
-        return textwrap.fill(text, width=100, initial_indent=f"  {name:<{width}}",
-                             subsequent_indent=" " * (width + 2), break_on_hyphens=False)
+        return textwrap.fill(
+            text,
+            width=100,
+            initial_indent=f"  {name:<{width}}",
+            subsequent_indent=" " * (width + 2),
+            break_on_hyphens=False,
+        )
 
     lines = ["protocols:", *(row(name, text) for name, text in protocols)]
     if not protocols:
         lines.append("  (none registered)")
     lines += ["", "conditions:", *(row(name, text) for name, text in conditions)]
-    lines += ["", "condition parameters (checked against every listed condition before anything loads):",
-              "  --param NAME=VALUE         repeatable; weights.TERM=VALUE sets one resonance weight",
-              "  --params-file FILE.yaml    a mapping of NAME: VALUE; 'weights:' may be a nested mapping",
-              "  -T params=\"A=1;B=2\"        the older form, still accepted"]
+    lines += [
+        "",
+        "condition parameters (checked against every listed condition before anything loads):",
+        "  --param NAME=VALUE         repeatable; weights.TERM=VALUE sets one resonance weight",
+        "  --params-file FILE.yaml    a mapping of NAME: VALUE; 'weights:' may be a nested mapping",
+        '  -T params="A=1;B=2"        the older form, still accepted',
+    ]
     return "\n".join(lines)
 
 
@@ -229,28 +267,48 @@ class _ListingHelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().add_text(listing() if text is _LISTING else text)
 
 
-_LISTING = "\0protocols and conditions\0"   # a placeholder epilog, recognised by identity
+_LISTING = "\0protocols and conditions\0"  # a placeholder epilog, recognised by identity
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="run a protocol under several conditions as an inspect eval_set",
-                       description="Run PROTOCOL once per condition with inspect's eval_set; logs go to\n"
-                                   "results/logs/PROTOCOL-TIME/ (inspect view shows them).",
-                       epilog=_LISTING, formatter_class=_ListingHelpFormatter)
+    p = sub.add_parser(
+        "run",
+        help="run a protocol under several conditions as an inspect eval_set",
+        description="Run PROTOCOL once per condition with inspect's eval_set; logs go to\n"
+        "results/logs/PROTOCOL-TIME/ (inspect view shows them).",
+        epilog=_LISTING,
+        formatter_class=_ListingHelpFormatter,
+    )
     p.add_argument("protocol", metavar="PROTOCOL", help="a registered protocol (listed below)")
     p.add_argument("--conditions", required=True, help="comma-separated condition names (listed below)")
     p.add_argument("--model", required=True, help="any inspect model string, e.g. lca-local/smollm2")
-    p.add_argument("--role", action="append", metavar="ROLE=MODEL",
-                   help=f"the model of one role ({', '.join(RUN_ROLES)}; default: --model); repeatable")
-    p.add_argument("--param", action="append", metavar="NAME=VALUE",
-                   help="one condition parameter, e.g. policy=adaptive or weights.experience=0 (one resonance "
-                        "weight); checked against every listed condition; repeatable; overrides --params-file")
-    p.add_argument("--params-file", metavar="FILE.yaml",
-                   help="condition parameters as a YAML mapping; 'weights:' may be a nested mapping of terms")
+    p.add_argument(
+        "--role",
+        action="append",
+        metavar="ROLE=MODEL",
+        help=f"the model of one role ({', '.join(RUN_ROLES)}; default: --model); repeatable",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="one condition parameter, e.g. policy=adaptive or weights.experience=0 (one resonance "
+        "weight); checked against every listed condition; repeatable; overrides --params-file",
+    )
+    p.add_argument(
+        "--params-file",
+        metavar="FILE.yaml",
+        help="condition parameters as a YAML mapping; 'weights:' may be a nested mapping of terms",
+    )
     p.add_argument("--limit", type=int, help="samples per task")
-    p.add_argument("-T", dest="task_arg", action="append", metavar="NAME=VALUE",
-                   help="task argument (repeatable), e.g. data=PATH or seed=1; -T params=\"a=1;b=2\" (condition "
-                        "parameters joined by ';') is still accepted")
+    p.add_argument(
+        "-T",
+        dest="task_arg",
+        action="append",
+        metavar="NAME=VALUE",
+        help='task argument (repeatable), e.g. data=PATH or seed=1; -T params="a=1;b=2" (condition '
+        "parameters joined by ';') is still accepted",
+    )
     p.add_argument("--log-dir")
     p.add_argument("--display", default="rich", choices=["full", "rich", "plain", "conversation", "log", "none"])
     p.add_argument("--retry-attempts", type=int, default=0)

@@ -23,8 +23,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             if args.format == "locomo":
                 sessions, imported = import_locomo(args.path, sample_ids=args.sample or None)
             elif args.format == "longmemeval":
-                sessions, imported = import_longmemeval(args.path, question_ids=args.question or None,
-                                                        share_sessions=args.share_sessions, limit=args.limit)
+                sessions, imported = import_longmemeval(
+                    args.path, question_ids=args.question or None, share_sessions=args.share_sessions, limit=args.limit
+                )
             else:
                 sessions, imported, rejected = import_transcript_jsonl(args.path)
             report = substrate.import_sessions(sessions, imported, rejected=rejected)
@@ -33,11 +34,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(json.dumps(out, indent=2))
         else:
             idx = out["index"]
-            print(f"store {substrate.home}: {out['entries_appended']} entries appended "
-                  f"({out['entries_duplicate']} already present), {out['entries_indexed']} entries and "
-                  f"{out['memory_files_indexed']} memory files indexed; {idx['new_chunks']} new chunks, "
-                  f"{idx['duplicate_chunks']} duplicates skipped, {idx['embedded_texts']} texts embedded, "
-                  f"{idx['failed_chunks']} held back after failed embedding; {out['seconds']:.1f} s")
+            print(
+                f"store {substrate.home}: {out['entries_appended']} entries appended "
+                f"({out['entries_duplicate']} already present), {out['entries_indexed']} entries and "
+                f"{out['memory_files_indexed']} memory files indexed; {idx['new_chunks']} new chunks, "
+                f"{idx['duplicate_chunks']} duplicates skipped, {idx['embedded_texts']} texts embedded, "
+                f"{idx['failed_chunks']} held back after failed embedding; {out['seconds']:.1f} s"
+            )
             for item in out["imports"]:
                 if item["repaired"] or item["unparsed"]:
                     print(f"  {item['source']}: repaired {item['repaired']}, unparsed {len(item['unparsed'])}")
@@ -53,15 +56,26 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         hits = substrate.search(args.query, k=args.k, mode=args.mode)
         if args.json:
-            print(json.dumps({"query": args.query, "mode": args.mode, "embedder": substrate.embedder.embedder_id,
-                              "hits": [h.to_dict() for h in hits]}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "query": args.query,
+                        "mode": args.mode,
+                        "embedder": substrate.embedder.embedder_id,
+                        "hits": [h.to_dict() for h in hits],
+                    },
+                    indent=2,
+                )
+            )
         else:
             if not hits:
                 print("no results")
             for rank, hit in enumerate(hits, 1):
                 text = " ".join(hit.text.split())
-                print(f"{rank:>2}. {hit.score:.4f}  {hit.pointer.key()}  {hit.timestamp or ''}\n    "
-                      f"{text[:300]}{'...' if len(text) > 300 else ''}")
+                print(
+                    f"{rank:>2}. {hit.score:.4f}  {hit.pointer.key()}  {hit.timestamp or ''}\n    "
+                    f"{text[:300]}{'...' if len(text) > 300 else ''}"
+                )
         return 0
     finally:
         substrate.close()
@@ -76,8 +90,11 @@ def recall_config(args: argparse.Namespace):
 
     config = RecallConfig.from_file(args.config) if args.config else RecallConfig()
     overrides = parse_assignments(args.weight, flag="--weight", known={term: float for term in TERMS})
-    changes = {k: v for k, v in {"token_budget": args.budget, "policy": args.policy, "floor": args.floor,
-                                  "pool": args.pool}.items() if v is not None}
+    changes = {
+        k: v
+        for k, v in {"token_budget": args.budget, "policy": args.policy, "floor": args.floor, "pool": args.pool}.items()
+        if v is not None
+    }
     if overrides:
         changes["weights"] = config.weights.with_overrides(overrides)
     return replace(config, **changes) if changes else config
@@ -89,27 +106,57 @@ def cmd_recall(args: argparse.Namespace) -> int:
     from lca.recall import TERMS, RecallContext
 
     config = recall_config(args)
-    context = RecallContext(query=args.query, role=args.role, project=args.project, channel=args.channel,
-                            command=args.command_name, public_channel=args.public,
-                            as_of=datetime.fromisoformat(args.as_of) if args.as_of else None,
-                            about_history=args.about_history, exact_wording=args.exact)
+    context = RecallContext(
+        query=args.query,
+        role=args.role,
+        project=args.project,
+        channel=args.channel,
+        command=args.command_name,
+        public_channel=args.public,
+        as_of=datetime.fromisoformat(args.as_of) if args.as_of else None,
+        about_history=args.about_history,
+        exact_wording=args.exact,
+    )
     substrate = common.open_store(args)
     try:
         result = substrate.recall(context, config=config)
         if args.json:
-            print(json.dumps({
-                "query": args.query, "policy": result.policy, "action": result.action, "tokens": result.tokens,
-                "budget": result.budget, "latency_ms": result.latency_ms, "block": result.block,
-                "weights": config.weights.__dict__,
-                "candidates": [{"source": c.source, "injected": c.injected, "why_not": c.why_not, "score": c.score,
-                                "cosine": c.cosine, "terms": dict(c.terms), "tokens": c.tokens}
-                               for c in result.candidates]}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "query": args.query,
+                        "policy": result.policy,
+                        "action": result.action,
+                        "tokens": result.tokens,
+                        "budget": result.budget,
+                        "latency_ms": result.latency_ms,
+                        "block": result.block,
+                        "weights": config.weights.__dict__,
+                        "candidates": [
+                            {
+                                "source": c.source,
+                                "injected": c.injected,
+                                "why_not": c.why_not,
+                                "score": c.score,
+                                "cosine": c.cosine,
+                                "terms": dict(c.terms),
+                                "tokens": c.tokens,
+                            }
+                            for c in result.candidates
+                        ],
+                    },
+                    indent=2,
+                )
+            )
             return 0
         print(result.block, end="")
         if args.explain:
             w = config.weights
-            print(f"\n{len(result.candidates)} candidates; weights " +
-                  ", ".join(f"{t}={getattr(w, t):g}" for t in TERMS) + f"; tilt bound {w.tilt_bound:g}")
+            print(
+                f"\n{len(result.candidates)} candidates; weights "
+                + ", ".join(f"{t}={getattr(w, t):g}" for t in TERMS)
+                + f"; tilt bound {w.tilt_bound:g}"
+            )
             header = f"{'rank':>4} {'score':>7} " + " ".join(f"{t[:5]:>6}" for t in TERMS) + "  source / why not"
             print(header)
             for rank, c in enumerate(result.candidates, 1):
@@ -129,16 +176,19 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     queries_path = Path(args.queries) if args.queries else SHIPPED_OFF_TOPIC_QUERIES
     substrate = common.open_store(args)
     try:
-        result = calibrate_floor(substrate.index, load_queries(queries_path), positives=args.positives,
-                                 quantile=args.quantile)
+        result = calibrate_floor(
+            substrate.index, load_queries(queries_path), positives=args.positives, quantile=args.quantile
+        )
         if args.write:
             substrate.save_recall_setting("floor", result.floor)
         if args.json:
             print(json.dumps(result.to_dict(), indent=2))
         else:
-            print(f"floor {result.floor:.4f} (q{int(result.quantile * 100)} of {result.negatives} off-topic "
-                  f"queries' best cosine); on-topic median sits {result.margin:+.4f} above it; "
-                  f"{result.positives_above_floor:.1%} of {result.positives} on-topic probes clear it")
+            print(
+                f"floor {result.floor:.4f} (q{int(result.quantile * 100)} of {result.negatives} off-topic "
+                f"queries' best cosine); on-topic median sits {result.margin:+.4f} above it; "
+                f"{result.positives_above_floor:.1%} of {result.positives} on-topic probes clear it"
+            )
             print(f"  off-topic quantiles {result.negative_quantiles}")
             print(f"  on-topic quantiles  {result.positive_quantiles}")
             for score, query, source in result.highest_negatives[:3]:
@@ -172,27 +222,40 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     substrate = common.open_store(args, progress=not args.quiet)
     try:
         report = substrate.reindex().to_dict()
-        print(f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
-              f"{report['entries_indexed']} transcript entries and {report['memory_files_indexed']} memory files "
-              f"in {report['seconds']:.1f} s")
+        print(
+            f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
+            f"{report['entries_indexed']} transcript entries and {report['memory_files_indexed']} memory files "
+            f"in {report['seconds']:.1f} s"
+        )
         return 0
     finally:
         substrate.close()
 
 
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("ingest", parents=[common_args], help="import history and index what is new",
-                       description="Import a history file into the authoritative transcript and index what is "
-                                   "new. With no PATH, index whatever the transcript and memory files hold beyond "
-                                   "the watermarks.")
+    p = sub.add_parser(
+        "ingest",
+        parents=[common_args],
+        help="import history and index what is new",
+        description="Import a history file into the authoritative transcript and index what is "
+        "new. With no PATH, index whatever the transcript and memory files hold beyond "
+        "the watermarks.",
+    )
     p.add_argument("path", nargs="?", help="file to import (plain, .gz or .xz)")
-    p.add_argument("--format", choices=["transcript", "locomo", "longmemeval"], default="transcript",
-                   help="the file's format (default: transcript, our JSONL wire format)")
+    p.add_argument(
+        "--format",
+        choices=["transcript", "locomo", "longmemeval"],
+        default="transcript",
+        help="the file's format (default: transcript, our JSONL wire format)",
+    )
     p.add_argument("--sample", action="append", help="LoCoMo sample_id to import (repeatable; default all)")
     p.add_argument("--question", action="append", help="LongMemEval question_id to import (repeatable)")
     p.add_argument("--limit", type=int, help="LongMemEval: import the first N questions")
-    p.add_argument("--share-sessions", action="store_true",
-                   help="LongMemEval: import each distinct haystack session once, not once per question")
+    p.add_argument(
+        "--share-sessions",
+        action="store_true",
+        help="LongMemEval: import each distinct haystack session once, not once per question",
+    )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ingest)
@@ -204,9 +267,13 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("recall", parents=[common_args], help="resonance-weighted recall for one turn",
-                       description="Resonance-weighted recall: the block a model would receive, and with "
-                                   "--explain every candidate's term contributions and why it was or was not injected.")
+    p = sub.add_parser(
+        "recall",
+        parents=[common_args],
+        help="resonance-weighted recall for one turn",
+        description="Resonance-weighted recall: the block a model would receive, and with "
+        "--explain every candidate's term contributions and why it was or was not injected.",
+    )
     p.add_argument("query")
     p.add_argument("--role")
     p.add_argument("--project")
@@ -214,24 +281,34 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--command", dest="command_name", help="the current command or skill")
     p.add_argument("--public", action="store_true", help="the channel is public: private memories are filtered")
     p.add_argument("--as-of", help="evaluate validity intervals at this ISO time (default now)")
-    p.add_argument("--about-history", action="store_true", help="the question is about history: superseded "
-                                                                  "memories become candidates")
+    p.add_argument(
+        "--about-history",
+        action="store_true",
+        help="the question is about history: superseded memories become candidates",
+    )
     p.add_argument("--exact", action="store_true", help="exact wording asked: the raw transcript outranks summaries")
     p.add_argument("--budget", type=int, help="token budget (default 1200)")
     p.add_argument("--policy", choices=["fixed-k", "adaptive", "none"])
     p.add_argument("--floor", type=float, help="similarity floor on cosine (default 0.50)")
     p.add_argument("--pool", type=int, help="candidate pool (default 50)")
     p.add_argument("--config", help="YAML/JSON recall settings with a 'weights' mapping")
-    p.add_argument("--weight", action="append", metavar="TERM=VALUE",
-                   help="override one weight (similarity, experience, temporal, authority, task, activation, "
-                        "risk); repeatable")
+    p.add_argument(
+        "--weight",
+        action="append",
+        metavar="TERM=VALUE",
+        help="override one weight (similarity, experience, temporal, authority, task, activation, risk); repeatable",
+    )
     p.add_argument("--explain", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_recall)
 
-    p = sub.add_parser("calibrate-floor", parents=[common_args], help="fit the recall similarity floor to this store",
-                       description="Fit the similarity floor against coherent off-topic questions and report the "
-                                   "margin to on-topic probes; --write stores it in <store>/recall.yaml.")
+    p = sub.add_parser(
+        "calibrate-floor",
+        parents=[common_args],
+        help="fit the recall similarity floor to this store",
+        description="Fit the similarity floor against coherent off-topic questions and report the "
+        "margin to on-topic probes; --write stores it in <store>/recall.yaml.",
+    )
     p.add_argument("--queries", help="off-topic questions, one per line (default: the shipped list)")
     p.add_argument("--positives", type=int, default=200, help="on-topic probes sampled from the store")
     p.add_argument("--quantile", type=float, default=0.95, help="quantile of off-topic scores (default 0.95)")
@@ -243,7 +320,10 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_health)
 
-    p = sub.add_parser("reindex", parents=[common_args],
-                       help="delete and rebuild every derived store from the transcript and memory files")
+    p = sub.add_parser(
+        "reindex",
+        parents=[common_args],
+        help="delete and rebuild every derived store from the transcript and memory files",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_reindex)

@@ -102,8 +102,9 @@ class ProtocolMetadata(_Strict):
         for dataset in self.datasets:
             if dataset.name == name:
                 return dataset
-        raise LCAError(f"protocol '{self.name}' has no dataset '{name}'; "
-                       f"known: {', '.join(d.name for d in self.datasets)}")
+        raise LCAError(
+            f"protocol '{self.name}' has no dataset '{name}'; known: {', '.join(d.name for d in self.datasets)}"
+        )
 
 
 @lru_cache(maxsize=64)
@@ -121,8 +122,9 @@ def _read_metadata(path: Path, mtime_ns: int) -> ProtocolMetadata:
     except ValidationError as exc:
         raise RecordFormatError.from_validation(exc, path=str(path)) from None
     if metadata.name != path.parent.name:
-        raise RecordFormatError(f"name '{metadata.name}' differs from its folder '{path.parent.name}'",
-                                path=str(path), field="name")
+        raise RecordFormatError(
+            f"name '{metadata.name}' differs from its folder '{path.parent.name}'", path=str(path), field="name"
+        )
     return metadata
 
 
@@ -168,8 +170,9 @@ class ProtocolRegistry:
         if self.package:
             module = importlib.import_module(f"{self.package}.{name}.{module_name}")
         else:
-            spec = importlib.util.spec_from_file_location(f"_lca_protocol_{name}_{module_name}",
-                                                          folder / metadata.task_file)
+            spec = importlib.util.spec_from_file_location(
+                f"_lca_protocol_{name}_{module_name}", folder / metadata.task_file
+            )
             if spec is None or spec.loader is None:
                 raise LCAError(f"{folder / metadata.task_file}: cannot be imported")
             module = importlib.util.module_from_spec(spec)
@@ -201,7 +204,7 @@ class ProtocolRegistry:
         else:
             headings = {h.strip().lower() for h in re.findall(r"^#{2,3}\s+(.+)$", readme.read_text(), re.M)}
             out += [f"{readme}: missing section '## {s}'" for s in README_SECTIONS if s.lower() not in headings]
-        if self.package and not (folder / "__init__.py").is_file():   # imported (and packaged) as a package
+        if self.package and not (folder / "__init__.py").is_file():  # imported (and packaged) as a package
             out.append(f"{folder}: missing __init__.py")
         if not (folder / DATASET_MODULE).is_file():
             out.append(f"{folder}: missing {DATASET_MODULE}")
@@ -210,7 +213,7 @@ class ProtocolRegistry:
             out.append(f"{folder}: missing {metadata.task_file} (the task module eval.yaml names)")
         elif metadata.task_function not in _task_functions(task_file):
             out.append(f"{task_file}: no @task function '{metadata.task_function}'")
-        if not (REPO / metadata.fixture).is_file():   # an absolute fixture path stays itself
+        if not (REPO / metadata.fixture).is_file():  # an absolute fixture path stays itself
             out.append(f"{folder / METADATA_FILE}: fixture {metadata.fixture} does not exist")
         return out
 
@@ -224,7 +227,8 @@ def _task_functions(path: Path) -> set[str]:
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if (isinstance(target, ast.Name) and target.id == "task") or (
-                        isinstance(target, ast.Attribute) and target.attr == "task"):
+                    isinstance(target, ast.Attribute) and target.attr == "task"
+                ):
                     out.add(node.name)
     return out
 

@@ -27,8 +27,14 @@ class LoadReport:
     unparsed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "sha256": self.sha256, "questions": self.questions,
-                "repaired": dict(self.repaired), "unparsed": self.unparsed[:50], "unparsed_count": len(self.unparsed)}
+        return {
+            "file": self.file,
+            "sha256": self.sha256,
+            "questions": self.questions,
+            "repaired": dict(self.repaired),
+            "unparsed": self.unparsed[:50],
+            "unparsed_count": len(self.unparsed),
+        }
 
 
 def history_ref(loader: str, file: str, sha256: str, ident: str) -> dict[str, str]:
@@ -49,7 +55,14 @@ def as_hf_dataset(samples):
     """The same samples as a ``datasets.Dataset`` for analysis (question, answer and flat metadata)."""
     import datasets
 
-    rows = [{"id": str(s.id), "question": s.input, "answer": s.target,
-             **{k: v for k, v in (s.metadata or {}).items() if k not in ("gold", "history_ref")},
-             "gold_evidence": list((s.metadata or {}).get("gold", {}).get("evidence", []))} for s in samples]
+    rows = [
+        {
+            "id": str(s.id),
+            "question": s.input,
+            "answer": s.target,
+            **{k: v for k, v in (s.metadata or {}).items() if k not in ("gold", "history_ref")},
+            "gold_evidence": list((s.metadata or {}).get("gold", {}).get("evidence", [])),
+        }
+        for s in samples
+    ]
     return datasets.Dataset.from_list(rows)

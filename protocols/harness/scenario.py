@@ -72,8 +72,9 @@ class Scenario(BaseModel):
         for probe in self.probes:
             for ref in probe.evidence:
                 if ref.session not in turns or ref.turn > turns[ref.session]:
-                    raise ValueError(f"probe '{probe.id}': evidence {ref.session} turn {ref.turn} "
-                                     "is not in the history")
+                    raise ValueError(
+                        f"probe '{probe.id}': evidence {ref.session} turn {ref.turn} is not in the history"
+                    )
         return self
 
     # -- the history as authoritative transcript entries
@@ -90,9 +91,16 @@ class Scenario(BaseModel):
         out = []
         for n, turn in enumerate(session.turns, 1):
             at = turn.at or (start + timedelta(minutes=n - 1)).isoformat()
-            out.append(TranscriptEntry(id=self.entry_id(session.id, n), session_id=self.session_id(session.id),
-                                       agent_id="agent", kind=EntryKind.USER_TURN if turn.role == "user"
-                                       else EntryKind.ASSISTANT_TURN, timestamp=at, content=turn.content))
+            out.append(
+                TranscriptEntry(
+                    id=self.entry_id(session.id, n),
+                    session_id=self.session_id(session.id),
+                    agent_id="agent",
+                    kind=EntryKind.USER_TURN if turn.role == "user" else EntryKind.ASSISTANT_TURN,
+                    timestamp=at,
+                    content=turn.content,
+                )
+            )
         return tuple(out)
 
     def evidence_pointers(self, probe: ScenarioProbe) -> list[str]:
@@ -138,26 +146,53 @@ def scenario_samples(path: Path | str, *, limit: int | None = None) -> tuple[lis
     scenarios, digest = load_scenarios(path)
     samples = []
     for scenario in scenarios:
-        history = {"identity": dict(scenario.identity),
-                   "sessions": [{"id": scenario.session_id(s.id),
-                                 "entries": [_entry_dict(e) for e in scenario.entries(s)]}
-                                for s in scenario.sessions]}
+        history = {
+            "identity": dict(scenario.identity),
+            "sessions": [
+                {"id": scenario.session_id(s.id), "entries": [_entry_dict(e) for e in scenario.entries(s)]}
+                for s in scenario.sessions
+            ],
+        }
         for probe in scenario.probes:
-            samples.append(Sample(
-                id=f"{scenario.id}:{probe.id}", input=probe.question, target=probe.answer,
-                metadata={"scenario": scenario.id, "probe": probe.id, "asked_at": probe.asked_at,
-                          "category": probe.category, "history": history,
-                          "gold": {"evidence": scenario.evidence_pointers(probe),
-                                   "evidence_texts": scenario.evidence_texts(probe)},
-                          "dataset_sha256": digest}))
+            samples.append(
+                Sample(
+                    id=f"{scenario.id}:{probe.id}",
+                    input=probe.question,
+                    target=probe.answer,
+                    metadata={
+                        "scenario": scenario.id,
+                        "probe": probe.id,
+                        "asked_at": probe.asked_at,
+                        "category": probe.category,
+                        "history": history,
+                        "gold": {
+                            "evidence": scenario.evidence_pointers(probe),
+                            "evidence_texts": scenario.evidence_texts(probe),
+                        },
+                        "dataset_sha256": digest,
+                    },
+                )
+            )
     return samples[:limit] if limit else samples, digest
 
 
 def _entry_dict(entry: TranscriptEntry) -> dict[str, Any]:
-    return {"id": entry.id, "session_id": entry.session_id, "agent_id": entry.agent_id, "kind": entry.kind.value,
-            "timestamp": entry.timestamp, "content": entry.content}
+    return {
+        "id": entry.id,
+        "session_id": entry.session_id,
+        "agent_id": entry.agent_id,
+        "kind": entry.kind.value,
+        "timestamp": entry.timestamp,
+        "content": entry.content,
+    }
 
 
 def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
-    return TranscriptEntry(id=data["id"], session_id=data["session_id"], agent_id=data["agent_id"],
-                           kind=EntryKind(data["kind"]), timestamp=data["timestamp"], content=data["content"])
+    return TranscriptEntry(
+        id=data["id"],
+        session_id=data["session_id"],
+        agent_id=data["agent_id"],
+        kind=EntryKind(data["kind"]),
+        timestamp=data["timestamp"],
+        content=data["content"],
+    )

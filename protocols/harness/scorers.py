@@ -53,17 +53,29 @@ def answer_match():
             completion = state.output.completion if state.output else ""
             gold = target.text
             contains = float(normalize_answer(gold) in normalize_answer(completion)) if gold else 0.0
-            return Score(value={"f1": token_f1(completion, gold), "contains": contains}, answer=completion,
-                         explanation=f"gold: {gold}")
+            return Score(
+                value={"f1": token_f1(completion, gold), "contains": contains},
+                answer=completion,
+                explanation=f"gold: {gold}",
+            )
+
         return score
+
     return _make()
 
 
 def substrate():
     from inspect_ai.scorer import Score, mean, scorer
 
-    @scorer(metrics={"evidence_pointer": [mean()], "evidence_text": [mean()], "injected_tokens": [mean()],
-                     "recall_latency_ms": [mean()]}, name="substrate")
+    @scorer(
+        metrics={
+            "evidence_pointer": [mean()],
+            "evidence_text": [mean()],
+            "injected_tokens": [mean()],
+            "recall_latency_ms": [mean()],
+        },
+        name="substrate",
+    )
     def _make():
         async def score(state, target):
             packet = state.store.get(PACKET_KEY) or {}
@@ -71,10 +83,17 @@ def substrate():
             pointers = set(packet.get("pointers", []))
             hit = float(bool(pointers & set(gold.get("evidence", []))))
             coverage = evidence_text_coverage(packet.get("injected_text", ""), gold.get("evidence_texts", []))
-            return Score(value={"evidence_pointer": hit, "evidence_text": round(coverage, 4),
-                                "injected_tokens": float(packet.get("injected_tokens", 0)),
-                                "recall_latency_ms": float(packet.get("recall_latency_ms", 0.0))},
-                         explanation=f"{len(packet.get('items', []))} item(s) injected by {packet.get('condition')}",
-                         metadata={"packet": packet})
+            return Score(
+                value={
+                    "evidence_pointer": hit,
+                    "evidence_text": round(coverage, 4),
+                    "injected_tokens": float(packet.get("injected_tokens", 0)),
+                    "recall_latency_ms": float(packet.get("recall_latency_ms", 0.0)),
+                },
+                explanation=f"{len(packet.get('items', []))} item(s) injected by {packet.get('condition')}",
+                metadata={"packet": packet},
+            )
+
         return score
+
     return _make()

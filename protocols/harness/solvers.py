@@ -38,9 +38,11 @@ class LockedEmbedder:
     def __getattr__(self, name):
         attr = getattr(self._inner, name)
         if callable(attr):
+
             def locked(*args, **kwargs):
                 with self._lock:
                     return attr(*args, **kwargs)
+
             return locked
         return attr
 
@@ -87,7 +89,7 @@ class SharedRoleCalls:
                 pending = self._calls[key] = Future()
                 owner = True
                 done = [k for k, f in self._calls.items() if f.done()]
-                for stale in done[:max(0, len(self._calls) - self.capacity)]:
+                for stale in done[: max(0, len(self._calls) - self.capacity)]:
                     del self._calls[stale]
             else:
                 self._calls.move_to_end(key)
@@ -95,7 +97,7 @@ class SharedRoleCalls:
         if not owner:
             try:
                 return pending.result(), True
-            except Exception:   # the first asker's call failed: this sample makes its own
+            except Exception:  # the first asker's call failed: this sample makes its own
                 return call(), False
         try:
             text = call()
@@ -115,16 +117,20 @@ def condition_parameter_types(condition: str) -> dict[str, type]:
     """The parameters a condition takes, typed by its constructor's defaults (unknown names are refused)."""
     import inspect as pyinspect
 
-    return {name: type(p.default) for name, p in pyinspect.signature(condition_class(condition).__init__)
-            .parameters.items() if name != "self"}
+    return {
+        name: type(p.default)
+        for name, p in pyinspect.signature(condition_class(condition).__init__).parameters.items()
+        if name != "self"
+    }
 
 
 def parse_params(condition: str, spec: str) -> dict[str, Any]:
     """``"budget_tokens=800;policy=adaptive"`` -> typed parameters (``lca.params``, typed by the condition's
     defaults). ';' separates parameters so a value may hold ',' and '=' (``weights=experience=0,temporal=0``)."""
     items = [part for part in (p.strip() for p in (spec or "").split(";")) if part]
-    return parse_assignments(items, flag=f"condition '{condition}' parameter",
-                             known=condition_parameter_types(condition))
+    return parse_assignments(
+        items, flag=f"condition '{condition}' parameter", known=condition_parameter_types(condition)
+    )
 
 
 def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
@@ -138,28 +144,45 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
 
             loop = asyncio.get_running_loop()
             agent = get_model()
-            generators = {role: InspectRoleGenerator(get_model(role=role, default=agent), loop, role,
-                                                     epoch=state.epoch, shared=SHARED_ROLE_CALLS)
-                          for role in ROLES if role != "grader"}
-            if "history_ref" in state.metadata:   # a benchmark file, loaded by reference (see harness.benchmarks)
+            generators = {
+                role: InspectRoleGenerator(
+                    get_model(role=role, default=agent), loop, role, epoch=state.epoch, shared=SHARED_ROLE_CALLS
+                )
+                for role in ROLES
+                if role != "grader"
+            }
+            if "history_ref" in state.metadata:  # a benchmark file, loaded by reference (see harness.benchmarks)
                 from protocols.harness.benchmarks import load_history
 
                 history = await asyncio.to_thread(load_history, state.metadata["history_ref"])
             else:
                 history = state.metadata["history"]
             workdir = Path(tempfile.mkdtemp(prefix="lca-sample-"))
-            runtime = ConditionRuntime(workdir=workdir, embedder=shared_embedder(), generators=generators, seed=seed,
-                                       identity=history.get("identity") or {})
-            probe = Probe(str(state.metadata.get("probe", state.sample_id)), state.input_text,
-                          state.metadata.get("asked_at"))
+            runtime = ConditionRuntime(
+                workdir=workdir,
+                embedder=shared_embedder(),
+                generators=generators,
+                seed=seed,
+                identity=history.get("identity") or {},
+            )
+            probe = Probe(
+                str(state.metadata.get("probe", state.sample_id)), state.input_text, state.metadata.get("asked_at")
+            )
 
             def work():
                 built = build_condition(condition, **params).attach(runtime)
                 try:
                     built.reset()
                     for session in history["sessions"]:
-                        built.ingest(Session(session["id"], tuple(
-                            e if isinstance(e, TranscriptEntry) else entry_from_dict(e) for e in session["entries"])))
+                        built.ingest(
+                            Session(
+                                session["id"],
+                                tuple(
+                                    e if isinstance(e, TranscriptEntry) else entry_from_dict(e)
+                                    for e in session["entries"]
+                                ),
+                            )
+                        )
                         built.end_session()
                     return built.build_context(probe)
                 finally:
@@ -167,14 +190,20 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
                     shutil.rmtree(workdir, ignore_errors=True)
 
             packet = await asyncio.to_thread(work)
-            state.store.set(PACKET_KEY, packet.to_dict() | {"pointers": sorted({p for i in packet.items
-                                                                                 for p in i.pointers}),
-                                                             "injected_text": packet.injected_text(),
-                                                             "role_calls": {r: g.calls for r, g in generators.items()},
-                                                             "role_calls_shared": {r: g.shared_calls
-                                                                                   for r, g in generators.items()}})
+            state.store.set(
+                PACKET_KEY,
+                packet.to_dict()
+                | {
+                    "pointers": sorted({p for i in packet.items for p in i.pointers}),
+                    "injected_text": packet.injected_text(),
+                    "role_calls": {r: g.calls for r, g in generators.items()},
+                    "role_calls_shared": {r: g.shared_calls for r, g in generators.items()},
+                },
+            )
             chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
             state.messages = [chat[m["role"]](content=m["content"]) for m in packet.messages]
             return state
+
         return solve
+
     return _make()

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-Loaded = tuple[Sequence[Any], str, dict[str, Any]]   # samples, the file's sha256, extra metadata
+Loaded = tuple[Sequence[Any], str, dict[str, Any]]  # samples, the file's sha256, extra metadata
 
 
 def embedder_id() -> str:
@@ -28,8 +28,18 @@ def _default_embedder_id() -> str:
     return SentenceTransformerEmbedder().embedder_id
 
 
-def condition_task(meta: Any, *, condition: str, params: str, seed: int, max_tokens: int, dataset: str | Path,
-                   dataset_name: str, load: Callable[[], Loaded], scorers: Callable[[], list]):
+def condition_task(
+    meta: Any,
+    *,
+    condition: str,
+    params: str,
+    seed: int,
+    max_tokens: int,
+    dataset: str | Path,
+    dataset_name: str,
+    load: Callable[[], Loaded],
+    scorers: Callable[[], list],
+):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
     datasets). A bad condition name or parameter is refused first, before the dataset is even loaded.
     Its metadata records the protocol and its version, the condition and its resolved parameters, the
@@ -48,14 +58,25 @@ def condition_task(meta: Any, *, condition: str, params: str, seed: int, max_tok
     resolved = build_condition(condition, **parsed).get_params()
     samples, sha256, metadata = load()
     pinned = {d.sha256: d.name for d in meta.datasets if d.sha256}
-    return Task(dataset=MemoryDataset(list(samples), name=dataset_name),
-                solver=[replay_condition(condition, parsed, seed), generate()],
-                scorer=scorers(),
-                config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
-                name=f"{meta.name}-{condition}",
-                version=meta.version,
-                metadata={"protocol": meta.name, "version": meta.version, "condition": condition,
-                          "condition_params": resolved, "dataset": str(dataset), "dataset_sha256": sha256,
-                          "dataset_pinned_as": pinned.get(sha256), "seed": seed, "code_version": code_version(),
-                          "embedder": embedder_id(), "created_at": datetime.now(UTC).isoformat(),
-                          **metadata})
+    return Task(
+        dataset=MemoryDataset(list(samples), name=dataset_name),
+        solver=[replay_condition(condition, parsed, seed), generate()],
+        scorer=scorers(),
+        config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
+        name=f"{meta.name}-{condition}",
+        version=meta.version,
+        metadata={
+            "protocol": meta.name,
+            "version": meta.version,
+            "condition": condition,
+            "condition_params": resolved,
+            "dataset": str(dataset),
+            "dataset_sha256": sha256,
+            "dataset_pinned_as": pinned.get(sha256),
+            "seed": seed,
+            "code_version": code_version(),
+            "embedder": embedder_id(),
+            "created_at": datetime.now(UTC).isoformat(),
+            **metadata,
+        },
+    )

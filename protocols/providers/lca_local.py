@@ -66,8 +66,18 @@ DEFAULT_SEED = 0
 MODEL_ARGS = ("n_ctx", "n_threads", "seed", "timeout_s")
 
 # GenerateConfig fields the llama.cpp runtime cannot honour (warned about once each, then ignored)
-_UNSUPPORTED = ("top_p", "top_k", "frequency_penalty", "presence_penalty", "logit_bias", "best_of",
-                "logprobs", "top_logprobs", "prompt_logprobs", "response_schema")
+_UNSUPPORTED = (
+    "top_p",
+    "top_k",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "best_of",
+    "logprobs",
+    "top_logprobs",
+    "prompt_logprobs",
+    "response_schema",
+)
 # the runtime's message when the conversation does not fit n_ctx (lca.generators.LlamaCppGenerator.generate)
 _CONTEXT_FULL = re.compile(r"^the conversation is (\d+) tokens; the context of .* holds (\d+) \(n_ctx\)")
 # content parts dropped without complaint: model-internal, not something the user wrote
@@ -90,8 +100,10 @@ def to_generator_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:
         elif isinstance(message, ChatMessageUser):
             converted.append({"role": "user", "content": text})
         elif isinstance(message, ChatMessageAssistant):
-            calls = [f"[tool call: {call.function}({json.dumps(call.arguments, sort_keys=True, default=str)})]"
-                     for call in message.tool_calls or []]
+            calls = [
+                f"[tool call: {call.function}({json.dumps(call.arguments, sort_keys=True, default=str)})]"
+                for call in message.tool_calls or []
+            ]
             converted.append({"role": "assistant", "content": "\n".join(([text] if text else []) + calls)})
         elif isinstance(message, ChatMessageTool):
             name = message.function or "tool"
@@ -115,8 +127,10 @@ def _text_of(message: ChatMessage, index: int) -> str:
         elif part.type in _SKIPPED_CONTENT:
             continue
         else:
-            raise LCAError(f"{PROVIDER}: message {index} ({message.role}) holds {part.type} content; this "
-                           "provider runs a text-only model and accepts text only")
+            raise LCAError(
+                f"{PROVIDER}: message {index} ({message.role}) holds {part.type} content; this "
+                "provider runs a text-only model and accepts text only"
+            )
     return "\n".join(parts)
 
 
@@ -133,7 +147,7 @@ def cut_at_stop_sequence(text: str, stop_seqs: list[str] | None) -> tuple[str, b
     """``text`` up to the earliest stop sequence, and whether one was found."""
     cuts = [text.find(s) for s in stop_seqs or [] if s]
     cuts = [c for c in cuts if c >= 0]
-    return (text[:min(cuts)], True) if cuts else (text, False)
+    return (text[: min(cuts)], True) if cuts else (text, False)
 
 
 def stop_reason_of(usage: GenerationUsage, *, max_tokens: int, n_ctx: int | None) -> StopReason:
@@ -150,20 +164,35 @@ def stop_reason_of(usage: GenerationUsage, *, max_tokens: int, n_ctx: int | None
 class LCALocalAPI(ModelAPI):
     """inspect ``ModelAPI`` over a ``LlamaCppGenerator`` (or any injected ``TextGenerator``)."""
 
-    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig | None = None, *, generator: Any = None,
-                 **model_args: Any) -> None:
-        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, api_key_vars=[],
-                         config=config or GenerateConfig())
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig | None = None,
+        *,
+        generator: Any = None,
+        **model_args: Any,
+    ) -> None:
+        super().__init__(
+            model_name=model_name,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_vars=[],
+            config=config or GenerateConfig(),
+        )
         args = _check_model_args(model_args)
         self.seed: int = args.get("seed", DEFAULT_SEED)
         if generator is not None:
             if args.keys() - {"seed"}:
-                raise LCAError(f"{PROVIDER}: model args {sorted(args.keys() - {'seed'})} configure the model "
-                               "this provider builds; they cannot apply to a generator passed in")
+                raise LCAError(
+                    f"{PROVIDER}: model args {sorted(args.keys() - {'seed'})} configure the model "
+                    "this provider builds; they cannot apply to a generator passed in"
+                )
             if not callable(getattr(generator, "generate", None)):
-                raise LCAError(f"{PROVIDER}: generator must have a generate(messages, ...) method, "
-                               f"got {type(generator).__name__}")
+                raise LCAError(
+                    f"{PROVIDER}: generator must have a generate(messages, ...) method, got {type(generator).__name__}"
+                )
             self.generator = generator
             self._owns_generator = False
         else:
@@ -177,16 +206,23 @@ class LCALocalAPI(ModelAPI):
     def model_id(self) -> str:
         return str(getattr(self.generator, "model_id", self.model_name))
 
-    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
-                       config: GenerateConfig) -> tuple[ModelOutput | Exception, ModelCall]:
+    async def generate(
+        self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+    ) -> tuple[ModelOutput | Exception, ModelCall]:
         if tools and tool_choice != "none":
-            raise LCAError(f"{PROVIDER}: this provider cannot call tools (got {len(tools)} tool definitions: "
-                           f"{', '.join(t.name for t in tools)}); use a solver without tools")
+            raise LCAError(
+                f"{PROVIDER}: this provider cannot call tools (got {len(tools)} tool definitions: "
+                f"{', '.join(t.name for t in tools)}); use a solver without tools"
+            )
         self._warn_unsupported(config)
         messages = to_generator_messages(input)
         sampling = sampling_args(config, default_seed=self.seed)
-        request = {"model": self.model_id, "path": str(getattr(self.generator, "path", "")) or None,
-                   "messages": messages, **sampling}
+        request = {
+            "model": self.model_id,
+            "path": str(getattr(self.generator, "path", "")) or None,
+            "messages": messages,
+            **sampling,
+        }
         call = ModelCall.create(request, None)
 
         def run() -> tuple[str, GenerationUsage | None]:
@@ -197,8 +233,9 @@ class LCALocalAPI(ModelAPI):
         try:
             text, usage = await to_thread.run_sync(run)
         except GenerationTimeout as ex:
-            call.set_error({"error": str(ex), "partial_text": ex.partial_text, "usage": _usage_dict(ex.usage)},
-                           ex.usage.seconds)
+            call.set_error(
+                {"error": str(ex), "partial_text": ex.partial_text, "usage": _usage_dict(ex.usage)}, ex.usage.seconds
+            )
             return ex, call
         except LCAError as ex:
             full = _CONTEXT_FULL.match(str(ex))
@@ -208,26 +245,31 @@ class LCALocalAPI(ModelAPI):
             # (agents end the loop on it); nothing was evaluated, so no tokens were spent
             prompt_tokens, n_ctx = int(full.group(1)), int(full.group(2))
             call.set_error({"error": str(ex), "prompt_tokens": prompt_tokens, "n_ctx": n_ctx})
-            output = ModelOutput.from_content(model=self.model_id, content="", stop_reason="model_length",
-                                              error=str(ex))
+            output = ModelOutput.from_content(
+                model=self.model_id, content="", stop_reason="model_length", error=str(ex)
+            )
             output.usage = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)
             output.metadata = {"prompt_tokens": prompt_tokens, "n_ctx": n_ctx}
             return output, call
 
         if usage is None:  # an injected generator without last_usage: zero counts, never guessed ones
-            usage = GenerationUsage(input_tokens=0, output_tokens=0, total_tokens=0, seconds=0.0,
-                                    finish_reason="unknown")
-        stop_reason = stop_reason_of(usage, max_tokens=sampling["max_tokens"],
-                                     n_ctx=getattr(self.generator, "n_ctx", None))
+            usage = GenerationUsage(
+                input_tokens=0, output_tokens=0, total_tokens=0, seconds=0.0, finish_reason="unknown"
+            )
+        stop_reason = stop_reason_of(
+            usage, max_tokens=sampling["max_tokens"], n_ctx=getattr(self.generator, "n_ctx", None)
+        )
         text, stopped = cut_at_stop_sequence(text, config.stop_seqs)
         if stopped:
             stop_reason = "stop"
         output = ModelOutput.from_content(model=self.model_id, content=text, stop_reason=stop_reason)
-        output.usage = ModelUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                                  total_tokens=usage.total_tokens)
+        output.usage = ModelUsage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, total_tokens=usage.total_tokens
+        )
         output.time = usage.seconds
-        call.set_response({"text": text, "finish_reason": usage.finish_reason, "usage": _usage_dict(usage)},
-                          usage.seconds)
+        call.set_response(
+            {"text": text, "finish_reason": usage.finish_reason, "usage": _usage_dict(usage)}, usage.seconds
+        )
         return output, call
 
     def max_tokens(self) -> int | None:
@@ -257,20 +299,31 @@ class LCALocalAPI(ModelAPI):
         for name in unsupported:
             if name not in self._warned:
                 self._warned.add(name)
-                logger.warning("%s: generate config '%s' is not supported by the llama.cpp runtime and is "
-                               "ignored (supported: max_tokens, temperature, seed, stop_seqs)", PROVIDER, name)
+                logger.warning(
+                    "%s: generate config '%s' is not supported by the llama.cpp runtime and is "
+                    "ignored (supported: max_tokens, temperature, seed, stop_seqs)",
+                    PROVIDER,
+                    name,
+                )
 
 
 def _usage_dict(usage: GenerationUsage) -> dict[str, Any]:
-    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens, "seconds": usage.seconds, "finish_reason": usage.finish_reason}
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "seconds": usage.seconds,
+        "finish_reason": usage.finish_reason,
+    }
 
 
 def _check_model_args(model_args: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(model_args) - set(MODEL_ARGS))
     if unknown:
-        raise LCAError(f"{PROVIDER}: unknown model arg{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                       f"accepted: {', '.join(MODEL_ARGS)} (e.g. -M n_ctx=4096)")
+        raise LCAError(
+            f"{PROVIDER}: unknown model arg{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+            f"accepted: {', '.join(MODEL_ARGS)} (e.g. -M n_ctx=4096)"
+        )
     args = {}
     for name, value in model_args.items():
         if isinstance(value, str):  # a value from a config file or the environment: read numbers

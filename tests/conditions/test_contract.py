@@ -61,8 +61,12 @@ def fake_role(messages):
 def runtime(tmp_path):
     """The runtime factory the contract checks get: fake embedder, one scripted model for every role."""
     generator = FakeScriptedGenerator(fake_role, model_id="fake-role")
-    return ConditionRuntime(workdir=tmp_path, embedder=FakeHashingEmbedder(), generators={"agent": generator},
-                            identity={"identity": "You are Atlas, a careful assistant.", "user": "The user is Ana."})
+    return ConditionRuntime(
+        workdir=tmp_path,
+        embedder=FakeHashingEmbedder(),
+        generators={"agent": generator},
+        identity={"identity": "You are Atlas, a careful assistant.", "user": "The user is Ana."},
+    )
 
 
 PROBE = CONTRACT_PROBE
@@ -77,15 +81,20 @@ def test_every_condition_meets_the_contract(condition, check):
 
 
 def test_the_six_conditions_of_the_protocol_are_registered():
-    assert set(ALL) >= {"stateless", "identity-only", "summary", "transcript-recall", "full-lca",
-                        "adversarial-summary"}
+    assert set(ALL) >= {"stateless", "identity-only", "summary", "transcript-recall", "full-lca", "adversarial-summary"}
 
 
 def test_the_contract_has_the_checks_the_brief_names():
-    assert CHECK_NAMES == ["check_constructor_stores_plain_parameters", "check_get_params_round_trip",
-                           "check_set_params", "check_clone", "check_interface_packet_and_determinism",
-                           "check_injected_tokens_within_budget", "check_no_access_to_gold",
-                           "check_reset_forgets_history"]
+    assert CHECK_NAMES == [
+        "check_constructor_stores_plain_parameters",
+        "check_get_params_round_trip",
+        "check_set_params",
+        "check_clone",
+        "check_interface_packet_and_determinism",
+        "check_injected_tokens_within_budget",
+        "check_no_access_to_gold",
+        "check_reset_forgets_history",
+    ]
 
 
 def test_parametrize_with_checks_names_each_case_by_condition_and_check():
@@ -99,10 +108,10 @@ def test_parametrize_with_checks_names_each_case_by_condition_and_check():
 
 def test_a_runtime_check_without_a_runtime_factory_says_so(tmp_path):
     checks = dict(condition_checks("stateless"))
-    checks["check_clone"]()   # the parameter checks need no runtime
+    checks["check_clone"]()  # the parameter checks need no runtime
     with pytest.raises(ConditionCheckError, match="check_no_access_to_gold failed for condition stateless: needs a"):
         checks["check_no_access_to_gold"]()
-    checks["check_no_access_to_gold"](runtime)   # given at the call instead
+    checks["check_no_access_to_gold"](runtime)  # given at the call instead
 
 
 def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
@@ -130,15 +139,17 @@ class Remembering(Condition):
         self.seen.extend(e.content for e in session.entries if e.kind.value == "user_turn")
 
     def build_context(self, probe: Probe) -> ContextPacket:
-        items = [InjectedItem("transcript", f"seen:{n}", text, self.runtime.count_tokens(text))
-                 for n, text in enumerate(self.seen)]
+        items = [
+            InjectedItem("transcript", f"seen:{n}", text, self.runtime.count_tokens(text))
+            for n, text in enumerate(self.seen)
+        ]
         return self._packet(probe, items)
 
 
 class MutatesParameter(Remembering):
     def __init__(self, budget_tokens: int = 1200, labels: str = "a,b") -> None:
         self.budget_tokens = budget_tokens
-        self.labels = labels.split(",")   # a constructor that "helps" by parsing
+        self.labels = labels.split(",")  # a constructor that "helps" by parsing
 
 
 class BuildsInConstructor(Remembering):
@@ -167,8 +178,9 @@ class LeaksPastBudget(Remembering):
         text = "\n".join(self.seen)
         tokens = self.runtime.count_tokens(text)
         messages = ({"role": "system", "content": text}, {"role": "user", "content": probe.question})
-        return ContextPacket(self.name, messages, (InjectedItem("transcript", "seen", text, tokens),), tokens,
-                             self.budget_tokens)
+        return ContextPacket(
+            self.name, messages, (InjectedItem("transcript", "seen", text, tokens),), tokens, self.budget_tokens
+        )
 
 
 class PeeksAtGold(Remembering):
@@ -188,15 +200,18 @@ def test_a_correct_condition_written_elsewhere_passes_every_check():
     check_condition(Remembering(budget_tokens=30, labels="x"), runtime)
 
 
-@pytest.mark.parametrize("broken, failing_check", [
-    (MutatesParameter, "check_constructor_stores_plain_parameters"),
-    (BuildsInConstructor, "check_constructor_stores_plain_parameters"),
-    (SetParamsReturnsNothing, "check_set_params"),
-    (NotDeterministic, "check_interface_packet_and_determinism"),
-    (LeaksPastBudget, "check_injected_tokens_within_budget"),
-    (PeeksAtGold, "check_no_access_to_gold"),
-    (ResetKeepsHistory, "check_reset_forgets_history"),
-])
+@pytest.mark.parametrize(
+    "broken, failing_check",
+    [
+        (MutatesParameter, "check_constructor_stores_plain_parameters"),
+        (BuildsInConstructor, "check_constructor_stores_plain_parameters"),
+        (SetParamsReturnsNothing, "check_set_params"),
+        (NotDeterministic, "check_interface_packet_and_determinism"),
+        (LeaksPastBudget, "check_injected_tokens_within_budget"),
+        (PeeksAtGold, "check_no_access_to_gold"),
+        (ResetKeepsHistory, "check_reset_forgets_history"),
+    ],
+)
 def test_a_broken_condition_fails_the_matching_check_by_name(broken, failing_check):
     condition = broken()
     with pytest.raises(ConditionCheckError, match=f"^{failing_check} failed for condition remembering: ") as caught:
@@ -212,8 +227,9 @@ def test_the_broken_conditions_fail_for_the_reason_they_are_broken():
             dict(condition_checks(condition, runtime))[check]()
         return caught.value.reason
 
-    assert "stored parameter 'labels' as ['a', 'b-check']" in reason(MutatesParameter(),
-                                                                  "check_constructor_stores_plain_parameters")
+    assert "stored parameter 'labels' as ['a', 'b-check']" in reason(
+        MutatesParameter(), "check_constructor_stores_plain_parameters"
+    )
     assert "set attribute(s) cache" in reason(BuildsInConstructor(), "check_constructor_stores_plain_parameters")
     assert "over a budget of 12" in reason(LeaksPastBudget(), "check_injected_tokens_within_budget")
     assert "never saw the history" in reason(ResetKeepsHistory(), "check_reset_forgets_history")
@@ -228,7 +244,7 @@ def test_set_params_refuses_an_unknown_name_like_the_registry():
         condition.set_params(nope=1, k=2)
     with pytest.raises(LCAError, match=re.escape(expected)):
         build_condition("transcript-recall", nope=1)
-    assert condition.k == 6   # nothing was set
+    assert condition.k == 6  # nothing was set
     with pytest.raises(LCAError, match="plain string or number"):
         condition.set_params(k=[1])
     assert condition.set_params(k=2, floor=0.0) is condition and condition.get_params()["k"] == 2
@@ -277,9 +293,14 @@ def test_weights_speak_the_one_parameter_language():
     assert parse_weights("") == {} and parse_weights(" , ") == {}
     assert parse_weights("experience=0, temporal=0.1,") == {"experience": 0.0, "temporal": 0.1}
     assert parse_weights("risk=2") == {"risk": 2.0} and isinstance(parse_weights("risk=2")["risk"], float)
-    with pytest.raises(ParameterError, match=re.escape("weights 'gravity=1': unknown name 'gravity'; known: "
-                                                       "activation, authority, experience, risk, similarity, "
-                                                       "task, temporal")):
+    with pytest.raises(
+        ParameterError,
+        match=re.escape(
+            "weights 'gravity=1': unknown name 'gravity'; known: "
+            "activation, authority, experience, risk, similarity, "
+            "task, temporal"
+        ),
+    ):
         parse_weights("experience=0,gravity=1")
     with pytest.raises(ParameterError, match=re.escape("weights 'experience': expected NAME=VALUE")):
         parse_weights("experience")
@@ -298,9 +319,9 @@ def test_stateless_injects_nothing_and_recall_conditions_bring_back_evidence(tmp
     recall = build_condition("transcript-recall", floor=0.0).attach(runtime(tmp_path / "t"))
     replay(recall, contract_history())
     pointers = {p for item in recall.build_context(PROBE).items for p in item.pointers}
-    assert "h1#h1:1" in pointers   # the turn that says where Lucia lives
+    assert "h1#h1:1" in pointers  # the turn that says where Lucia lives
     recall.reset()
-    assert recall.build_context(PROBE).items == ()   # and reset forgets it
+    assert recall.build_context(PROBE).items == ()  # and reset forgets it
     recall.close()
 
 

@@ -20,8 +20,8 @@ def test_locomo_loader_counts_every_quirk_and_keeps_gold_for_scorers(locomo_file
     samples, report = locomo_samples(locomo_file)
     assert len(samples) == 1986 and report.questions == 1986
     assert report.repaired["locomo_non_string_answer"] == 6
-    assert report.repaired["locomo_answer_missing_adversarial_used"] == 444   # 446 category 5, 2 with both
-    assert report.repaired["locomo_evidence_split"] >= 1 and report.unparsed   # "D8:6; D9:17", "D"
+    assert report.repaired["locomo_answer_missing_adversarial_used"] == 444  # 446 category 5, 2 with both
+    assert report.repaired["locomo_evidence_split"] >= 1 and report.unparsed  # "D8:6; D9:17", "D"
     by_category = {c: sum(1 for s in samples if s.metadata["category"] == c) for c in range(1, 6)}
     assert by_category == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
     first = samples[0]
@@ -48,12 +48,17 @@ def test_locomo_task_scores_substrate_measures_without_a_real_model(locomo_file,
     from protocols.evals.locomo.locomo import locomo
 
     monkeypatch.setattr(solvers, "_EMBEDDER", solvers.LockedEmbedder(FakeHashingEmbedder(max_input_tokens=200)))
-    (log,) = inspect_eval(locomo(data=str(locomo_file), condition="transcript-recall", params="floor=0.0"),
-                          model=fake_agent(), limit=2, log_dir=str(tmp_path), display="none")
+    (log,) = inspect_eval(
+        locomo(data=str(locomo_file), condition="transcript-recall", params="floor=0.0"),
+        model=fake_agent(),
+        limit=2,
+        log_dir=str(tmp_path),
+        display="none",
+    )
     assert log.status == "success" and len(log.samples) == 2
     qa = [r for r in log.results.scores if r.scorer == "locomo_qa"]
     assert qa and "mean" in qa[0].metrics and 0.0 <= qa[0].metrics["mean"].value <= 1.0
-    assert any(name.startswith(("1 ", "2 ", "4 ")) for r in qa for name in r.metrics)   # per LoCoMo category
+    assert any(name.startswith(("1 ", "2 ", "4 ")) for r in qa for name in r.metrics)  # per LoCoMo category
     assert log.eval.metadata["load_report"]["questions"] == 1986
     assert log.eval.metadata["dataset_pinned_as"] == "locomo" and log.eval.task_version == "1.0.0"
     assert all("packet" in s.scores["substrate"].metadata for s in log.samples)
@@ -64,8 +69,10 @@ def test_longmemeval_fixture_loads_with_its_quirks_counted_and_history_by_refere
     assert [s.id for s in samples] == ["fx_q1", "fx_q2", "fx_q3_abs"] and report.questions == 3
     assert report.repaired["longmemeval_non_string_answer"] == 1 and samples[1].target == "25"
     assert [s.metadata["abstention"] for s in samples] == [False, False, True]
-    assert samples[1].metadata["gold"]["evidence"] == ["lme:fx_q2:answer_fx_2#lme:fx_q2:answer_fx_2:1",
-                                                       "lme:fx_q2:answer_fx_3#lme:fx_q2:answer_fx_3:1"]
+    assert samples[1].metadata["gold"]["evidence"] == [
+        "lme:fx_q2:answer_fx_2#lme:fx_q2:answer_fx_2:1",
+        "lme:fx_q2:answer_fx_3#lme:fx_q2:answer_fx_3:1",
+    ]
     assert samples[0].metadata["asked_at"] == "2024-04-20T09:15:00"
     ref = samples[0].metadata["history_ref"]
     assert ref["loader"] == "protocols.evals.longmemeval.dataset:load_history"

@@ -19,8 +19,14 @@ def main() -> None:
         n += 1
         # mostly small entries, some large ones so a kill can land inside a write
         size = rng.choice([20, 200, 2_000, 500_000, 3_000_000])
-        entry = TranscriptEntry(id=f"{seed}-{n}", session_id=session, agent_id="crash", kind=EntryKind.USER_TURN,
-                                timestamp="2026-01-01T00:00:00", content="x" * size)
+        entry = TranscriptEntry(
+            id=f"{seed}-{n}",
+            session_id=session,
+            agent_id="crash",
+            kind=EntryKind.USER_TURN,
+            timestamp="2026-01-01T00:00:00",
+            content="x" * size,
+        )
         store.append([entry])
         print(entry.id, flush=True)
 

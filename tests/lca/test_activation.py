@@ -5,8 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from lca.activation import (Access, RetrievalLog, activation_term, base_level_activation, query_shape, top_share,
-                            ucb_bonus)
+from lca.activation import (
+    Access,
+    RetrievalLog,
+    activation_term,
+    base_level_activation,
+    query_shape,
+    top_share,
+    ucb_bonus,
+)
 
 
 def accesses(n: int, *, shapes: int, start: float = 0.0, step: float = 60.0) -> list[Access]:
@@ -29,7 +36,8 @@ def test_power_law_decay_and_logarithmic_saturation():
     # decay is a power law: 10x older accesses weigh 10^-0.5 as much
     single = [Access("m", 0.0, 1)]
     assert base_level_activation(single, 1000.0) - base_level_activation(single, 10_000.0) == pytest.approx(
-        0.5 * math.log(10))
+        0.5 * math.log(10)
+    )
     # saturation: doubling the (equally aged) history adds only ln 2
     many = [Access("m", 0.0, i) for i in range(200)]
     assert base_level_activation(many, 500.0) - base_level_activation(many[:100], 500.0) == pytest.approx(math.log(2))
@@ -60,4 +68,3 @@ def test_retrieval_log_replays_history(tmp_path):
 def test_top_share():
     assert top_share({"a": 90, "b": 5, "c": 5}, n_records=100) == pytest.approx(0.9)
     assert top_share({}, n_records=10) == 0.0
-

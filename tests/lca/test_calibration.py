@@ -13,10 +13,20 @@ from tests.fakes import FakeHashingEmbedder
 
 def test_calibrate_floor_separates_off_topic_from_on_topic(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        s.append([make_entry("s", n, f"the build pipeline for service {n} failed on step {n % 4} after the cache "
-                                     f"migration and we rolled back release {n}") for n in range(1, 40)])
-        result = calibrate_floor(s.index, ["what is the capital of peru", "how do whales sleep",
-                                           "who wrote war and peace"], positives=30)
+        s.append(
+            [
+                make_entry(
+                    "s",
+                    n,
+                    f"the build pipeline for service {n} failed on step {n % 4} after the cache "
+                    f"migration and we rolled back release {n}",
+                )
+                for n in range(1, 40)
+            ]
+        )
+        result = calibrate_floor(
+            s.index, ["what is the capital of peru", "how do whales sleep", "who wrote war and peace"], positives=30
+        )
         assert result.negatives == 3 and result.positives == 30
         assert result.margin > 0 and result.positives_above_floor > 0.9
         top = [score for score, _, _ in result.highest_negatives]

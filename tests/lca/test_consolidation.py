@@ -28,9 +28,18 @@ def home(tmp_path):
 
 
 def say(substrate, session, *lines, start=1, day=2):
-    substrate.append([make_entry(session, n, text, timestamp=f"2026-03-{day:02d}T10:00:{n:02d}",
-                                 kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN)
-                      for n, text in enumerate(lines, start)])
+    substrate.append(
+        [
+            make_entry(
+                session,
+                n,
+                text,
+                timestamp=f"2026-03-{day:02d}T10:00:{n:02d}",
+                kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN,
+            )
+            for n, text in enumerate(lines, start)
+        ]
+    )
 
 
 def writer(*replies):
@@ -39,20 +48,33 @@ def writer(*replies):
 
     def respond(messages):
         return queue.pop(0) if len(queue) > 1 else queue[0]
+
     return FakeScriptedGenerator(respond, model_id="fake-writer")
 
 
 def reviewer(supported="yes", contradicts="none", verdict="accept", reasoning="Checked the cited lines."):
     def respond(messages):
-        return (f"REASONING: {reasoning}\nSUPPORTED: {supported}\nCONTRADICTS: {contradicts}\n"
-                f"VERDICT: {verdict}")
+        return f"REASONING: {reasoning}\nSUPPORTED: {supported}\nCONTRADICTS: {contradicts}\nVERDICT: {verdict}"
+
     return FakeScriptedGenerator(respond, model_id="fake-reviewer")
 
 
-def old_memory(substrate, id_="fact-billing-db", body="The billing service database is MySQL 8.",
-               type_=MemoryType.FACT, created=datetime(2026, 1, 1), approver=None):
-    record = MemoryRecord(id=id_, type=type_, created=created, authority=Authority.REVIEWED, privacy=Privacy.PRIVATE,
-                          sources=(TranscriptSpan(session="s0", entries=("s0:1",)),))
+def old_memory(
+    substrate,
+    id_="fact-billing-db",
+    body="The billing service database is MySQL 8.",
+    type_=MemoryType.FACT,
+    created=datetime(2026, 1, 1),
+    approver=None,
+):
+    record = MemoryRecord(
+        id=id_,
+        type=type_,
+        created=created,
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+        sources=(TranscriptSpan(session="s0", entries=("s0:1",)),),
+    )
     substrate.memory.write(record, body, approver=approver)
     substrate.ingest()
     return id_
@@ -88,12 +110,12 @@ def test_reviewer_sees_only_the_candidate_its_sources_and_touched_memories(home)
     w, r = writer("fact | The billing service database is PostgreSQL 16. | 1"), reviewer()
     home.checkpoint(w, reviewer=r)
     (call,) = r.calls
-    text = call[-1]["content"]                                         # the task; the rest is fixed demos
-    assert "PostgreSQL 16 now" in text and "fact-billing-db" in text   # cited line and the touched memory
+    text = call[-1]["content"]  # the task; the rest is fixed demos
+    assert "PostgreSQL 16 now" in text and "fact-billing-db" in text  # cited line and the touched memory
     whole = "\n".join(m["content"] for m in call)
-    assert "Pebble" not in whole                                       # an uncited line never reaches it
-    assert "| 1" not in whole and w.calls[0][0] != call[0]             # nor the writer's output or system prompt
-    assert "worth remembering" not in text                             # nor the writer's instructions
+    assert "Pebble" not in whole  # an uncited line never reaches it
+    assert "| 1" not in whole and w.calls[0][0] != call[0]  # nor the writer's output or system prompt
+    assert "worth remembering" not in text  # nor the writer's instructions
     assert text.index("REASONING") < text.index("VERDICT")
 
 
@@ -112,8 +134,10 @@ def test_second_cycle_reads_only_what_came_after_the_checkpoint(home):
 def test_newer_supported_contradiction_supersedes_the_older_memory(home):
     old = old_memory(home)
     say(home, "s1", "We moved the billing service database to PostgreSQL 16.")
-    result = home.checkpoint(writer("fact | The billing service database is PostgreSQL 16. | 1"),
-                             reviewer=reviewer(contradicts=old, verdict="supersede"))
+    result = home.checkpoint(
+        writer("fact | The billing service database is PostgreSQL 16. | 1"),
+        reviewer=reviewer(contradicts=old, verdict="supersede"),
+    )
     new_id = next(x.memory_id for x in result.writes if x.action == "created")
     superseded = home.memory.get(old).record
     assert superseded.superseded_by.id == new_id and "supersedes" in superseded.superseded_by.reason
@@ -128,30 +152,34 @@ def test_newer_supported_contradiction_supersedes_the_older_memory(home):
 def test_supported_contradiction_the_reviewer_rejects_is_marked_as_a_conflict(home):
     old = old_memory(home)
     say(home, "s1", "The billing service database is PostgreSQL 16, not MySQL.")
-    result = home.checkpoint(writer("fact | The billing service database is PostgreSQL 16. | 1"),
-                             reviewer=reviewer(contradicts=old, verdict="reject"))
+    result = home.checkpoint(
+        writer("fact | The billing service database is PostgreSQL 16. | 1"),
+        reviewer=reviewer(contradicts=old, verdict="reject"),
+    )
     assert [v.verdict for v in result.verdicts] == ["reject"]
     marked = home.memory.get(old).record
     assert len(marked.conflicts) == 1 and "s1#s1:1" in marked.conflicts[0].reason
-    candidate = next(c for c in home.recall("billing service database").candidates
-                     if c.source.startswith(f"memory:{old}["))
+    candidate = next(
+        c for c in home.recall("billing service database").candidates if c.source.startswith(f"memory:{old}[")
+    )
     assert "unresolved conflict" in candidate.risk_reasons and candidate.terms["risk"] == 0.5
 
 
-@pytest.mark.parametrize("supported,verdict", list(itertools.product(["yes", "no"],
-                                                                     ["accept", "reject", "supersede"])))
+@pytest.mark.parametrize("supported,verdict", list(itertools.product(["yes", "no"], ["accept", "reject", "supersede"])))
 def test_contradicting_memories_never_coexist_silently(tmp_path, supported, verdict):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as home:
         old = old_memory(home)
         say(home, "s1", "The billing service database is PostgreSQL 16 now.")
-        result = home.checkpoint(writer("fact | The billing service database is PostgreSQL 16. | 1"),
-                                 reviewer=reviewer(supported=supported, contradicts=old, verdict=verdict))
+        result = home.checkpoint(
+            writer("fact | The billing service database is PostgreSQL 16. | 1"),
+            reviewer=reviewer(supported=supported, contradicts=old, verdict=verdict),
+        )
         files = {f.record.id: f.record for f in home.memory.load().files}
         new = [i for i in files if i != old]
         old_record = files[old]
         if new:  # the candidate was written: the older memory must point at it
             assert old_record.superseded_by is not None and old_record.superseded_by.id == new[0]
-        else:    # or it was not written: the disagreement, when the transcript supports it, is marked
+        else:  # or it was not written: the disagreement, when the transcript supports it, is marked
             assert (len(old_record.conflicts) == 1) == (supported == "yes")
             assert result.verdicts[0].verdict == "reject"
 
@@ -162,8 +190,11 @@ def test_unsupported_claims_are_downgraded_to_labeled_inferences_or_removed(tmp_
         with Substrate(tmp_path / mode, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as s:
             say(s, "s1", "I had a long day at the office.")
             # the reviewer says "supported", but the cited line shares none of the claim's terms
-            result = s.checkpoint(writer("fact | The user owns three sailboats in Lisbon. | 1"), reviewer=reviewer(),
-                                  config=ConsolidationConfig(unsupported=mode))
+            result = s.checkpoint(
+                writer("fact | The user owns three sailboats in Lisbon. | 1"),
+                reviewer=reviewer(),
+                config=ConsolidationConfig(unsupported=mode),
+            )
             (verdict,) = result.verdicts
             assert verdict.verdict == mode and not verdict.supported and verdict.lexical_support == 0.0
             files = s.memory.load().files
@@ -185,8 +216,9 @@ def test_a_claim_without_a_cited_line_is_never_reviewed_as_supported(home):
 
 def test_secrets_never_reach_durable_memory(home):
     say(home, "s1", "The deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789 for now.")
-    result = home.checkpoint(writer("fact | The deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789. | 1"),
-                             reviewer=reviewer())
+    result = home.checkpoint(
+        writer("fact | The deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789. | 1"), reviewer=reviewer()
+    )
     assert result.verdicts[0].verdict == "remove" and "secret" in result.verdicts[0].reason
     assert home.memory.load().files == ()
 
@@ -200,7 +232,7 @@ def test_near_duplicate_updates_the_existing_memory_and_archives_the_old_version
     assert len(home.memory.load().files) == 1
     record = home.memory.get(old).record
     assert {s.session for s in record.sources} == {"s0", "s1"}
-    assert home.memory.get(old).body == "Ana prefers tea over coffee."   # reinforced, not rewritten
+    assert home.memory.get(old).body == "Ana prefers tea over coffee."  # reinforced, not rewritten
     assert (home.layout.memory_archive(old) / (before.split(":")[1][:16] + ".md")).exists()
 
 
@@ -227,9 +259,14 @@ def test_procedural_writes_are_held_without_a_named_approver(home):
 
 
 # ---- faults -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("fault,kind", [(TimeoutError("generation took too long"), "timeout"),
-                                        ("Sure! Here are some thoughts about the conversation.", "malformed"),
-                                        ("I'm sorry, I can't help with that.", "refused")])
+@pytest.mark.parametrize(
+    "fault,kind",
+    [
+        (TimeoutError("generation took too long"), "timeout"),
+        ("Sure! Here are some thoughts about the conversation.", "malformed"),
+        ("I'm sorry, I can't help with that.", "refused"),
+    ],
+)
 def test_writer_faults_are_recorded_and_nothing_is_written(home, fault, kind):
     say(home, "s1", "Ana prefers tea over coffee.")
     result = home.checkpoint(FakeScriptedGenerator(lambda m: fault), reviewer=reviewer())
@@ -242,8 +279,10 @@ def test_writer_faults_are_recorded_and_nothing_is_written(home, fault, kind):
 def test_unreadable_or_failing_review_fails_closed(home):
     say(home, "s1", "Ana prefers tea over coffee.", "Ana's sister is Lucia.")
     replies = iter(["I think it's fine!", RuntimeError("model crashed")])
-    result = home.checkpoint(writer("preference | Ana prefers tea over coffee. | 1\nfact | Ana's sister is Lucia. | 2"),
-                             reviewer=FakeScriptedGenerator(lambda m: next(replies)))
+    result = home.checkpoint(
+        writer("preference | Ana prefers tea over coffee. | 1\nfact | Ana's sister is Lucia. | 2"),
+        reviewer=FakeScriptedGenerator(lambda m: next(replies)),
+    )
     assert [v.verdict for v in result.verdicts] == ["failed", "failed"]
     assert [f.kind for f in result.failures] == ["malformed", "error"]
     assert home.memory.load().files == ()
@@ -252,8 +291,10 @@ def test_unreadable_or_failing_review_fails_closed(home):
 def test_reviewer_naming_an_unshown_memory_is_a_failure_not_a_supersession(home):
     old_memory(home)
     say(home, "s1", "The billing service database is PostgreSQL 16 now.")
-    result = home.checkpoint(writer("fact | The billing service database is PostgreSQL 16. | 1"),
-                             reviewer=reviewer(contradicts="some-other-memory", verdict="supersede"))
+    result = home.checkpoint(
+        writer("fact | The billing service database is PostgreSQL 16. | 1"),
+        reviewer=reviewer(contradicts="some-other-memory", verdict="supersede"),
+    )
     assert result.verdicts[0].verdict == "failed" and result.failures[0].kind == "unknown_memory"
     assert home.memory.get("fact-billing-db").record.superseded_by is None
 
@@ -286,6 +327,7 @@ def test_read_back_failure_is_recorded_and_makes_health_fail(home, monkeypatch):
     def recall_missing_everything(context, *, config=None):  # fault injection: an index that loses writes
         result = real(context, config=config)
         return type(result)(result.context, result.policy, "skip", (), (), 0, result.budget, 0.0, "")
+
     monkeypatch.setattr(home, "recall", recall_missing_everything)
     result = home.checkpoint(writer("preference | Ana prefers tea over coffee. | 1"), reviewer=reviewer())
     assert [b.retrieved for b in result.read_back] == [False]
@@ -297,18 +339,21 @@ def test_read_back_failure_is_recorded_and_makes_health_fail(home, monkeypatch):
 def test_refuted_hypotheses_go_dormant_and_resurface_with_their_refutations(home):
     say(home, "s1", "Maybe the nightly backup job fails because of disk quota?")
     refute = reviewer(supported="no", verdict="reject", reasoning="Only a guess.")
-    first = home.checkpoint(writer("lesson | The nightly backup job fails because of the disk quota. | 1"),
-                            reviewer=refute)
+    first = home.checkpoint(
+        writer("lesson | The nightly backup job fails because of the disk quota. | 1"), reviewer=refute
+    )
     hid = first.candidates[0].id
     assert Ledger(home.home).state().hypotheses[hid].status == "dormant"
     say(home, "s2", "Confirmed: the nightly backup job failed, disk quota exceeded on the backup volume.")
     accept = reviewer()
-    second = home.checkpoint(writer("fact | The backup volume disk quota was exceeded by the nightly job. | 1"),
-                             reviewer=accept)
+    second = home.checkpoint(
+        writer("fact | The backup volume disk quota was exceeded by the nightly job. | 1"), reviewer=accept
+    )
     resurfaced = [c for c in second.candidates if c.resurfaced_by]
     assert [c.id for c in resurfaced] == [hid]
-    prompt = next(call[-1]["content"] for call in accept.calls
-                  if "fails because of the disk quota" in call[-1]["content"])
+    prompt = next(
+        call[-1]["content"] for call in accept.calls if "fails because of the disk quota" in call[-1]["content"]
+    )
     assert "Earlier refutations" in prompt and "reviewer rejected it" in prompt
     state = Ledger(home.home).state()
     assert state.hypotheses[hid].status == "promoted" and len(state.hypotheses[hid].refutations) == 1
@@ -327,23 +372,27 @@ def test_worldviews_can_be_rebuilt_at_a_past_time_and_diffed(home):
     middle = ledger.events()[-1].at
     say(home, "s1", "Actually Ana now prefers coffee over tea.", start=3)
     old_id = home.memory.load().files[0].record.id
-    home.checkpoint(writer("preference | Ana now prefers coffee over tea. | 1"),
-                    reviewer=reviewer(contradicts=old_id, verdict="supersede"))
+    home.checkpoint(
+        writer("preference | Ana now prefers coffee over tea. | 1"),
+        reviewer=reviewer(contradicts=old_id, verdict="supersede"),
+    )
     then, now = ledger.state(as_of=middle), ledger.state()
     assert then.summary()["memories"] == 1 and now.summary()["memories"] == 2
     changes = diff_states(then, now)
     assert {m["action"] for m in changes["memories"]} == {"created", "superseded"}
-    assert ledger.state(as_of=middle).summary() == then.summary()   # replay is deterministic
+    assert ledger.state(as_of=middle).summary() == then.summary()  # replay is deterministic
 
 
 # ---- experience ----------------------------------------------------------------------------
 def test_prevented_mistakes_need_a_known_memory_and_a_cited_span(home):
-    rule = old_memory(home, id_="lesson-staging", body="Deploy through staging before production.",
-                      type_=MemoryType.LESSON)
+    rule = old_memory(
+        home, id_="lesson-staging", body="Deploy through staging before production.", type_=MemoryType.LESSON
+    )
     assert home.recall("Deploy through staging before production?").items  # the lesson is injected in this span
     say(home, "s1", "Deploy the release to production now.", "Deploying to staging first, then production.")
-    w = writer("prevented | lesson-staging | 2 | deployed to staging first\n"
-               "prevented | no-such-memory | 2 | something\nNONE")
+    w = writer(
+        "prevented | lesson-staging | 2 | deployed to staging first\nprevented | no-such-memory | 2 | something\nNONE"
+    )
     result = home.checkpoint(w, reviewer=reviewer())
     assert "Memories in use" in w.calls[0][-1]["content"] and rule in w.calls[0][-1]["content"]
     kinds = {(e["memory"], e["kind"]) for e in result.experience_events}
@@ -351,8 +400,7 @@ def test_prevented_mistakes_need_a_known_memory_and_a_cited_span(home):
     assert [f.kind for f in result.failures] == ["unknown_memory"]
     counts = home.experience.counts()["memory:lesson-staging"]
     assert counts["prevented_mistake"] == 1 and counts["used"] == 1
-    event = [json.loads(x) for x in home.experience.path.read_text().splitlines()
-             if "prevented" in x][0]
+    event = [json.loads(x) for x in home.experience.path.read_text().splitlines() if "prevented" in x][0]
     assert re.fullmatch(r"s1#s1:2", event["span"])
 
 
@@ -379,15 +427,20 @@ def test_cycle_timestamps_are_utc(home):
 
 def test_repeats_within_one_cycle_are_merged_and_a_repeat_without_support_changes_nothing(home):
     say(home, "s1", "Ana prefers green tea over coffee in the morning.", "Yes, Ana prefers green tea over coffee.")
-    result = home.checkpoint(writer("preference | Ana prefers green tea over coffee in the morning | 1\n"
-                                    "preference | Ana prefers green tea over coffee in the morning too | 2"),
-                             reviewer=reviewer())
+    result = home.checkpoint(
+        writer(
+            "preference | Ana prefers green tea over coffee in the morning | 1\n"
+            "preference | Ana prefers green tea over coffee in the morning too | 2"
+        ),
+        reviewer=reviewer(),
+    )
     assert result.repeats_merged == 1 and len(result.candidates) == 1
     assert result.candidates[0].lines == (1, 2)
     (memory,) = home.memory.load().files
     before = memory.computed_hash
     say(home, "s2", "I had a long day at the office.")
-    again = home.checkpoint(writer("preference | Ana prefers green tea over coffee in the morning | 1"),
-                            reviewer=reviewer())
+    again = home.checkpoint(
+        writer("preference | Ana prefers green tea over coffee in the morning | 1"), reviewer=reviewer()
+    )
     assert again.verdicts[0].verdict == "downgrade" and "nothing new to record" in again.verdicts[0].reason
     assert again.writes == () and home.memory.load().files[0].computed_hash == before

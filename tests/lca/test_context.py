@@ -26,8 +26,13 @@ def substrate(tmp_path):
 
 
 def manager(s, total=200, **kw):
-    window = ContextWindow(total_tokens=total, reserve_output=20, critical_budget=kw.pop("critical_budget", 40),
-                           recall_budget=40, pressure_threshold=kw.pop("pressure", 0.99))
+    window = ContextWindow(
+        total_tokens=total,
+        reserve_output=20,
+        critical_budget=kw.pop("critical_budget", 40),
+        recall_budget=40,
+        pressure_threshold=kw.pop("pressure", 0.99),
+    )
     return LiveContextManager(s, window, session_id="live", agent_id="agent-test", **kw)
 
 
@@ -83,10 +88,20 @@ def test_protected_turns_that_cannot_fit_are_an_error_not_a_silent_cut(substrate
 
 def test_critical_set_is_chosen_by_weight_and_overflow_is_reported(substrate):
     def crit(id_, authority, hits=0):
-        substrate.memory.write(MemoryRecord(id=id_, type=MemoryType.PROCEDURE, created=datetime(2026, 1, 1),
-                                            authority=authority, privacy=Privacy.PUBLIC, critical=True, hits=hits),
-                               "never deploy on friday without a rollback plan and an on call engineer",
-                               approver="test-approver")
+        substrate.memory.write(
+            MemoryRecord(
+                id=id_,
+                type=MemoryType.PROCEDURE,
+                created=datetime(2026, 1, 1),
+                authority=authority,
+                privacy=Privacy.PUBLIC,
+                critical=True,
+                hits=hits,
+            ),
+            "never deploy on friday without a rollback plan and an on call engineer",
+            approver="test-approver",
+        )
+
     crit("a-unreviewed", Authority.UNREVIEWED)
     crit("z-approved", Authority.APPROVED)
     crit("m-approved-used", Authority.APPROVED, hits=9)
@@ -105,8 +120,12 @@ def test_handoff_is_written_under_pressure_and_replayed_next_session(substrate):
     m = manager(substrate, pressure=0.3)
     for n in range(1, 6):
         m.add(turn(n))
-    ws = m.build("status", notes=HandoffNotes(objective="ship the migration", next_actions=("run the dry run",),
-                                               must_not_lose=("the fencing epoch is 7",)))
+    ws = m.build(
+        "status",
+        notes=HandoffNotes(
+            objective="ship the migration", next_actions=("run the dry run",), must_not_lose=("the fencing epoch is 7",)
+        ),
+    )
     assert ws.handoff_entry is not None
     entry = next(e for e in substrate.transcript.read("live").entries if e.id == ws.handoff_entry)
     assert entry.kind is EntryKind.HANDOFF
@@ -134,13 +153,13 @@ def test_fixed_consolidation_triggers_fire_before_pruning_under_pressure_and_at_
 
     m = manager(substrate, consolidate=consolidate, pressure=0.5)
     m.add(turn(1, words=5))
-    m.build("status")                       # low pressure: nothing fires
+    m.build("status")  # low pressure: nothing fires
     assert seen_by_cycle == []
     for n in range(2, 13):
         m.add(turn(n))
     ws = m.build("w12x1 status")
     assert ws.pruned and seen_by_cycle == [("pre_compaction", 12)]
-    assert "w1x0" in writer.calls[0][-1]["content"]   # the cycle read the turns before they left the window
+    assert "w1x0" in writer.calls[0][-1]["content"]  # the cycle read the turns before they left the window
     m.end_session()
     assert [t for t, _ in seen_by_cycle] == ["pre_compaction", "session_end"]
     cycles = Ledger(substrate.home).state().cycles
@@ -159,7 +178,8 @@ def test_older_exchanges_are_classified_and_pruned_filler_and_tool_output_first(
         make_entry("live", 4, "stdout: 4,211 lines of build log " + "z " * 12, kind=EntryKind.TOOL_RESULT),
         make_entry("live", 5, "Run the database migration on production tonight " + "w " * 10),
         make_entry("live", 6, filler, kind=EntryKind.ASSISTANT_TURN),
-        turn(7), turn(8),
+        turn(7),
+        turn(8),
     ]
     labels = [classify_turn(t).label for t in turns[:6]]
     assert labels == ["instruction", "chatter", "routine", "tool_output", "high_risk", "chatter"]
@@ -173,9 +193,9 @@ def test_older_exchanges_are_classified_and_pruned_filler_and_tool_output_first(
     assert order[:3] == ["live:2", "live:4", "live:6"]
     assert order.index("live:3") > 2
     assert len(order) >= 4, order
-    for kept_long in ("live:1", "live:5"):   # soft-protected: only after every unprotected turn
+    for kept_long in ("live:1", "live:5"):  # soft-protected: only after every unprotected turn
         if kept_long in order:
             assert all(order.index(kept_long) > order.index(x) for x in ("live:2", "live:3", "live:4", "live:6"))
-    assert "live:7" not in order and "live:8" not in order   # in flight
+    assert "live:7" not in order and "live:8" not in order  # in flight
     log = [json.loads(x) for x in substrate.layout.prune_log.read_text().splitlines()]
     assert "chatter" in log[0]["reason"] and "tool_output" in log[1]["reason"]

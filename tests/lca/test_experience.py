@@ -20,7 +20,7 @@ def test_counts_replay_the_log_and_a_past_time_sees_its_prefix(tmp_path):
     assert counts["memory:m2"] == {"used": 1}
     assert log.counts_at(200.0) == {"memory:m1": {"used": 1, "approved": 1}}
     assert log.counts_at(None) == counts
-    log.record("memory:m2", "used", at=400.0)   # the cache follows the log's size
+    log.record("memory:m2", "used", at=400.0)  # the cache follows the log's size
     assert ExperienceLog(tmp_path).counts()["memory:m2"]["used"] == log.counts()["memory:m2"]["used"] == 2
 
 

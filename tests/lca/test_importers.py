@@ -47,29 +47,38 @@ def test_longmemeval_haystack_becomes_ordered_sessions_with_official_turn_ids(lo
     record = data[0]
     sessions, report = import_longmemeval(longmemeval_oracle, question_ids=[record["question_id"]])
     assert report.sessions == len(record["haystack_session_ids"])
-    assert {s.session_id for s in sessions} == {f"lme:{record['question_id']}:{sid}"
-                                                for sid in record["haystack_session_ids"]}
+    assert {s.session_id for s in sessions} == {
+        f"lme:{record['question_id']}:{sid}" for sid in record["haystack_session_ids"]
+    }
     stamps = [s.entries[0].timestamp for s in sessions]
     assert stamps == sorted(stamps)
     by_sid = dict(zip(record["haystack_session_ids"], record["haystack_sessions"]))
     for session in sessions:
         turns = by_sid[session.entries[0].meta["haystack_session_id"]]
         assert [e.content for e in session.entries] == [t["content"] for t in turns]
-        assert [e.kind for e in session.entries] == [EntryKind.USER_TURN if t["role"] == "user"
-                                                     else EntryKind.ASSISTANT_TURN for t in turns]
+        assert [e.kind for e in session.entries] == [
+            EntryKind.USER_TURN if t["role"] == "user" else EntryKind.ASSISTANT_TURN for t in turns
+        ]
         sid = session.entries[0].meta["haystack_session_id"]
         assert [e.meta["turn_id"] for e in session.entries] == [f"{sid}_{i + 1}" for i in range(len(turns))]
         assert [e.meta.get("has_answer") for e in session.entries] == [t.get("has_answer") for t in turns]
 
 
 def test_longmemeval_reorders_unsorted_dates_and_counts_it(tmp_path):
-    record = {"question_id": "q1", "question_type": "single-session-user", "question": "?", "answer": 3,
-              "question_date": "2023/05/30 (Tue) 23:40",
-              "haystack_session_ids": ["late", "early"],
-              "haystack_dates": ["2023/05/30 (Tue) 20:00", "2023/05/30 (Tue) 09:15"],
-              "haystack_sessions": [[{"role": "user", "content": "b"}], [{"role": "user", "content": "a",
-                                                                            "has_answer": True}]],
-              "answer_session_ids": ["early"]}
+    record = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "?",
+        "answer": 3,
+        "question_date": "2023/05/30 (Tue) 23:40",
+        "haystack_session_ids": ["late", "early"],
+        "haystack_dates": ["2023/05/30 (Tue) 20:00", "2023/05/30 (Tue) 09:15"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "b"}],
+            [{"role": "user", "content": "a", "has_answer": True}],
+        ],
+        "answer_session_ids": ["early"],
+    }
     path = tmp_path / "lme.json.xz"
     with lzma.open(path, "wt") as handle:
         json.dump([record], handle)
@@ -80,13 +89,30 @@ def test_longmemeval_reorders_unsorted_dates_and_counts_it(tmp_path):
 
 
 def test_longmemeval_shared_sessions_import_each_session_once(tmp_path):
-    base = {"question_type": "x", "question": "?", "answer": "a", "question_date": "2023/05/30 (Tue) 23:40",
-            "answer_session_ids": []}
+    base = {
+        "question_type": "x",
+        "question": "?",
+        "answer": "a",
+        "question_date": "2023/05/30 (Tue) 23:40",
+        "answer_session_ids": [],
+    }
     turns = [{"role": "user", "content": "same"}]
-    records = [dict(base, question_id="q1", haystack_session_ids=["s"], haystack_dates=["2023/05/01 (Mon) 10:00"],
-                    haystack_sessions=[turns]),
-               dict(base, question_id="q2", haystack_session_ids=["s"], haystack_dates=["2023/05/02 (Tue) 10:00"],
-                    haystack_sessions=[turns])]
+    records = [
+        dict(
+            base,
+            question_id="q1",
+            haystack_session_ids=["s"],
+            haystack_dates=["2023/05/01 (Mon) 10:00"],
+            haystack_sessions=[turns],
+        ),
+        dict(
+            base,
+            question_id="q2",
+            haystack_session_ids=["s"],
+            haystack_dates=["2023/05/02 (Tue) 10:00"],
+            haystack_sessions=[turns],
+        ),
+    ]
     path = tmp_path / "lme.json.gz"
     with gzip.open(path, "wt") as handle:
         json.dump(records, handle)
@@ -122,5 +148,4 @@ def test_foreign_transcript_import_quarantines_bad_lines_and_keeps_the_rest(tmp_
         assert out.entries_appended == 2 and out.quarantined_lines == 1
         (record,) = s.transcript.quarantine_records()
         assert record.session_file == "other-harness.jsonl" and record.line == 2
-        assert Counter(e.kind for e in s.transcript.iter_entries()) == {EntryKind.USER_TURN: 1,
-                                                                        EntryKind.TOOL_CALL: 1}
+        assert Counter(e.kind for e in s.transcript.iter_entries()) == {EntryKind.USER_TURN: 1, EntryKind.TOOL_CALL: 1}

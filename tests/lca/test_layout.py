@@ -16,13 +16,27 @@ def test_paths_are_named_under_the_root(tmp_path):
     layout = StoreLayout(str(tmp_path))
     assert layout.root == tmp_path
     expected = {
-        "sessions": "sessions", "quarantine": "quarantine", "quarantine_log": "quarantine/log.jsonl",
-        "memory": "memory", "identity": "identity", "events": "events", "ledger": "events/ledger.jsonl",
-        "experience_log": "events/experience.jsonl", "retrieval_log": "events/retrievals.jsonl",
-        "proposals": "proposals", "consolidation": "consolidation", "archive": "archive",
-        "recall_settings": "recall.yaml", "write_lock": "write.lock", "logs": "logs",
-        "recall_log": "logs/recall.jsonl", "prune_log": "logs/prune.jsonl", "index": "index",
-        "catalog": "index/catalog.sqlite", "vectors": "index/vectors.faiss", "lexical": "index/lexical",
+        "sessions": "sessions",
+        "quarantine": "quarantine",
+        "quarantine_log": "quarantine/log.jsonl",
+        "memory": "memory",
+        "identity": "identity",
+        "events": "events",
+        "ledger": "events/ledger.jsonl",
+        "experience_log": "events/experience.jsonl",
+        "retrieval_log": "events/retrievals.jsonl",
+        "proposals": "proposals",
+        "consolidation": "consolidation",
+        "archive": "archive",
+        "recall_settings": "recall.yaml",
+        "write_lock": "write.lock",
+        "logs": "logs",
+        "recall_log": "logs/recall.jsonl",
+        "prune_log": "logs/prune.jsonl",
+        "index": "index",
+        "catalog": "index/catalog.sqlite",
+        "vectors": "index/vectors.faiss",
+        "lexical": "index/lexical",
     }
     assert {name: getattr(layout, name).relative_to(tmp_path).as_posix() for name in expected} == expected
     assert layout.memory_file("m1") == tmp_path / "memory" / "m1.md"
@@ -32,7 +46,7 @@ def test_paths_are_named_under_the_root(tmp_path):
     assert layout.memory_archive("m1") == tmp_path / "archive" / "memory" / "m1"
     assert layout.identity_archive("user") == tmp_path / "archive" / "identity" / "user"
     assert layout.quarantine_file("x.bin") == tmp_path / "quarantine" / "x.bin"
-    assert not any(tmp_path.iterdir())   # naming a path creates nothing
+    assert not any(tmp_path.iterdir())  # naming a path creates nothing
 
 
 def test_any_session_id_is_one_file_name_and_round_trips():
@@ -46,7 +60,7 @@ def test_any_session_id_is_one_file_name_and_round_trips():
 def test_holds_store_sees_any_authoritative_or_derived_part(tmp_path):
     layout = StoreLayout(tmp_path)
     assert not layout.holds_store()
-    (tmp_path / "recall.yaml").write_text("floor: 0.1\n")   # settings alone are not a store
+    (tmp_path / "recall.yaml").write_text("floor: 0.1\n")  # settings alone are not a store
     assert not layout.holds_store()
     for part in ("sessions", "memory", "index", "events"):
         (tmp_path / part).mkdir()

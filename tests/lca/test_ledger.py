@@ -44,8 +44,12 @@ def test_a_refuted_hypothesis_goes_dormant_and_resurfaces_with_new_evidence(tmp_
     ledger.append("hypothesis_promoted", hid, {"memory_id": "m-backup"})
     h = ledger.state().hypotheses[hid]
     assert h.status == "promoted" and h.memory_id == "m-backup"
-    assert [e["kind"] for e in h.history] == ["hypothesis_proposed", "hypothesis_refuted", "hypothesis_proposed",
-                                              "hypothesis_promoted"]
+    assert [e["kind"] for e in h.history] == [
+        "hypothesis_proposed",
+        "hypothesis_refuted",
+        "hypothesis_proposed",
+        "hypothesis_promoted",
+    ]
     assert ledger.state().recovery_rate() == (1.0, 1, 1)
 
 
@@ -58,14 +62,15 @@ def test_a_past_worldview_is_the_replay_of_a_prefix(tmp_path):
     assert then.events == 1 and now.events == 3 and then.summary()["memories"] == 1
     assert diff_states(then, now)["memories"] == [
         {"id": "m1", "from": "h1", "to": "h2", "action": "updated"},
-        {"id": "m2", "from": None, "to": "h3", "action": "created"}]
+        {"id": "m2", "from": None, "to": "h3", "action": "created"},
+    ]
 
 
 def test_unknown_and_unreadable_events_are_refused(tmp_path):
     ledger = Ledger(tmp_path)
     with pytest.raises(RecordFormatError, match="unknown ledger event 'memory_forgotten'"):
         ledger.append("memory_forgotten", "m1")
-    ledger.append("hypothesis_refuted", "hyp-nothing")   # appended, but no replay can place it
+    ledger.append("hypothesis_refuted", "hyp-nothing")  # appended, but no replay can place it
     with pytest.raises(RecordFormatError, match="unknown hypothesis hyp-nothing"):
         ledger.state()
     ledger.path.write_text('{"kind": "cycle_completed", "subject": "c1", "at": 1}\nnot json\n')

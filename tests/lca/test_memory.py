@@ -8,22 +8,41 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lca.errors import RecordFormatError
-from lca.memory import (Authority, MemoryRecord, MemoryStore, MemoryType, Privacy, Supersession, TranscriptSpan,
-                        parse_memory_text)
+from lca.memory import (
+    Authority,
+    MemoryRecord,
+    MemoryStore,
+    MemoryType,
+    Privacy,
+    Supersession,
+    TranscriptSpan,
+    parse_memory_text,
+)
 
 
 def record(**kw) -> MemoryRecord:
-    base = dict(id="m-1", type=MemoryType.DECISION, tags=("deploy",), projects=("lca",),
-                created=datetime(2026, 1, 2, 3, 4), authority=Authority.APPROVED, privacy=Privacy.PRIVATE,
-                critical=True, sources=(TranscriptSpan(session="s1", entries=("s1:4",)),))
+    base = dict(
+        id="m-1",
+        type=MemoryType.DECISION,
+        tags=("deploy",),
+        projects=("lca",),
+        created=datetime(2026, 1, 2, 3, 4),
+        authority=Authority.APPROVED,
+        privacy=Privacy.PRIVATE,
+        critical=True,
+        sources=(TranscriptSpan(session="s1", entries=("s1:4",)),),
+    )
     base.update(kw)
     return MemoryRecord(**base)
 
 
 def test_write_and_load_roundtrip_every_field(tmp_path):
     store = MemoryStore(tmp_path)
-    rec = record(supersedes=(Supersession(id="m-0", reason="new release process"),),
-                 valid_from=datetime(2026, 1, 1), valid_to=datetime(2026, 12, 31))
+    rec = record(
+        supersedes=(Supersession(id="m-0", reason="new release process"),),
+        valid_from=datetime(2026, 1, 1),
+        valid_to=datetime(2026, 12, 31),
+    )
     written = store.write(rec, "Deploys go through the staging gate.\n")
     loaded = store.load()
     assert loaded.failures == () and loaded.drifted == ()
@@ -52,16 +71,19 @@ def test_hand_edit_is_reported_as_drift(tmp_path):
     assert loaded.files[0].body == "edited by hand"
 
 
-@pytest.mark.parametrize("mutate, field, needle", [
-    (lambda f: f.pop("authority"), "authority", "required"),
-    (lambda f: f.update(privacy="top-secret"), "privacy", "Input should be"),
-    (lambda f: f.update(type="rumour"), "type", "Input should be"),
-    (lambda f: f.update(hits=-1), "hits", "greater than or equal"),
-    (lambda f: f.update(colour="blue"), "colour", "Extra inputs"),
-    (lambda f: f.update(sources=[{"session": "s1"}]), "sources.0", "entry ids or a first/last span"),
-    (lambda f: f.update(valid_from="2026-05-01", valid_to="2026-01-01"), None, "valid_to is before valid_from"),
-    (lambda f: f.update(id="../escape"), "id", "must start with"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, needle",
+    [
+        (lambda f: f.pop("authority"), "authority", "required"),
+        (lambda f: f.update(privacy="top-secret"), "privacy", "Input should be"),
+        (lambda f: f.update(type="rumour"), "type", "Input should be"),
+        (lambda f: f.update(hits=-1), "hits", "greater than or equal"),
+        (lambda f: f.update(colour="blue"), "colour", "Extra inputs"),
+        (lambda f: f.update(sources=[{"session": "s1"}]), "sources.0", "entry ids or a first/last span"),
+        (lambda f: f.update(valid_from="2026-05-01", valid_to="2026-01-01"), None, "valid_to is before valid_from"),
+        (lambda f: f.update(id="../escape"), "id", "must start with"),
+    ],
+)
 def test_loader_names_the_file_and_field_that_failed(tmp_path, mutate, field, needle):
     store = MemoryStore(tmp_path)
     written = store.write(record(id="good"), "fine")
@@ -95,16 +117,24 @@ def test_duplicate_ids_are_reported(tmp_path):
     assert loaded.failures[0].field == "id" and "duplicate id 'dup'" in loaded.failures[0].message
 
 
-yaml_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)),
-                           lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                   st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                           max_leaves=8)
+yaml_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(front=st.dictionaries(st.sampled_from(["id", "type", "tags", "created", "authority", "privacy", "hits",
-                                              "sources", "valid_to", "junk"]), yaml_values, max_size=8),
-       raw=st.text(max_size=60))
+@given(
+    front=st.dictionaries(
+        st.sampled_from(
+            ["id", "type", "tags", "created", "authority", "privacy", "hits", "sources", "valid_to", "junk"]
+        ),
+        yaml_values,
+        max_size=8,
+    ),
+    raw=st.text(max_size=60),
+)
 def test_fuzzed_front_matter_loads_or_is_reported(tmp_path_factory, front, raw):
     root = tmp_path_factory.mktemp("mem")
     store = MemoryStore(root)

@@ -11,8 +11,9 @@ KNOWN = {"k": int, "floor": float, "sentences": bool, "mode": str, "weights.expe
 
 
 def test_values_are_typed_by_what_they_set():
-    values = parse_assignments(["k=8", "floor=0.25", "sentences=off", "mode=hybrid", "weights.experience=0"],
-                               known=KNOWN)
+    values = parse_assignments(
+        ["k=8", "floor=0.25", "sentences=off", "mode=hybrid", "weights.experience=0"], known=KNOWN
+    )
     assert values == {"k": 8, "floor": 0.25, "sentences": False, "mode": "hybrid", "weights.experience": 0.0}
     assert type(values["k"]) is int and type(values["weights.experience"]) is float
 
@@ -22,8 +23,19 @@ def test_without_known_names_values_stay_strings_and_dashes_become_underscores()
     assert parse_assignments(None) == {} and parse_assignments([]) == {}
 
 
-@pytest.mark.parametrize("word, value", [("1", True), ("true", True), ("YES", True), ("On", True),
-                                         ("0", False), ("false", False), ("no", False), ("OFF", False)])
+@pytest.mark.parametrize(
+    "word, value",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("On", True),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        ("OFF", False),
+    ],
+)
 def test_bool_words(word, value):
     assert coerce(word, bool) is value
 
@@ -48,15 +60,16 @@ def test_errors_read_flag_item_reason():
 def test_unknown_names_are_refused_with_the_known_ones_listed():
     with pytest.raises(ParameterError) as info:
         parse_assignments(["florr=0.2"], flag="--weight", known=KNOWN)
-    assert str(info.value) == ("--weight 'florr=0.2': unknown name 'florr'; "
-                               "known: floor, k, mode, sentences, weights.experience")
+    assert str(info.value) == (
+        "--weight 'florr=0.2': unknown name 'florr'; known: floor, k, mode, sentences, weights.experience"
+    )
 
 
 def test_a_name_given_twice_is_refused():
     with pytest.raises(ParameterError, match=r"^--set 'k=3': 'k' is given twice$"):
         parse_assignments(["k=2", "k=3"], known=KNOWN)
     with pytest.raises(ParameterError, match="given twice"):
-        parse_assignments(["top-k=2", "top_k=3"])   # the same name once normalized
+        parse_assignments(["top-k=2", "top_k=3"])  # the same name once normalized
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "NaN", "Infinity"])

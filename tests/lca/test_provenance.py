@@ -16,4 +16,4 @@ def test_code_version_is_the_package_version_plus_the_revision_in_a_checkout():
     assert version.startswith(__version__)
     if (REPO / ".git").exists():
         assert re.fullmatch(re.escape(__version__) + r"\+g[0-9a-f]{7,12}(\.dirty)?", version)
-    assert code_version() is version   # computed once per process
+    assert code_version() is version  # computed once per process

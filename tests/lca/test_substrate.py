@@ -18,8 +18,13 @@ from lca.substrate import Substrate
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 
-LINES = ["Ana's pottery class teacher is Clara.", "Clara moved to Lisbon for a visa.", "Ana sprained her wrist.",
-         "They ate custard tarts in Belem.", "The cat is called Pebble."]
+LINES = [
+    "Ana's pottery class teacher is Clara.",
+    "Clara moved to Lisbon for a visa.",
+    "Ana sprained her wrist.",
+    "They ate custard tarts in Belem.",
+    "The cat is called Pebble.",
+]
 
 
 @pytest.fixture
@@ -29,8 +34,13 @@ def store(tmp_path):
 
 
 def fact(memory_id: str) -> MemoryRecord:
-    return MemoryRecord(id=memory_id, type=MemoryType.FACT, created=datetime(2026, 1, 1),
-                        authority=Authority.REVIEWED, privacy=Privacy.PRIVATE)
+    return MemoryRecord(
+        id=memory_id,
+        type=MemoryType.FACT,
+        created=datetime(2026, 1, 1),
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+    )
 
 
 def test_reindex_deletes_the_derived_index_and_restores_the_same_results(store):
@@ -100,19 +110,31 @@ def test_token_counts_come_from_the_host_when_given(tmp_path):
 
 def test_health_is_composed_from_the_facades_own_stores(store):
     store.append([make_entry("s1", 1, LINES[0])])
-    composed = store_health(layout=store.layout, transcript=store.transcript, memory=store.memory, index=store.index,
-                            embedder=store.embedder, ledger=store.ledger, count_tokens=store.count_tokens,
-                            critical_budget=store.critical_budget)
+    composed = store_health(
+        layout=store.layout,
+        transcript=store.transcript,
+        memory=store.memory,
+        index=store.index,
+        embedder=store.embedder,
+        ledger=store.ledger,
+        count_tokens=store.count_tokens,
+        critical_budget=store.critical_budget,
+    )
     report = store.health()
-    assert [(c.name, c.status, c.detail) for c in report.checks] == \
-        [(c.name, c.status, c.detail) for c in composed.checks]
+    assert [(c.name, c.status, c.detail) for c in report.checks] == [
+        (c.name, c.status, c.detail) for c in composed.checks
+    ]
     assert report.store == str(store.home)
 
 
 def test_a_cycle_is_handed_the_facades_stores_and_sees_a_wrapped_recall(store, monkeypatch):
     stores = store.cycle_stores()
-    assert (stores.transcript, stores.memory, stores.index, stores.ledger) == \
-        (store.transcript, store.memory, store.index, store.ledger)
+    assert (stores.transcript, stores.memory, stores.index, stores.ledger) == (
+        store.transcript,
+        store.memory,
+        store.index,
+        store.ledger,
+    )
     assert stores.layout == store.layout and stores.recall_config is store.recall_config
     calls = []
     real = store.recall
@@ -120,10 +142,11 @@ def test_a_cycle_is_handed_the_facades_stores_and_sees_a_wrapped_recall(store, m
     def counted(context, *, config=None):
         calls.append(config)
         return real(context, config=config)
-    monkeypatch.setattr(store, "recall", counted)   # wrapped after the stores were handed over
+
+    monkeypatch.setattr(store, "recall", counted)  # wrapped after the stores were handed over
     config = RecallConfig(floor=0.01)
     stores.recall(RecallContext(query="tea"), config)
     assert calls == [config]
     stores.append([make_entry("s9", 1, "appended by a cycle")])
-    assert store.search("appended cycle", k=1) == []   # a cycle's appends are not indexed until its ingest
+    assert store.search("appended cycle", k=1) == []  # a cycle's appends are not indexed until its ingest
     assert stores.ingest().entries_indexed == 1

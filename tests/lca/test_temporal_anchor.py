@@ -8,7 +8,7 @@ from lca.temporal_anchor import anchor_weight, temporal_anchor
 
 
 def test_temporal_anchors_read_relative_times_against_the_question_date():
-    asked = datetime(2023, 4, 22, 8, 1)   # a Saturday
+    asked = datetime(2023, 4, 22, 8, 1)  # a Saturday
     assert temporal_anchor("Who did I go with last Saturday?", asked).target == datetime(2023, 4, 15)
     assert temporal_anchor("What did I plant two weeks ago?", asked).target == datetime(2023, 4, 8)
     assert temporal_anchor("What happened 5 days ago?", asked).target == datetime(2023, 4, 17)
@@ -30,16 +30,16 @@ def test_absolute_dates_anchor_the_days_that_tell_of_them():
     month = temporal_anchor("What did Maria donate in December 2023?", None)
     assert all(anchor_weight(month, datetime(2023, 12, d)) > 0 for d in (1, 16, 31))
     assert anchor_weight(month, datetime(2024, 1, 5)) == 0.0 and anchor_weight(month, datetime(2023, 11, 25)) == 0.0
-    assert temporal_anchor("What happened on 31 June, 2023?", None).expression == "June, 2023"   # no such day
-    assert temporal_anchor("What did I do on May 8?", None) is None   # no year: too loose to anchor
-    asked = datetime(2023, 4, 22)   # a relative time wins over an absolute date in the same question
+    assert temporal_anchor("What happened on 31 June, 2023?", None).expression == "June, 2023"  # no such day
+    assert temporal_anchor("What did I do on May 8?", None) is None  # no year: too loose to anchor
+    asked = datetime(2023, 4, 22)  # a relative time wins over an absolute date in the same question
     assert temporal_anchor("What did I buy two weeks ago, on 1 May, 2022?", asked).target == datetime(2023, 4, 8)
 
 
 def test_last_week_and_last_weekend_point_at_their_days():
-    asked = datetime(2023, 4, 19, 15)   # a Wednesday
+    asked = datetime(2023, 4, 19, 15)  # a Wednesday
     week = temporal_anchor("What did I cook last week?", asked)
     assert week.target == datetime(2023, 4, 12) and week.tolerance_days == 4.5
     weekend = temporal_anchor("Where did we hike last weekend?", asked)
-    assert weekend.target == datetime(2023, 4, 15, 12)   # between Saturday and Sunday
+    assert weekend.target == datetime(2023, 4, 15, 12)  # between Saturday and Sunday
     assert anchor_weight(weekend, datetime(2023, 4, 16, 9)) > 0 and anchor_weight(weekend, None) == 0.0

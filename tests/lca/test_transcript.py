@@ -103,8 +103,12 @@ def test_malformed_middle_line_is_quarantined_not_dropped(tmp_path):
 
 def test_wire_errors_name_the_field():
     wire = make_entry("s", 1).to_wire()
-    for field, value, needle in [("kind", "shout", "unknown kind"), ("ts", 5, "must be a string"),
-                                 ("v", 2, "unsupported wire version"), ("extra", 1, "unknown field")]:
+    for field, value, needle in [
+        ("kind", "shout", "unknown kind"),
+        ("ts", 5, "must be a string"),
+        ("v", 2, "unsupported wire version"),
+        ("extra", 1, "unknown field"),
+    ]:
         bad = dict(wire, **{field: value})
         with pytest.raises(RecordFormatError) as info:
             entry_from_wire(bad, path="f.jsonl", line=4)
@@ -114,8 +118,17 @@ def test_wire_errors_name_the_field():
 @pytest.mark.parametrize("trial", range(24))
 def test_sigkill_mid_append_loses_no_acknowledged_entry(tmp_path, trial):
     rng = random.Random(trial)
-    child = subprocess.Popen([sys.executable, str(REPO / "tests" / "helpers" / "append_child.py"), str(tmp_path),
-                              "crash-session", str(trial)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "tests" / "helpers" / "append_child.py"),
+            str(tmp_path),
+            "crash-session",
+            str(trial),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.3 + rng.random() * 0.5)
     child.send_signal(signal.SIGKILL)
     out, _ = child.communicate()
@@ -130,7 +143,7 @@ def test_sigkill_mid_append_loses_no_acknowledged_entry(tmp_path, trial):
     record = store.recover("crash-session")
     assert (record.size if record else 0) == torn_expected
     if record:
-        assert (tmp_path / "quarantine" / record.quarantine_file).read_bytes() == raw[len(raw) - torn_expected:]
+        assert (tmp_path / "quarantine" / record.quarantine_file).read_bytes() == raw[len(raw) - torn_expected :]
     read = store.read("crash-session")
     ids = [e.id for e in read.entries]
     assert read.malformed == ()
@@ -140,15 +153,18 @@ def test_sigkill_mid_append_loses_no_acknowledged_entry(tmp_path, trial):
 
 line_strategy = st.one_of(
     st.binary(max_size=80).filter(lambda b: b"\n" not in b),
-    st.dictionaries(st.sampled_from(["v", "id", "session_id", "kind", "ts", "content", "hash", "meta", "x"]),
-                    st.one_of(st.none(), st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=2)),
-                    max_size=9).map(lambda d: json.dumps(d).encode()),
+    st.dictionaries(
+        st.sampled_from(["v", "id", "session_id", "kind", "ts", "content", "hash", "meta", "x"]),
+        st.one_of(st.none(), st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=2)),
+        max_size=9,
+    ).map(lambda d: json.dumps(d).encode()),
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(junk=st.lists(line_strategy, min_size=1, max_size=6), positions=st.lists(st.integers(0, 3), min_size=6,
-                                                                                    max_size=6))
+@given(
+    junk=st.lists(line_strategy, min_size=1, max_size=6), positions=st.lists(st.integers(0, 3), min_size=6, max_size=6)
+)
 def test_malformed_lines_never_crash_the_reader_and_are_all_accounted(tmp_path_factory, junk, positions):
     root = tmp_path_factory.mktemp("fuzz")
     good = [make_entry("f", n) for n in range(1, 4)]

@@ -29,15 +29,22 @@ def test_canonical_json_does_not_depend_on_key_order_or_spacing():
 def test_times_are_read_as_utc():
     assert parse_timestamp("2026-01-01T10:00:00Z") == datetime(2026, 1, 1, 10, tzinfo=UTC)
     assert parse_timestamp("2026/01/01 12:00:00+02:00") == datetime(2026, 1, 1, 10, tzinfo=UTC)
-    assert parse_timestamp("2026-01-01") == datetime(2026, 1, 1, tzinfo=UTC)   # naive is UTC
+    assert parse_timestamp("2026-01-01") == datetime(2026, 1, 1, tzinfo=UTC)  # naive is UTC
     assert parse_timestamp("yesterday-ish") is None and parse_timestamp(None) is None and parse_timestamp("") is None
     aware = datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=2)))
     assert as_utc(aware) == aware and as_utc(aware).utcoffset() == timedelta(0)
 
 
 def test_the_content_hash_covers_every_field_and_is_carried_on_the_wire():
-    entry = TranscriptEntry(id="s:1", session_id="s", agent_id="a", kind=EntryKind.USER_TURN,
-                            timestamp="2026-01-01T00:00:00", content="hello", meta={"k": 1})
+    entry = TranscriptEntry(
+        id="s:1",
+        session_id="s",
+        agent_id="a",
+        kind=EntryKind.USER_TURN,
+        timestamp="2026-01-01T00:00:00",
+        content="hello",
+        meta={"k": 1},
+    )
     wire = entry.to_wire()
     assert wire["hash"] == entry.content_hash and entry.content_hash.startswith("sha256:")
     assert wire["kind"] == "user_turn" and wire["ts"] == "2026-01-01T00:00:00"

@@ -19,8 +19,9 @@ def lca(*args: str, store: Path | None = None, check: bool = False) -> subproces
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if store is not None:
         env["LCA_HOME"] = str(store)
-    result = subprocess.run([sys.executable, "-m", "protocols.cli", *args], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "protocols.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -33,8 +34,9 @@ def test_ingest_search_health_and_errors_through_the_cli(tmp_path):
     assert report["entries_appended"] == 16 and report["index"]["new_chunks"] == 16
     assert report["imports"][0]["source_sha256"]
 
-    found = json.loads(lca("search", "the climbing gym near the river", "-k", "3", "--json", store=store,
-                           check=True).stdout)
+    found = json.loads(
+        lca("search", "the climbing gym near the river", "-k", "3", "--json", store=store, check=True).stdout
+    )
     assert found["embedder"].startswith("sentence-transformers/all-MiniLM-L6-v2@")
     gold = next(h for h in found["hits"] if "Granite Loft" in h["text"])  # the evidence turn, D1:6, in the top 3
     assert gold["pointer"]["session_id"] == "locomo:fixture-1:session_1"
@@ -70,8 +72,14 @@ def test_reindex_through_the_cli_gives_identical_results(tmp_path):
 
 def test_main_job_runs_on_the_fixture_and_finds_the_evidence(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run([sys.executable, "-m", "protocols.demo", "--data", str(FIXTURE), "--out", str(tmp_path)],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "protocols.demo", "--data", str(FIXTURE), "--out", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["health"]["healthy"] is True
@@ -84,19 +92,28 @@ def test_main_job_runs_on_the_fixture_and_finds_the_evidence(tmp_path):
 def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
     store = tmp_path / "store"
     lca("ingest", "--format", "locomo", "--quiet", str(FIXTURE), store=store, check=True)
-    out = lca("recall", "Ana adopted a grey cat from the shelter and named her", "--explain", "--floor", "0.3",
-              store=store, check=True).stdout
+    out = lca(
+        "recall",
+        "Ana adopted a grey cat from the shelter and named her",
+        "--explain",
+        "--floor",
+        "0.3",
+        store=store,
+        check=True,
+    ).stdout
     assert out.startswith("<recalled-context") and "Pebble" in out.split("</recalled-context>")[0]
     assert "simil" in out and "risk" in out and "INJECTED" in out and "tilt bound" in out
-    data = json.loads(lca("recall", "Pebble the cat", "--json", "--weight", "temporal=0", store=store,
-                          check=True).stdout)
+    data = json.loads(
+        lca("recall", "Pebble the cat", "--json", "--weight", "temporal=0", store=store, check=True).stdout
+    )
     assert data["weights"]["temporal"] == 0.0
     assert all(c["injected"] or c["why_not"] for c in data["candidates"])
     bad = lca("recall", "cat", "--weight", "gravity=1", store=store)
     assert bad.returncode == 2 and "gravity" in bad.stderr
     negative = lca("recall", "cat", "--budget", "-1", store=store)
     assert negative.returncode == 2 and "token_budget" in negative.stderr
-    fitted = json.loads(lca("calibrate-floor", "--positives", "12", "--json", "--write", store=store,
-                            check=True).stdout)
+    fitted = json.loads(
+        lca("calibrate-floor", "--positives", "12", "--json", "--write", store=store, check=True).stdout
+    )
     assert fitted["negatives"] == 50 and 0.0 < fitted["floor"] < 1.0
     assert f"floor: {fitted['floor']}" in (store / "recall.yaml").read_text()

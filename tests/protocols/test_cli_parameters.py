@@ -60,40 +60,67 @@ def test_bench_help_lists_every_registered_benchmark(capsys):
 
 def test_an_unknown_param_exits_2_naming_it_without_a_traceback():
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    result = subprocess.run([sys.executable, "-m", "protocols.cli", "run", "continuity", "--conditions", "full-lca",
-                             "--model", "x/y", "--param", "gravity_well=1"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "protocols.cli",
+            "run",
+            "continuity",
+            "--conditions",
+            "full-lca",
+            "--model",
+            "x/y",
+            "--param",
+            "gravity_well=1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
-    assert result.stderr.startswith("lca: error: --param 'gravity_well=1': condition 'full-lca' has no parameter "
-                                    "'gravity_well'")
+    assert result.stderr.startswith(
+        "lca: error: --param 'gravity_well=1': condition 'full-lca' has no parameter 'gravity_well'"
+    )
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--param", "weights.gravity=1"], "--param 'weights.gravity=1': unknown weight 'gravity'"),
-    (["--param", "weights.experience=lots"], "--param 'weights.experience=lots': takes a number, not 'lots'"),
-    (["--param", "weights.experience=-1"], "--param 'weights.experience=-1': field 'experience': weight must"),
-    (["--param", "budget_tokens=many"], "--param 'budget_tokens=many': takes an integer, not 'many'"),
-    (["--param", "policy.fast=1"], "only 'weights' takes dotted names"),
-    (["--param", "policy"], "--param 'policy': expected NAME=VALUE"),
-    (["--param", "policy=adaptive", "--param", "policy=none"], "'policy' is given twice"),
-    (["-T", "params=gravity=1"], "-T params 'gravity=1': condition 'full-lca' has no parameter 'gravity'"),
-    (["-T", "seed=soon"], "-T 'seed=soon': takes an integer, not 'soon'"),
-    (["-T", "condition=stateless"], "-T 'condition=stateless': unknown name 'condition'"),
-    (["--role", "judge=x/y"], "--role 'judge=x/y': unknown name 'judge'; known: grader, reviewer, summarizer"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--param", "weights.gravity=1"], "--param 'weights.gravity=1': unknown weight 'gravity'"),
+        (["--param", "weights.experience=lots"], "--param 'weights.experience=lots': takes a number, not 'lots'"),
+        (["--param", "weights.experience=-1"], "--param 'weights.experience=-1': field 'experience': weight must"),
+        (["--param", "budget_tokens=many"], "--param 'budget_tokens=many': takes an integer, not 'many'"),
+        (["--param", "policy.fast=1"], "only 'weights' takes dotted names"),
+        (["--param", "policy"], "--param 'policy': expected NAME=VALUE"),
+        (["--param", "policy=adaptive", "--param", "policy=none"], "'policy' is given twice"),
+        (["-T", "params=gravity=1"], "-T params 'gravity=1': condition 'full-lca' has no parameter 'gravity'"),
+        (["-T", "seed=soon"], "-T 'seed=soon': takes an integer, not 'soon'"),
+        (["-T", "condition=stateless"], "-T 'condition=stateless': unknown name 'condition'"),
+        (["--role", "judge=x/y"], "--role 'judge=x/y': unknown name 'judge'; known: grader, reviewer, summarizer"),
+    ],
+)
 def test_run_refuses_bad_parameters_in_one_line_before_anything_loads(argv, expected, capsys, tmp_path):
     log_dir = tmp_path / "logs"
-    assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "--log-dir", str(log_dir),
-                     *argv]) == 2
+    assert (
+        cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "--log-dir", str(log_dir), *argv])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("lca: error: ") and expected in err and len(err.strip().splitlines()) == 1
     assert not log_dir.exists()
 
 
 def test_a_param_is_checked_against_every_listed_condition(capsys):
-    assert cli.main(["run", "continuity", "--conditions", "full-lca,stateless", "--model", "x/y",
-                     "--param", "policy=adaptive"]) == 2
+    assert (
+        cli.main(
+            ["run", "continuity", "--conditions", "full-lca,stateless", "--model", "x/y", "--param", "policy=adaptive"]
+        )
+        == 2
+    )
     assert "condition 'stateless' has no parameter 'policy'; it takes: budget_tokens" in capsys.readouterr().err
 
 
@@ -102,25 +129,32 @@ def test_params_file_with_nested_weights_reaches_the_conditions_parameters(tmp_p
     from protocols.evals import protocol_task
 
     params = tmp_path / "ablation.yaml"
-    params.write_text("policy: adaptive\nbudget_tokens: 800\nverify: false\n"
-                      "weights:\n  experience: 0\n  temporal: 0.5\n")
-    (task,) = build_tasks(protocol_task("continuity"), ["full-lca"], params_file=str(params),
-                          params=["weights.temporal=0", "budget_tokens=900"])
+    params.write_text(
+        "policy: adaptive\nbudget_tokens: 800\nverify: false\nweights:\n  experience: 0\n  temporal: 0.5\n"
+    )
+    (task,) = build_tasks(
+        protocol_task("continuity"),
+        ["full-lca"],
+        params_file=str(params),
+        params=["weights.temporal=0", "budget_tokens=900"],
+    )
     resolved = task.metadata["condition_params"]
     assert resolved["policy"] == "adaptive" and resolved["verify"] == 0
-    assert resolved["budget_tokens"] == 900                              # --param overrides the file
-    assert resolved["weights"] == "experience=0.0,temporal=0.0"         # dotted --param beats the file's weight
+    assert resolved["budget_tokens"] == 900  # --param overrides the file
+    assert resolved["weights"] == "experience=0.0,temporal=0.0"  # dotted --param beats the file's weight
 
 
 def test_params_file_errors_name_the_file(tmp_path, capsys):
     params = tmp_path / "bad.yaml"
     params.write_text("weights:\n  gravity: 1\n")
-    assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y",
-                     "--params-file", str(params)]) == 2
+    assert (
+        cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "--params-file", str(params)]) == 2
+    )
     assert f"--params-file {params} 'weights.gravity=1': unknown weight 'gravity'" in capsys.readouterr().err
     params.write_text("- policy: adaptive\n")
-    assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y",
-                     "--params-file", str(params)]) == 2
+    assert (
+        cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "--params-file", str(params)]) == 2
+    )
     assert "bad.yaml" in capsys.readouterr().err
 
 
@@ -128,8 +162,11 @@ def test_the_older_task_parameter_string_still_reaches_the_condition():
     from protocols.cli.run import build_tasks
     from protocols.evals import protocol_task
 
-    (task,) = build_tasks(protocol_task("continuity"), ["full-lca"],
-                          task_args=["params=weights=experience=0,temporal=0;policy=adaptive", "seed=3"])
+    (task,) = build_tasks(
+        protocol_task("continuity"),
+        ["full-lca"],
+        task_args=["params=weights=experience=0,temporal=0;policy=adaptive", "seed=3"],
+    )
     assert task.metadata["condition_params"]["weights"] == "experience=0.0,temporal=0.0"
     assert task.metadata["condition_params"]["policy"] == "adaptive"
     assert task.metadata["seed"] == 3
@@ -139,7 +176,10 @@ def test_harness_parse_params_types_through_the_parameter_language():
     from protocols.harness.solvers import parse_params
 
     assert parse_params("full-lca", "budget_tokens=800; floor=0.3;weights=experience=0,temporal=0") == {
-        "budget_tokens": 800, "floor": 0.3, "weights": "experience=0,temporal=0"}
+        "budget_tokens": 800,
+        "floor": 0.3,
+        "weights": "experience=0,temporal=0",
+    }
     assert parse_params("stateless", "") == {}
     with pytest.raises(ParameterError, match=r"condition 'stateless' parameter 'policy=x': unknown name 'policy'"):
         parse_params("stateless", "policy=x")
@@ -164,14 +204,16 @@ def test_recall_weights_parse_through_the_parameter_language():
 
 
 def test_store_commands_import_neither_the_harness_nor_inspect():
-    code = ("import sys\n"
-            "from protocols.cli import build_parser\n"
-            "from protocols.cli.governance import _generator\n"
-            "build_parser().parse_args(['checkpoint', '--model', 'lca-local/smollm2'])\n"
-            "generator = _generator('lca-local/smollm2', threads=1, seed=0, timeout=None, role='summarizer')\n"
-            "assert type(generator).__name__ == 'LlamaCppGenerator', generator\n"
-            "loaded = sorted(m for m in sys.modules if m.startswith(('protocols.harness', 'inspect_ai')))\n"
-            "assert not loaded, loaded\n")
+    code = (
+        "import sys\n"
+        "from protocols.cli import build_parser\n"
+        "from protocols.cli.governance import _generator\n"
+        "build_parser().parse_args(['checkpoint', '--model', 'lca-local/smollm2'])\n"
+        "generator = _generator('lca-local/smollm2', threads=1, seed=0, timeout=None, role='summarizer')\n"
+        "assert type(generator).__name__ == 'LlamaCppGenerator', generator\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('protocols.harness', 'inspect_ai')))\n"
+        "assert not loaded, loaded\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
 

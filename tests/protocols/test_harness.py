@@ -53,15 +53,24 @@ def test_scenario_file_loads_into_one_sample_per_probe_with_gold_kept_for_scorer
     assert entries[0]["id"] == "family-facts.s1:1" and entries[1]["kind"] == "assistant_turn"
 
 
-@pytest.mark.parametrize("mutate,where", [
-    (lambda d: "{not json", "line 2"),
-    (lambda d: json.dumps({**d, "schema_version": 2}), "field 'schema_version'"),
-    (lambda d: json.dumps({**d, "probes": [{**d["probes"][0], "evidence": [{"session": "s9", "turn": 1}]}]}),
-     "is not in the history"),
-    (lambda d: json.dumps({**d, "sessions": [{**d["sessions"][0], "turns": [{"role": "robot", "content": "x"}]}]}),
-     "field 'sessions.0.turns.0.role'"),
-    (lambda d: json.dumps({**d, "surprise": 1}), "field 'surprise'"),
-])
+@pytest.mark.parametrize(
+    "mutate,where",
+    [
+        (lambda d: "{not json", "line 2"),
+        (lambda d: json.dumps({**d, "schema_version": 2}), "field 'schema_version'"),
+        (
+            lambda d: json.dumps({**d, "probes": [{**d["probes"][0], "evidence": [{"session": "s9", "turn": 1}]}]}),
+            "is not in the history",
+        ),
+        (
+            lambda d: json.dumps(
+                {**d, "sessions": [{**d["sessions"][0], "turns": [{"role": "robot", "content": "x"}]}]}
+            ),
+            "field 'sessions.0.turns.0.role'",
+        ),
+        (lambda d: json.dumps({**d, "surprise": 1}), "field 'surprise'"),
+    ],
+)
 def test_a_broken_scenario_file_is_refused_naming_file_line_and_field(tmp_path, mutate, where):
     lines = SCENARIOS.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
@@ -83,14 +92,18 @@ def test_eval_runs_conditions_and_records_substrate_measures_and_provenance(tmp_
 
     from protocols.evals.continuity.continuity import continuity
 
-    logs = inspect_eval([continuity(condition="stateless"), continuity(condition="transcript-recall",
-                                                                     params="floor=0.0")],
-                        model=fake_agent(), limit=4, log_dir=str(tmp_path), display="none")
+    logs = inspect_eval(
+        [continuity(condition="stateless"), continuity(condition="transcript-recall", params="floor=0.0")],
+        model=fake_agent(),
+        limit=4,
+        log_dir=str(tmp_path),
+        display="none",
+    )
     by_task = {log.eval.task: log for log in logs}
     assert all(log.status == "success" for log in logs)
     stateless, recall = by_task["continuity-stateless"], by_task["continuity-transcript-recall"]
 
-    def metric(log, scorer, name):   # a dict-valued scorer reports one entry per key
+    def metric(log, scorer, name):  # a dict-valued scorer reports one entry per key
         result = next(r for r in log.results.scores if r.name == name and r.scorer == scorer)
         return result.metrics["mean"].value
 
@@ -111,11 +124,12 @@ def test_roles_fall_back_to_the_agent_model(tmp_path, fake_embedder_for_samples)
 
     from protocols.evals.continuity.continuity import continuity
 
-    (log,) = inspect_eval(continuity(condition="summary"), model=fake_agent(), limit=1, log_dir=str(tmp_path),
-                          display="none")
+    (log,) = inspect_eval(
+        continuity(condition="summary"), model=fake_agent(), limit=1, log_dir=str(tmp_path), display="none"
+    )
     assert log.status == "success"
     packet = log.samples[0].scores["substrate"].metadata["packet"]
-    assert packet["role_calls"]["summarizer"] >= 2     # one summary per session, by the agent model
+    assert packet["role_calls"]["summarizer"] >= 2  # one summary per session, by the agent model
     assert packet["items"] and packet["items"][-1]["kind"] == "summary"
 
 
@@ -124,12 +138,24 @@ def test_lca_run_refuses_unknown_names_and_unresolvable_models_before_any_sample
     assert "unknown condition 'telepathy'; known: adversarial-summary" in capsys.readouterr().err
     assert cli.main(["run", "hollow-copy-9", "--conditions", "stateless", "--model", "x/y"]) == 2
     assert "unknown protocol 'hollow-copy-9'; known: continuity" in capsys.readouterr().err
-    assert cli.main(["run", "continuity", "--conditions", "stateless", "--model", "nosuchprovider/model",
-                     "--log-dir", str(tmp_path / "logs")]) == 2
+    assert (
+        cli.main(
+            [
+                "run",
+                "continuity",
+                "--conditions",
+                "stateless",
+                "--model",
+                "nosuchprovider/model",
+                "--log-dir",
+                str(tmp_path / "logs"),
+            ]
+        )
+        == 2
+    )
     assert "cannot be resolved" in capsys.readouterr().err
     assert not (tmp_path / "logs").exists()
-    assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "-T",
-                     "params=gravity=1"]) == 2
+    assert cli.main(["run", "continuity", "--conditions", "full-lca", "--model", "x/y", "-T", "params=gravity=1"]) == 2
     assert "has no parameter 'gravity'" in capsys.readouterr().err
 
 
@@ -153,22 +179,22 @@ def test_shared_role_calls_run_an_identical_call_once_even_when_asked_concurrent
     started.wait(5)
     second = threading.Thread(target=lambda: results.append(shared.run("k", slow_call)))
     second.start()
-    time.sleep(0.05)          # the second asker is now waiting on the first call
+    time.sleep(0.05)  # the second asker is now waiting on the first call
     release.set()
     first.join(5)
     second.join(5)
     assert ran == ["slow"] and sorted(results) == [("summary", False), ("summary", True)]
     assert shared.run("k", lambda: "other") == ("summary", True)
-    assert shared.run("j", lambda: "other") == ("other", False)   # another prompt is another call
+    assert shared.run("j", lambda: "other") == ("other", False)  # another prompt is another call
 
     def failing():
         raise RuntimeError("fake model failure")
 
     with pytest.raises(RuntimeError):
         shared.run("f", failing)
-    assert shared.run("f", lambda: "retried") == ("retried", False)   # a failure is not remembered
+    assert shared.run("f", lambda: "retried") == ("retried", False)  # a failure is not remembered
     shared.run("m", lambda: "x")
-    assert len(shared._calls) <= 2   # bounded: the oldest finished calls go first
+    assert len(shared._calls) <= 2  # bounded: the oldest finished calls go first
 
 
 def test_samples_of_one_history_share_the_summarizer_calls(tmp_path, fake_embedder_for_samples, monkeypatch):
@@ -190,16 +216,17 @@ def test_samples_of_one_history_share_the_summarizer_calls(tmp_path, fake_embedd
     scenarios, _ = load_scenarios(SCENARIOS)
     probes = len(scenarios[0].probes)
     assert probes >= 2
-    (log,) = inspect_eval(continuity(condition="summary"), model=agent, limit=probes, log_dir=str(tmp_path),
-                          display="none")
+    (log,) = inspect_eval(
+        continuity(condition="summary"), model=agent, limit=probes, log_dir=str(tmp_path), display="none"
+    )
     assert log.status == "success"
     packets = [s.scores["substrate"].metadata["packet"] for s in log.samples]
     asked = sum(p["role_calls"]["summarizer"] for p in packets)
     shared_calls = sum(p["role_calls_shared"]["summarizer"] for p in packets)
-    assert len(prompts) == len(set(prompts)) == asked - shared_calls   # each distinct prompt reached the model once
+    assert len(prompts) == len(set(prompts)) == asked - shared_calls  # each distinct prompt reached the model once
     assert asked == probes * packets[0]["role_calls"]["summarizer"] and shared_calls == asked - len(prompts) > 0
     summaries = {next(i["text"] for i in p["items"] if i["kind"] == "summary") for p in packets}
-    assert len(summaries) == 1   # every probe of the history sees the one summary of it
+    assert len(summaries) == 1  # every probe of the history sees the one summary of it
 
 
 def test_the_shared_embedder_embeds_a_text_once_per_process(monkeypatch):
@@ -216,7 +243,7 @@ def test_the_shared_embedder_embeds_a_text_once_per_process(monkeypatch):
     monkeypatch.setattr(solvers, "_EMBEDDER", None)
     shared = solvers.shared_embedder()
     assert solvers.shared_embedder() is shared
-    embedded.clear()   # the warm-up
+    embedded.clear()  # the warm-up
     first = shared.embed(["Caroline went to a support group.", "Melanie paints sunsets."])
     again = shared.embed(["Melanie paints sunsets.", "Caroline went to a support group.", "A new turn."])
     assert embedded == ["Caroline went to a support group.", "Melanie paints sunsets.", "A new turn."]

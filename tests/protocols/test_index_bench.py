@@ -17,7 +17,7 @@ TURNS = [
     "Which kitchen faucet should I buy for my sink? The old one drips all night long.",
     "Tax forms are due soon. My accountant wants the receipts by Friday morning.",
     "The garden needs water every day. Tomatoes are ripening early this summer.",
-    "Tax forms are due soon.",   # one sentence: the same text as another chunk's key
+    "Tax forms are due soon.",  # one sentence: the same text as another chunk's key
 ]
 QUERIES = ["I replaced my kitchen faucet", "tax receipts for the accountant", "ripe tomatoes in the garden"]
 
@@ -27,13 +27,14 @@ def test_top_owners_counts_each_owner_once_at_its_best_vector():
     owners = [(5,), (5,), (6, 7), (8,)]
     assert top_owners(scores, owners, 2) == [5, 6]
     assert top_owners(scores, owners, 3) == [5, 6, 7]
-    assert top_owners(scores, owners, 10) == [5, 6, 7, 8]   # fewer owners than k: all of them
+    assert top_owners(scores, owners, 10) == [5, 6, 7, 8]  # fewer owners than k: all of them
 
 
 @pytest.mark.parametrize("keyed", [False, True])
 def test_exact_baseline_ranks_chunks_as_dense_search_does(tmp_path, keyed):
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder(dimension=512, max_input_tokens=200),
-                   sentence_keys=keyed) as s:
+    with Substrate(
+        tmp_path, embedder=FakeHashingEmbedder(dimension=512, max_input_tokens=200), sentence_keys=keyed
+    ) as s:
         s.append([make_entry("s", i + 1, text) for i, text in enumerate(TURNS)])
         index = s.index
         matrix, row_ids = index.stored_vectors()
@@ -46,4 +47,4 @@ def test_exact_baseline_ranks_chunks_as_dense_search_does(tmp_path, keyed):
             assert top_owners(matrix @ qvec, owners, 3) == searched
             plain = row_ids[np.argsort(-(matrix @ qvec), kind="stable")[:3]].tolist()
             plain_differs |= plain != searched
-        assert plain_differs == keyed   # ranking raw vectors is only right for a store without keys
+        assert plain_differs == keyed  # ranking raw vectors is only right for a store without keys

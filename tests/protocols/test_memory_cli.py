@@ -19,8 +19,13 @@ from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    monkeypatch.setattr(cli_common, "open_store", lambda args, progress=False: Substrate(
-        home, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)))
+    monkeypatch.setattr(
+        cli_common,
+        "open_store",
+        lambda args, progress=False: Substrate(
+            home, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)
+        ),
+    )
     with Substrate(home, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as s:
         yield s
 
@@ -31,8 +36,10 @@ def review_ok(messages):
 
 def test_held_proposal_is_listed_and_approved_from_the_shell(store, capsys):
     store.append([make_entry("s1", 1, "Rule: always deploy through staging first.")])
-    store.checkpoint(FakeScriptedGenerator(lambda m: "rule | Always deploy through staging first. | 1"),
-                     reviewer=FakeScriptedGenerator(review_ok))
+    store.checkpoint(
+        FakeScriptedGenerator(lambda m: "rule | Always deploy through staging first. | 1"),
+        reviewer=FakeScriptedGenerator(review_ok),
+    )
     assert cli.main(["proposals", "--json"]) == 0
     (proposal,) = json.loads(capsys.readouterr().out)
     assert cli.main(["approve", proposal["id"], "--approver", "  "]) == 2
@@ -56,7 +63,7 @@ def test_schema_lifecycle_and_worldview_diff_from_the_shell(store, capsys):
     assert before["schemas"] == {"incident-rule": {"state": "trial", "version": 1}}
     t1 = str(max(e.at for e in __import__("lca.ledger", fromlist=["Ledger"]).Ledger(store.home).events()))
     assert cli.main(["schema", "establish", "incident-rule", "--approver", "dana"]) == 0
-    assert cli.main(["schema", "deprecate", "incident-rule"]) == 2          # a reason is required
+    assert cli.main(["schema", "deprecate", "incident-rule"]) == 2  # a reason is required
     assert cli.main(["schema", "deprecate", "incident-rule", "--reason", "replaced"]) == 0
     capsys.readouterr()
     assert cli.main(["ledger", "--diff", t1, "2100-01-01T00:00:00Z"]) == 0
@@ -75,14 +82,22 @@ def _store_with_prevented_events(store):
 
     from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 
-    store.memory.write(MemoryRecord(id="lesson-staging", type=MemoryType.LESSON, created=datetime(2026, 1, 1),
-                                    authority=Authority.REVIEWED, privacy=Privacy.PRIVATE),
-                       "Deploy through staging before production.")
+    store.memory.write(
+        MemoryRecord(
+            id="lesson-staging",
+            type=MemoryType.LESSON,
+            created=datetime(2026, 1, 1),
+            authority=Authority.REVIEWED,
+            privacy=Privacy.PRIVATE,
+        ),
+        "Deploy through staging before production.",
+    )
     turns = []
     for n in range(1, 13):
         kind = EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN
-        turns.append(make_entry("s1", n, f"turn {n}: " + ("deploy please" if n % 2 else "deploying via staging"),
-                                kind=kind))
+        turns.append(
+            make_entry("s1", n, f"turn {n}: " + ("deploy please" if n % 2 else "deploying via staging"), kind=kind)
+        )
     store.append(turns)
     for n in (2, 4, 6):
         store.experience.record("memory:lesson-staging", "prevented_mistake", span=f"s1#s1:{n}")
@@ -107,7 +122,7 @@ def test_prevented_audit_export_is_blind_seeded_and_mixed_with_controls(store, t
     assert all(k["span"] not in claimed_spans for k in controls)
     again = tmp_path / "again"
     cli.main(["audit", "prevented", "--sample", "2", "--seed", "3", "--out", str(again)])
-    assert (again / "items.csv").read_text() == (out / "items.csv").read_text()   # the seed fixes the draw
+    assert (again / "items.csv").read_text() == (out / "items.csv").read_text()  # the seed fixes the draw
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["events_available"] == 3 and manifest["seed"] == 3 and manifest["code_version"]
     capsys.readouterr()
@@ -141,7 +156,7 @@ def test_checkpoint_refuses_an_unresolvable_model_string_before_the_cycle(store,
     assert "cannot be resolved" in capsys.readouterr().err
     from lca.ledger import Ledger
 
-    assert Ledger(store.home).state().cycles == []   # nothing ran
+    assert Ledger(store.home).state().cycles == []  # nothing ran
 
 
 def test_a_sync_text_generator_reaches_inspect_models_from_plain_code():

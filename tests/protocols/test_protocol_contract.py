@@ -22,8 +22,18 @@ from tests.fakes import FakeHashingEmbedder
 from tests.protocols.test_harness import fake_agent
 
 PROTOCOLS = available_protocols()
-PROVENANCE = ("protocol", "version", "condition", "condition_params", "dataset", "dataset_sha256", "seed",
-              "code_version", "embedder", "created_at")
+PROVENANCE = (
+    "protocol",
+    "version",
+    "condition",
+    "condition_params",
+    "dataset",
+    "dataset_sha256",
+    "seed",
+    "code_version",
+    "embedder",
+    "created_at",
+)
 
 
 def readme_sections(text: str) -> dict[str, str]:
@@ -46,7 +56,7 @@ def test_metadata_and_folder_hold_the_contract(name):
     assert all(s.lower() in sections for s in README_SECTIONS)
     how = sections["how to run it"]
     assert f"lca run {name}" in how and f"inspect eval protocols/evals/{name}/{meta.task_file}" in how
-    for measure in meta.measures:   # every declared measure is defined in the README
+    for measure in meta.measures:  # every declared measure is defined in the README
         assert f"`{measure.name}`" in sections["measures"], measure.name
 
 
@@ -56,8 +66,9 @@ def test_default_config_is_the_task_signature(name):
     signature = pyinspect.signature(protocol_task(name))
     defaults = {p: v.default for p, v in signature.parameters.items()}
     assert set(meta.config) == set(defaults)
-    assert {k: v for k, v in meta.config.items() if k != meta.data_parameter} == \
-           {k: v for k, v in defaults.items() if k != meta.data_parameter}
+    assert {k: v for k, v in meta.config.items() if k != meta.data_parameter} == {
+        k: v for k, v in defaults.items() if k != meta.data_parameter
+    }
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
@@ -83,19 +94,19 @@ def test_task_runs_end_to_end_on_its_fixture_and_records_provenance(name, tmp_pa
     meta = protocol_metadata(name)
     fixture = REPO / meta.fixture
     monkeypatch.setattr(solvers, "_EMBEDDER", solvers.LockedEmbedder(FakeHashingEmbedder(max_input_tokens=200)))
-    task = protocol_task(name)(**{meta.data_parameter: str(fixture)}, condition="transcript-recall",
-                               params="floor=0.0")
+    task = protocol_task(name)(**{meta.data_parameter: str(fixture)}, condition="transcript-recall", params="floor=0.0")
     (log,) = inspect_eval(task, model=fake_agent(), limit=2, log_dir=str(tmp_path), display="none")
     assert log.status == "success" and len(log.samples) == 2
     recorded = log.eval.metadata
-    assert all(recorded.get(field) is not None for field in PROVENANCE), \
-        [f for f in PROVENANCE if recorded.get(f) is None]
+    assert all(recorded.get(field) is not None for field in PROVENANCE), [
+        f for f in PROVENANCE if recorded.get(f) is None
+    ]
     assert recorded["protocol"] == name and recorded["version"] == meta.version == log.eval.task_version
     assert recorded["condition"] == "transcript-recall" and recorded["condition_params"]["floor"] == 0.0
     assert recorded["dataset_sha256"] == file_sha256(fixture) and recorded["seed"] == 0
     assert recorded["embedder"] == FakeHashingEmbedder().embedder_id
     reported = {(r.scorer, r.name) for r in log.results.scores}
-    assert reported == {(m.scorer, m.name) for m in meta.measures}   # the log reports exactly the declared measures
+    assert reported == {(m.scorer, m.name) for m in meta.measures}  # the log reports exactly the declared measures
     assert all(s.output.usage is not None for s in log.samples)
 
 
@@ -113,16 +124,19 @@ def copied_root(tmp_path) -> Path:
 
 def test_an_alternative_root_is_discovered_and_a_complete_copy_holds(copied_root):
     registry = ProtocolRegistry(copied_root)
-    (copied_root / "notes").mkdir()   # a folder without eval.yaml is not a protocol
+    (copied_root / "notes").mkdir()  # a folder without eval.yaml is not a protocol
     assert registry.available() == ["locomo"] and registry.problems("locomo") == []
     assert callable(registry.task("locomo"))
 
 
-@pytest.mark.parametrize("missing,problem", [
-    ("README.md", "missing README.md"),
-    ("dataset.py", "missing dataset.py"),
-    ("locomo.py", "missing locomo.py"),
-])
+@pytest.mark.parametrize(
+    "missing,problem",
+    [
+        ("README.md", "missing README.md"),
+        ("dataset.py", "missing dataset.py"),
+        ("locomo.py", "missing locomo.py"),
+    ],
+)
 def test_a_folder_missing_a_required_file_breaks_the_contract(copied_root, missing, problem):
     (copied_root / "locomo" / missing).unlink()
     problems = ProtocolRegistry(copied_root).problems("locomo")
@@ -148,13 +162,16 @@ def test_a_readme_without_a_required_section_or_a_module_without_the_task_breaks
     assert any("no @task function 'locomo'" in p for p in problems)
 
 
-@pytest.mark.parametrize("edit,field", [
-    (lambda text: text + "surprise: 1\n", "surprise"),
-    (lambda text: text.replace("version: 1.0.0", "version: one"), "version"),
-    (lambda text: text.replace("kind: computed", "kind: guessed", 1), "measures.0.kind"),
-    (lambda text: text.replace("main_score: locomo_qa", "main_score: accuracy"), None),
-    (lambda text: text.replace("name: locomo\n", "name: other\n", 1), "name"),
-])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda text: text + "surprise: 1\n", "surprise"),
+        (lambda text: text.replace("version: 1.0.0", "version: one"), "version"),
+        (lambda text: text.replace("kind: computed", "kind: guessed", 1), "measures.0.kind"),
+        (lambda text: text.replace("main_score: locomo_qa", "main_score: accuracy"), None),
+        (lambda text: text.replace("name: locomo\n", "name: other\n", 1), "name"),
+    ],
+)
 def test_a_bad_eval_yaml_is_refused_naming_the_file_and_field(copied_root, edit, field):
     metadata = copied_root / "locomo" / "eval.yaml"
     metadata.write_text(edit(metadata.read_text()))

@@ -13,9 +13,8 @@ DEFAULT_WORK = Path("results/bench/work-index")
 SEED = 20240607
 TOP_K = 10
 WARMUP_QUERIES = 5
-SEQUENTIAL_OPS = ("hybrid", "baseline_numpy", "query_embedding", "faiss_search", "numpy_matmul_topk",
-                  "bm25_search")
-QUIET_OTHER_CORES = 0.35 # a query counts as uncontended when other processes used less than this
+SEQUENTIAL_OPS = ("hybrid", "baseline_numpy", "query_embedding", "faiss_search", "numpy_matmul_topk", "bm25_search")
+QUIET_OTHER_CORES = 0.35  # a query counts as uncontended when other processes used less than this
 TARGETS = {
     "hybrid_p50_ms": 15.0,
     "hybrid_p95_ms": 40.0,

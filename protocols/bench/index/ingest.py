@@ -34,7 +34,7 @@ class Selection:
     entries_nonempty: int
     chunks_expected: int
     seconds: float
-    report: Any   # the ImportReport of just these sessions
+    report: Any  # the ImportReport of just these sessions
 
     @property
     def session_ids(self) -> set[str]:
@@ -71,9 +71,14 @@ def select_sessions(dataset: Dataset, chunker, target_chunks: int) -> Selection:
                 chunks_selected += len(entry_chunks(entry, chunker))
     seconds = time.perf_counter() - started
     full = dataset.import_report
-    report = ImportReport(source=full.source, source_sha256=full.source_sha256, sessions=len(selected),
-                          entries=sum(len(s.entries) for s in selected), repaired=full.repaired,
-                          unparsed=list(full.unparsed))
+    report = ImportReport(
+        source=full.source,
+        source_sha256=full.source_sha256,
+        sessions=len(selected),
+        entries=sum(len(s.entries) for s in selected),
+        repaired=full.repaired,
+        unparsed=list(full.unparsed),
+    )
     return Selection(selected, entries_selected, chunks_selected, seconds, report)
 
 
@@ -88,23 +93,32 @@ def meter_ingest(meter: Meter, embedder, index) -> None:
 
 def measure_transcript_ingest(substrate, meter: Meter, selection: Selection) -> dict[str, Any]:
     transcript_ingest, wall, transcript_cpu, transcript_phases = measured(
-        meter, lambda: substrate.import_sessions(selection.sessions, selection.report))
+        meter, lambda: substrate.import_sessions(selection.sessions, selection.report)
+    )
     t_idx = transcript_ingest.index
     return {
-        "sessions": len(selection.sessions), "entries_nonempty": selection.entries_nonempty,
-        "chunks_expected": selection.chunks_expected, "selection_seconds": round(selection.seconds, 2),
+        "sessions": len(selection.sessions),
+        "entries_nonempty": selection.entries_nonempty,
+        "chunks_expected": selection.chunks_expected,
+        "selection_seconds": round(selection.seconds, 2),
         "entries_appended": transcript_ingest.entries_appended,
         "entries_duplicate": transcript_ingest.entries_duplicate,
         "entries_indexed": transcript_ingest.entries_indexed,
-        "new_chunks": t_idx.new_chunks, "duplicate_chunks": t_idx.duplicate_chunks,
-        "embedded_texts": t_idx.embedded_texts, "reused_vectors": t_idx.reused_vectors,
-        "failed_chunks": t_idx.failed_chunks, "wall_seconds": round(wall, 3),
+        "new_chunks": t_idx.new_chunks,
+        "duplicate_chunks": t_idx.duplicate_chunks,
+        "embedded_texts": t_idx.embedded_texts,
+        "reused_vectors": t_idx.reused_vectors,
+        "failed_chunks": t_idx.failed_chunks,
+        "wall_seconds": round(wall, 3),
         "chunks_per_second": round(t_idx.new_chunks / wall, 2) if wall else None,
         "entries_per_second": round(transcript_ingest.entries_indexed / wall, 2) if wall else None,
         "embedded_texts_per_embed_second": round(
-            transcript_phases["embed"]["items"] / transcript_phases["embed"]["seconds"], 2)
-        if transcript_phases["embed"]["seconds"] else None,
-        "phases": transcript_phases, "cpu": transcript_cpu,
+            transcript_phases["embed"]["items"] / transcript_phases["embed"]["seconds"], 2
+        )
+        if transcript_phases["embed"]["seconds"]
+        else None,
+        "phases": transcript_phases,
+        "cpu": transcript_cpu,
     }
 
 
@@ -153,30 +167,38 @@ def write_memory_files(substrate, picks: list[tuple[Any, Any, bool]]) -> tuple[i
     for number, (session, entry, in_store) in enumerate(picks):
         sources = (TranscriptSpan(session=session.session_id, entries=(entry.id,)),) if in_store else ()
         with_sources += bool(sources)
-        record = MemoryRecord(id=f"bench-mem-{number:05d}", type=MemoryType.FACT,
-                              created=_parse_created(entry.timestamp), authority=Authority.UNREVIEWED,
-                              privacy=Privacy.PRIVATE, sources=sources)
+        record = MemoryRecord(
+            id=f"bench-mem-{number:05d}",
+            type=MemoryType.FACT,
+            created=_parse_created(entry.timestamp),
+            authority=Authority.UNREVIEWED,
+            privacy=Privacy.PRIVATE,
+            sources=sources,
+        )
         substrate.memory.write(record, entry.content)
     return with_sources, time.perf_counter() - started
 
 
-def measure_memory_ingest(substrate, meter: Meter, sessions: list, selection: Selection,
-                          count: int) -> dict[str, Any]:
+def measure_memory_ingest(substrate, meter: Meter, sessions: list, selection: Selection, count: int) -> dict[str, Any]:
     picks = pick_memory_turns(sessions, selection, count)
     with_sources, write_seconds = write_memory_files(substrate, picks)
     memory_ingest, wall, memory_cpu, memory_phases = measured(meter, substrate.ingest)
     m_idx = memory_ingest.index
     return {
-        "files_written": len(picks), "files_with_sources": with_sources,
+        "files_written": len(picks),
+        "files_with_sources": with_sources,
         "bodies_from_unselected_sessions": sum(1 for p in picks if not p[2]),
         "write_seconds": round(write_seconds, 3),
         "memory_files_indexed": memory_ingest.memory_files_indexed,
-        "new_chunks": m_idx.new_chunks, "embedded_texts": m_idx.embedded_texts,
-        "reused_vectors": m_idx.reused_vectors, "failed_chunks": m_idx.failed_chunks,
+        "new_chunks": m_idx.new_chunks,
+        "embedded_texts": m_idx.embedded_texts,
+        "reused_vectors": m_idx.reused_vectors,
+        "failed_chunks": m_idx.failed_chunks,
         "wall_seconds": round(wall, 3),
         "chunks_per_second": round(m_idx.new_chunks / wall, 2) if wall else None,
         "files_per_second": round(memory_ingest.memory_files_indexed / wall, 2) if wall else None,
-        "phases": memory_phases, "cpu": memory_cpu,
+        "phases": memory_phases,
+        "cpu": memory_cpu,
     }
 
 
@@ -189,10 +211,15 @@ def measure_reingest(substrate, meter: Meter, selection: Selection) -> dict[str,
     wall = time.perf_counter() - started
     phases = meter.since(before)
     return {
-        "session": probe.session_id, "entries": len(probe.entries),
-        "entries_appended": again.entries_appended, "entries_duplicate": again.entries_duplicate,
-        "entries_indexed": again.entries_indexed, "new_chunks": again.index.new_chunks,
-        "embedded_texts": again.index.embedded_texts, "embed_calls": phases["embed"]["calls"],
-        "embed_texts_passed": phases["embed"]["items"], "wall_seconds": round(wall, 3),
+        "session": probe.session_id,
+        "entries": len(probe.entries),
+        "entries_appended": again.entries_appended,
+        "entries_duplicate": again.entries_duplicate,
+        "entries_indexed": again.entries_indexed,
+        "new_chunks": again.index.new_chunks,
+        "embedded_texts": again.index.embedded_texts,
+        "embed_calls": phases["embed"]["calls"],
+        "embed_texts_passed": phases["embed"]["items"],
+        "wall_seconds": round(wall, 3),
         "phases": phases,
     }

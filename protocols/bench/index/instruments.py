@@ -16,8 +16,7 @@ class Meter:
         self.totals: dict[str, list[float]] = {}
         self._patched: list[tuple[object, str]] = []
 
-    def wrap(self, obj: object, name: str, label: str | None = None,
-             items: Callable[..., int] | None = None) -> None:
+    def wrap(self, obj: object, name: str, label: str | None = None, items: Callable[..., int] | None = None) -> None:
         original = getattr(obj, name)
         key = label or name
         totals = self.totals.setdefault(key, [0, 0, 0.0])
@@ -49,8 +48,11 @@ class Meter:
         out = {}
         for key, now in self.totals.items():
             then = before.get(key, (0, 0, 0.0))
-            out[key] = {"calls": int(now[0] - then[0]), "items": int(now[1] - then[1]),
-                        "seconds": round(now[2] - then[2], 4)}
+            out[key] = {
+                "calls": int(now[0] - then[0]),
+                "items": int(now[1] - then[1]),
+                "seconds": round(now[2] - then[2], 4),
+            }
         return out
 
 
@@ -86,8 +88,12 @@ class CpuWatch:
         busy, own, now = self._sample()
         wall = now - self._start[2]
         other = max(0.0, (busy - self._start[0]) - (own - self._start[1]))
-        return {"wall_seconds": round(wall, 3), "own_cpu_seconds": round(own - self._start[1], 3),
-                "other_cpu_seconds": round(other, 3), "other_cores": round(other / wall, 3) if wall else 0.0}
+        return {
+            "wall_seconds": round(wall, 3),
+            "own_cpu_seconds": round(own - self._start[1], 3),
+            "other_cpu_seconds": round(other, 3),
+            "other_cores": round(other / wall, 3) if wall else 0.0,
+        }
 
 
 def one_blas_thread():
@@ -98,10 +104,16 @@ def one_blas_thread():
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
         return contextlib.nullcontext(), {"limited": False, "why": "threadpoolctl is not installed"}
-    before = [{"library": Path(i.get("filepath", "")).name, "api": i.get("internal_api"),
-               "threads": i.get("num_threads")} for i in threadpool_info()]
-    return threadpool_limits(limits=1, user_api="blas"), {"limited": True, "limit": 1, "user_api": "blas",
-                                                          "pools_by_default": before}
+    before = [
+        {"library": Path(i.get("filepath", "")).name, "api": i.get("internal_api"), "threads": i.get("num_threads")}
+        for i in threadpool_info()
+    ]
+    return threadpool_limits(limits=1, user_api="blas"), {
+        "limited": True,
+        "limit": 1,
+        "user_api": "blas",
+        "pools_by_default": before,
+    }
 
 
 def loadavg() -> list[float] | None:
@@ -118,9 +130,14 @@ def summary(values_ms: list[float]) -> dict[str, float]:
     arr = np.asarray(values_ms, dtype=np.float64)
     if not len(arr):
         return {"n": 0}
-    return {"n": int(len(arr)), "p50_ms": round(float(np.percentile(arr, 50)), 3),
-            "p95_ms": round(float(np.percentile(arr, 95)), 3), "mean_ms": round(float(arr.mean()), 3),
-            "min_ms": round(float(arr.min()), 3), "max_ms": round(float(arr.max()), 3)}
+    return {
+        "n": int(len(arr)),
+        "p50_ms": round(float(np.percentile(arr, 50)), 3),
+        "p95_ms": round(float(np.percentile(arr, 95)), 3),
+        "mean_ms": round(float(arr.mean()), 3),
+        "min_ms": round(float(arr.min()), 3),
+        "max_ms": round(float(arr.max()), 3),
+    }
 
 
 def measured(meter: Meter, run: Callable[[], Any]) -> tuple[Any, float, dict[str, float], dict[str, Any]]:

@@ -115,9 +115,15 @@ def query_ops(reader, embedder) -> QueryOps:
         candidates = index.rows_of_vectors(ids) + rows
         index.chunks_by_rows(candidates[:TOP_K])
 
-    ops: dict[str, Op] = {"hybrid": op_hybrid, "baseline_numpy": op_baseline, "query_embedding": op_embed,
-                          "numpy_matmul_topk": op_numpy, "faiss_search": op_faiss, "bm25_search": op_bm25,
-                          "catalog_fetch": op_catalog}
+    ops: dict[str, Op] = {
+        "hybrid": op_hybrid,
+        "baseline_numpy": op_baseline,
+        "query_embedding": op_embed,
+        "numpy_matmul_topk": op_numpy,
+        "faiss_search": op_faiss,
+        "bm25_search": op_bm25,
+        "catalog_fetch": op_catalog,
+    }
     qvecs: dict[str, np.ndarray] = {}
 
     def prepare(q: str) -> np.ndarray:
@@ -176,7 +182,7 @@ def interleaved_loop(bench: QueryOps, reader, queries: list[str]) -> Interleaved
             ops[name](q, qvec)
             times[name].append((time.perf_counter() - t0) * 1000)
         other_cores.append(query_watch.read()["other_cores"])
-        scores = bench.matrix @ qvec   # once for both: the exact vectors and the exact chunks
+        scores = bench.matrix @ qvec  # once for both: the exact vectors and the exact chunks
         exact = set(bench.row_ids[top_of(scores)].tolist())
         base = set(top_owners(scores, bench.owners, TOP_K))
         dense_ids = {vector_id_for(text_digest(h.text)) for h in reader.search(q, k=TOP_K, mode="dense")}
@@ -203,8 +209,9 @@ def back_to_back(bench: QueryOps, queries: list[str], names) -> tuple[dict[str, 
     return stats, watch.read()
 
 
-def measure_latency(reader, embedder, queries: list[str], cold_ms: float,
-                    load_before: list[float] | None) -> dict[str, Any]:
+def measure_latency(
+    reader, embedder, queries: list[str], cold_ms: float, load_before: list[float] | None
+) -> dict[str, Any]:
     """The ``latency`` section of the result: interleaved and back-to-back timings and the overlap check."""
     import numpy as np
 
@@ -228,21 +235,29 @@ def measure_latency(reader, embedder, queries: list[str], cold_ms: float,
 
     latency = {name: summary(values) for name, values in loop.times.items()}
     quiet = [i for i, load in enumerate(loop.other_cores) if load < QUIET_OTHER_CORES]
-    quiet_latency = ({name: summary([values[i] for i in quiet]) for name, values in loop.times.items()}
-                     if len(quiet) >= 20 else None)
+    quiet_latency = (
+        {name: summary([values[i] for i in quiet]) for name, values in loop.times.items()} if len(quiet) >= 20 else None
+    )
     hybrid, baseline = latency["hybrid"], latency["baseline_numpy"]
     matrix = bench.matrix
     return {
-        "queries": len(queries), "warmup_queries": min(WARMUP_QUERIES, len(queries)), "k": TOP_K,
-        "pool": bench.pool, "cold_open_and_first_search_ms": round(cold_ms, 1),
+        "queries": len(queries),
+        "warmup_queries": min(WARMUP_QUERIES, len(queries)),
+        "k": TOP_K,
+        "pool": bench.pool,
+        "cold_open_and_first_search_ms": round(cold_ms, 1),
         "stats": latency,
         "hybrid_over_baseline_p50": round(hybrid["p50_ms"] / baseline["p50_ms"], 3),
         "hybrid_over_baseline_p95": round(hybrid["p95_ms"] / baseline["p95_ms"], 3),
         "hybrid_p50_minus_component_p50s_ms": round(
-            hybrid["p50_ms"] - sum(latency[p]["p50_ms"] for p in COMPONENT_OPS), 3),
-        "baseline_matrix": {"rows": int(matrix.shape[0]), "dimension": int(matrix.shape[1]),
-                            "bytes": int(matrix.nbytes),
-                            "max_norm_deviation": round(float(np.abs(norms - 1).max()), 6)},
+            hybrid["p50_ms"] - sum(latency[p]["p50_ms"] for p in COMPONENT_OPS), 3
+        ),
+        "baseline_matrix": {
+            "rows": int(matrix.shape[0]),
+            "dimension": int(matrix.shape[1]),
+            "bytes": int(matrix.nbytes),
+            "max_norm_deviation": round(float(np.abs(norms - 1).max()), 6),
+        },
         "top10_overlap": {
             "dense_search_vs_numpy_mean": round(float(np.mean(loop.overlap_dense)), 4),
             "dense_search_vs_numpy_min": round(float(np.min(loop.overlap_dense)), 4),
@@ -253,9 +268,12 @@ def measure_latency(reader, embedder, queries: list[str], cold_ms: float,
         "blas_threads": blas_note,
         "sequential_loops": {"stats": sequential, "cpu": sequential_cpu},
         "sequential_loops_default_blas_threads": {"stats": default_blas, "cpu": default_cpu},
-        "cpu": loop.cpu, "loadavg_before_ingest": load_before, "loadavg_after_queries": loadavg(),
-        "queries_with_other_cores_below": {"threshold": QUIET_OTHER_CORES, "count": len(quiet),
-                                           "stats": quiet_latency},
-        "other_cores_per_query": {"p50": round(float(np.percentile(loop.other_cores, 50)), 3),
-                                  "max": round(float(np.max(loop.other_cores)), 3)},
+        "cpu": loop.cpu,
+        "loadavg_before_ingest": load_before,
+        "loadavg_after_queries": loadavg(),
+        "queries_with_other_cores_below": {"threshold": QUIET_OTHER_CORES, "count": len(quiet), "stats": quiet_latency},
+        "other_cores_per_query": {
+            "p50": round(float(np.percentile(loop.other_cores, 50)), 3),
+            "max": round(float(np.max(loop.other_cores)), 3),
+        },
     }

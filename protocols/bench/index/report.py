@@ -21,20 +21,32 @@ def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     beyond = bytes_beyond_text(size["total_bytes"], size["text_bytes"], result["store"]["catalog_stats"]["chunks"])
     reingest = result["reingest"]
     return {
-        "hybrid_p50_ms": {"value": hybrid["p50_ms"], "target": f"<= {TARGETS['hybrid_p50_ms']}",
-                          "pass": hybrid["p50_ms"] <= TARGETS["hybrid_p50_ms"]},
-        "hybrid_p95_ms": {"value": hybrid["p95_ms"], "target": f"<= {TARGETS['hybrid_p95_ms']}",
-                          "pass": hybrid["p95_ms"] <= TARGETS["hybrid_p95_ms"]},
+        "hybrid_p50_ms": {
+            "value": hybrid["p50_ms"],
+            "target": f"<= {TARGETS['hybrid_p50_ms']}",
+            "pass": hybrid["p50_ms"] <= TARGETS["hybrid_p50_ms"],
+        },
+        "hybrid_p95_ms": {
+            "value": hybrid["p95_ms"],
+            "target": f"<= {TARGETS['hybrid_p95_ms']}",
+            "pass": hybrid["p95_ms"] <= TARGETS["hybrid_p95_ms"],
+        },
         "index_bytes_per_chunk_beyond_text": {
             "value": size["bytes_per_chunk_beyond_text"],
             "target": f"<= {TARGETS['index_bytes_per_chunk_beyond_text']:.0f}",
-            "pass": beyond is not None and beyond <= TARGETS["index_bytes_per_chunk_beyond_text"]},
+            "pass": beyond is not None and beyond <= TARGETS["index_bytes_per_chunk_beyond_text"],
+        },
         "reingest_embeds_nothing": {
-            "value": {"embedded_texts": reingest["embedded_texts"], "embed_calls": reingest["embed_calls"],
-                      "entries_appended": reingest["entries_appended"]},
+            "value": {
+                "embedded_texts": reingest["embedded_texts"],
+                "embed_calls": reingest["embed_calls"],
+                "entries_appended": reingest["entries_appended"],
+            },
             "target": "embedded_texts == 0, embed calls == 0, entries_appended == 0",
-            "pass": reingest["embedded_texts"] == 0 and reingest["embed_calls"] == 0
-            and reingest["entries_appended"] == 0},
+            "pass": reingest["embedded_texts"] == 0
+            and reingest["embed_calls"] == 0
+            and reingest["entries_appended"] == 0,
+        },
     }
 
 
@@ -43,8 +55,18 @@ def write_result(result: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
 
 
-def provenance(args, data: Path, dataset_sha: str, embedder, version: str, work: Path, preexisting: bool,
-               load_seconds: float, import_report, total_sessions: int) -> dict[str, Any]:
+def provenance(
+    args,
+    data: Path,
+    dataset_sha: str,
+    embedder,
+    version: str,
+    work: Path,
+    preexisting: bool,
+    load_seconds: float,
+    import_report,
+    total_sessions: int,
+) -> dict[str, Any]:
     """What produced the figures: code, embedder, dataset, arguments, threads, platform and versions."""
     import faiss
     import numpy as np
@@ -67,20 +89,39 @@ def provenance(args, data: Path, dataset_sha: str, embedder, version: str, work:
     except AttributeError:  # pragma: no cover - not Linux
         affinity = None
     return {
-        "code_version": version, "embedder_id": embedder.embedder_id,
+        "code_version": version,
+        "embedder_id": embedder.embedder_id,
         "query_embedding_path": getattr(embedder, "query_path", None),
         "vector_storage": "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors",
-        "dataset": {"path": str(data), "sha256": dataset_sha, "questions_sessions_distinct": total_sessions,
-                    "load_seconds": round(load_seconds, 2), "repaired": dict(import_report.repaired),
-                    "unparsed": len(import_report.unparsed)},
-        "args": {"chunks": args.chunks, "memory": args.memory, "queries": args.queries, "work": str(work),
-                 "sentence_keys": getattr(args, "sentence_keys", "off"),
-                 "fresh": bool(args.fresh), "store_preexisted": preexisting},
+        "dataset": {
+            "path": str(data),
+            "sha256": dataset_sha,
+            "questions_sessions_distinct": total_sessions,
+            "load_seconds": round(load_seconds, 2),
+            "repaired": dict(import_report.repaired),
+            "unparsed": len(import_report.unparsed),
+        },
+        "args": {
+            "chunks": args.chunks,
+            "memory": args.memory,
+            "queries": args.queries,
+            "work": str(work),
+            "sentence_keys": getattr(args, "sentence_keys", "off"),
+            "fresh": bool(args.fresh),
+            "store_preexisted": preexisting,
+        },
         "seed": SEED,
-        "threads": {"torch": torch_threads, "faiss_omp": faiss.omp_get_max_threads(), "cpu_count": os.cpu_count(),
-                    "cpu_affinity": affinity},
-        "platform": {"platform": platform.platform(), "python": platform.python_version(),
-                     "processor": platform.processor() or platform.machine()},
+        "threads": {
+            "torch": torch_threads,
+            "faiss_omp": faiss.omp_get_max_threads(),
+            "cpu_count": os.cpu_count(),
+            "cpu_affinity": affinity,
+        },
+        "platform": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+        },
         "versions": versions,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -91,40 +132,62 @@ def print_table(result: dict[str, Any], out: Path) -> None:
     t, m, s = result["transcript_ingest"], result["memory_ingest"], result["index_size"]
     lat, stats = result["latency"], result["latency"]["stats"]
     cat = result["store"]["catalog_stats"]
-    print(f"\nindex benchmark  ({result['provenance']['embedder_id']}, torch threads "
-          f"{result['provenance']['threads']['torch']})")
+    print(
+        f"\nindex benchmark  ({result['provenance']['embedder_id']}, torch threads "
+        f"{result['provenance']['threads']['torch']})"
+    )
     keys = f", {cat['sentence_keys']} sentence keys" if cat.get("sentence_keys") else ""
     print(f"  store            {cat['chunks']} chunks ({cat['chunks_by_source']}), {cat['texts']} vectors{keys}")
-    print(f"  transcript ingest {t['new_chunks']} chunks / {t['entries_indexed']} entries in {t['wall_seconds']:.1f} s:"
-          f" {t['chunks_per_second']} chunks/s, {t['entries_per_second']} entries/s "
-          f"(embedding {t['phases']['embed']['seconds']:.1f} s)")
-    print(f"  memory ingest    {m['new_chunks']} chunks / {m['memory_files_indexed']} files in "
-          f"{m['wall_seconds']:.1f} s: {m['chunks_per_second']} chunks/s")
+    print(
+        f"  transcript ingest {t['new_chunks']} chunks / {t['entries_indexed']} entries in {t['wall_seconds']:.1f} s:"
+        f" {t['chunks_per_second']} chunks/s, {t['entries_per_second']} entries/s "
+        f"(embedding {t['phases']['embed']['seconds']:.1f} s)"
+    )
+    print(
+        f"  memory ingest    {m['new_chunks']} chunks / {m['memory_files_indexed']} files in "
+        f"{m['wall_seconds']:.1f} s: {m['chunks_per_second']} chunks/s"
+    )
     groups = ", ".join(f"{k} {v:.0f}" for k, v in s["groups_bytes_per_chunk"].items())
-    print(f"  index size       {s['total_bytes'] / 1e6:.1f} MB, {s['bytes_per_chunk_beyond_text']:.0f} B/chunk beyond "
-          f"text (per chunk: {groups})")
+    print(
+        f"  index size       {s['total_bytes'] / 1e6:.1f} MB, {s['bytes_per_chunk_beyond_text']:.0f} B/chunk beyond "
+        f"text (per chunk: {groups})"
+    )
     quiet = lat["queries_with_other_cores_below"]
     quiet_stats = quiet["stats"] or {}
-    print(f"  {'latency (ms)':<22}{'p50':>9}{'p95':>9}{'mean':>9}" + (
-        f"   uncontended ({quiet['count']} queries) p50 / p95" if quiet_stats else ""))
+    print(
+        f"  {'latency (ms)':<22}{'p50':>9}{'p95':>9}{'mean':>9}"
+        + (f"   uncontended ({quiet['count']} queries) p50 / p95" if quiet_stats else "")
+    )
     for name, row in stats.items():
-        extra = (f"   {quiet_stats[name]['p50_ms']:>9.2f}{quiet_stats[name]['p95_ms']:>9.2f}"
-                 if name in quiet_stats else "")
+        extra = (
+            f"   {quiet_stats[name]['p50_ms']:>9.2f}{quiet_stats[name]['p95_ms']:>9.2f}" if name in quiet_stats else ""
+        )
         print(f"  {name:<22}{row['p50_ms']:>9.2f}{row['p95_ms']:>9.2f}{row['mean_ms']:>9.2f}{extra}")
     seq = lat["sequential_loops"]["stats"]
-    print("  back-to-back      " + ", ".join(f"{k} {v['p50_ms']:.2f}/{v['p95_ms']:.2f}" for k, v in seq.items())
-          + " (p50/p95 ms)")
+    print(
+        "  back-to-back      "
+        + ", ".join(f"{k} {v['p50_ms']:.2f}/{v['p95_ms']:.2f}" for k, v in seq.items())
+        + " (p50/p95 ms)"
+    )
     dflt = lat["sequential_loops_default_blas_threads"]["stats"]
-    print(f"  default BLAS threads hybrid {dflt['hybrid']['p50_ms']:.2f}/{dflt['hybrid']['p95_ms']:.2f}, "
-          f"baseline_numpy {dflt['baseline_numpy']['p50_ms']:.2f}/{dflt['baseline_numpy']['p95_ms']:.2f} "
-          f"(p50/p95 ms; the loops above limit BLAS to 1 thread: {lat['blas_threads'].get('limited')})")
-    print(f"  other processes    {t['cpu']['other_cores']} cores busy during transcript ingest, "
-          f"{lat['cpu']['other_cores']} during the query loop (targets assume an idle machine)")
-    print(f"  hybrid / baseline  p50 x{lat['hybrid_over_baseline_p50']}, p95 x{lat['hybrid_over_baseline_p95']}; "
-          f"dense vs numpy top-10 overlap {lat['top10_overlap']['dense_search_vs_numpy_mean']}")
+    print(
+        f"  default BLAS threads hybrid {dflt['hybrid']['p50_ms']:.2f}/{dflt['hybrid']['p95_ms']:.2f}, "
+        f"baseline_numpy {dflt['baseline_numpy']['p50_ms']:.2f}/{dflt['baseline_numpy']['p95_ms']:.2f} "
+        f"(p50/p95 ms; the loops above limit BLAS to 1 thread: {lat['blas_threads'].get('limited')})"
+    )
+    print(
+        f"  other processes    {t['cpu']['other_cores']} cores busy during transcript ingest, "
+        f"{lat['cpu']['other_cores']} during the query loop (targets assume an idle machine)"
+    )
+    print(
+        f"  hybrid / baseline  p50 x{lat['hybrid_over_baseline_p50']}, p95 x{lat['hybrid_over_baseline_p95']}; "
+        f"dense vs numpy top-10 overlap {lat['top10_overlap']['dense_search_vs_numpy_mean']}"
+    )
     r = result["reingest"]
-    print(f"  re-ingest        {r['session']}: {r['entries_appended']} appended, {r['embedded_texts']} embedded, "
-          f"{r['embed_calls']} embed calls, {r['wall_seconds']:.2f} s")
+    print(
+        f"  re-ingest        {r['session']}: {r['entries_appended']} appended, {r['embedded_texts']} embedded, "
+        f"{r['embed_calls']} embed calls, {r['wall_seconds']:.2f} s"
+    )
     for name, check in result["checks"].items():
         print(f"  [{'PASS' if check['pass'] else 'FAIL'}] {name}: {check['value']} (target {check['target']})")
     print(f"  written to {out}")

@@ -24,8 +24,7 @@ def measure_sizes(substrate, layout: StoreLayout) -> tuple[dict[str, Any], dict[
     checkpoint = index.checkpoint_wal()
     stats = index.stats()
     index_dir = layout.index
-    files = {str(p.relative_to(index_dir)): p.stat().st_size
-             for p in sorted(index_dir.rglob("*")) if p.is_file()}
+    files = {str(p.relative_to(index_dir)): p.stat().st_size for p in sorted(index_dir.rglob("*")) if p.is_file()}
     groups = {"catalog": 0, "vectors": 0, "lexical": 0, "other": 0}
     for name, size in files.items():
         groups[_file_group(name)] += size
@@ -40,20 +39,24 @@ def measure_sizes(substrate, layout: StoreLayout) -> tuple[dict[str, Any], dict[
     if chunks:
         per_chunk["catalog_minus_text"] = round((groups["catalog"] - stats["text_bytes"]) / chunks, 1)
     store = {
-        "catalog_stats": stats, "vectors": len(index.vectors), "dimension": index.vectors.dimension,
+        "catalog_stats": stats,
+        "vectors": len(index.vectors),
+        "dimension": index.vectors.dimension,
         "approximate_index": index.vectors.approximate,
-        "transcript_bytes": sum(p.stat().st_size for p in substrate.transcript.sessions_dir.rglob("*")
-                                if p.is_file()),
+        "transcript_bytes": sum(p.stat().st_size for p in substrate.transcript.sessions_dir.rglob("*") if p.is_file()),
         "memory_dir_bytes": sum(p.stat().st_size for p in layout.memory.rglob("*") if p.is_file()),
     }
     index_size = {
         "wal_checkpoint": list(checkpoint) if checkpoint else None,
-        "total_bytes": total, "text_bytes": stats["text_bytes"],
+        "total_bytes": total,
+        "text_bytes": stats["text_bytes"],
         "bytes_per_chunk_beyond_text": round(beyond, 1) if beyond is not None else None,
         "bytes_per_chunk_total": round(total / chunks, 1) if chunks else None,
         "text_bytes_per_chunk": round(stats["text_bytes"] / chunks, 1) if chunks else None,
-        "groups_bytes": groups, "groups_bytes_per_chunk": per_chunk,
-        "files": files, "catalog_tables": tables,
+        "groups_bytes": groups,
+        "groups_bytes_per_chunk": per_chunk,
+        "files": files,
+        "catalog_tables": tables,
     }
     return store, index_size
 

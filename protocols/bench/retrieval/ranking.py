@@ -20,8 +20,6 @@ def znorm(scores: np.ndarray) -> np.ndarray:
     return (scores - scores.mean()) / (spread if spread > 0 else 1.0)
 
 
-
-
 class UnitIndex:
     """One corpus of units, embedded and BM25-indexed once, scored for many queries."""
 
@@ -37,12 +35,15 @@ class UnitIndex:
         if dense:
             pieces: list[str] = []
             owner: list[int] = []
-            whole: list[bool] = []   # a piece of the unit's own text, not one of its sentence keys
+            whole: list[bool] = []  # a piece of the unit's own text, not one of its sentence keys
             for i, text in enumerate(texts):
                 keys = [(piece.text, True) for piece in chunker.split(text or " ")]
                 if sentences:
-                    keys += [(piece.text, False) for sentence in sentence_keys(text or "")
-                             for piece in chunker.split(sentence)]
+                    keys += [
+                        (piece.text, False)
+                        for sentence in sentence_keys(text or "")
+                        for piece in chunker.split(sentence)
+                    ]
                 for key, is_whole in keys:
                     pieces.append(key)
                     owner.append(i)
@@ -91,14 +92,21 @@ def rrf(*rankings: Sequence[int], n: int) -> list[int]:
 class QuerySignals:
     """What a dataset knows about a query beyond its text, each an array over the units (or None)."""
 
-    anchor: np.ndarray | None = None       # temporal-anchor closeness in [0, 1]
-    replies_to: np.ndarray | None = None   # index of the question turn a unit answers, or -1
-    asks: np.ndarray | None = None         # 1 for a turn that only asks a question
-    speaker: np.ndarray | None = None      # 1 for the turns of the speaker the question names
+    anchor: np.ndarray | None = None  # temporal-anchor closeness in [0, 1]
+    replies_to: np.ndarray | None = None  # index of the question turn a unit answers, or -1
+    asks: np.ndarray | None = None  # 1 for a turn that only asks a question
+    speaker: np.ndarray | None = None  # 1 for the turns of the speaker the question names
 
 
-def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context: UnitIndex | None = None,
-                  signals: QuerySignals = QuerySignals(), dense_query: str | None = None) -> np.ndarray:
+def hybrid_scores(
+    units: UnitIndex,
+    query: str,
+    config: HybridConfig,
+    *,
+    context: UnitIndex | None = None,
+    signals: QuerySignals = QuerySignals(),
+    dense_query: str | None = None,
+) -> np.ndarray:
     """z fusion of dense and BM25 (and the context key), then the query's signals, then one round of
     Rocchio feedback on the dense side when ``config.feedback_weight`` is set. ``dense_query`` is the
     text embedded for the dense side when it differs from the BM25 query (default: ``query``)."""
@@ -112,7 +120,7 @@ def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context
         if signals.anchor is not None:
             fused += config.anchor_weight * signals.anchor
         if signals.asks is not None and config.question_weight:
-            fused -= config.question_weight * signals.asks   # before the reply inherits from its question
+            fused -= config.question_weight * signals.asks  # before the reply inherits from its question
         if signals.replies_to is not None and config.reply_weight:
             asked = signals.replies_to >= 0
             fused[asked] += config.reply_weight * np.maximum(fused[signals.replies_to[asked]], 0.0)
@@ -123,15 +131,23 @@ def hybrid_scores(units: UnitIndex, query: str, config: HybridConfig, *, context
     qvec = units.query_vector(query if dense_query is None else dense_query)
     fused = fuse(qvec)
     if config.feedback_weight:
-        top = ranking_of(fused.astype(np.float32))[:config.feedback_depth]
+        top = ranking_of(fused.astype(np.float32))[: config.feedback_depth]
         moved = qvec + config.feedback_weight * units.centroid(top)
         fused = fuse((moved / np.linalg.norm(moved)).astype(np.float32))
     return fused
 
 
-def rank_units(units: UnitIndex, query: str, retriever: str, resonance: Callable[[], list[int]] | None = None, *,
-               config: HybridConfig = DEFAULT_CONFIG, context: UnitIndex | None = None,
-               signals: QuerySignals = QuerySignals(), dense_query: str | None = None) -> list[int]:
+def rank_units(
+    units: UnitIndex,
+    query: str,
+    retriever: str,
+    resonance: Callable[[], list[int]] | None = None,
+    *,
+    config: HybridConfig = DEFAULT_CONFIG,
+    context: UnitIndex | None = None,
+    signals: QuerySignals = QuerySignals(),
+    dense_query: str | None = None,
+) -> list[int]:
     if retriever == "bm25":
         return ranking_of(units.bm25(query))
     if retriever == "dense":
@@ -139,11 +155,13 @@ def rank_units(units: UnitIndex, query: str, retriever: str, resonance: Callable
     if config.fusion == "rrf":
         hybrid = rrf(ranking_of(units.dense(query)), ranking_of(units.bm25(query)), n=units.n)
     else:
-        hybrid = ranking_of(hybrid_scores(units, query, config, context=context, signals=signals,
-                                          dense_query=dense_query).astype(np.float32))
+        hybrid = ranking_of(
+            hybrid_scores(units, query, config, context=context, signals=signals, dense_query=dense_query).astype(
+                np.float32
+            )
+        )
     if retriever == "hybrid":
         return hybrid
     head = resonance() if resonance is not None else []
     seen = set(head)
     return head + [i for i in hybrid if i not in seen]
-

@@ -18,8 +18,9 @@ class ResonanceIndex:
     """A real substrate (transcript, faiss, bm25s, SQLite) built from one corpus, ranked by resonance
     score R for each query; entries are named by position (a haystack may repeat a session id)."""
 
-    def __init__(self, texts: Sequence[str], dates: Sequence[str | None], embedder, workdir: Path, *,
-                 sentence_keys: bool = False) -> None:
+    def __init__(
+        self, texts: Sequence[str], dates: Sequence[str | None], embedder, workdir: Path, *, sentence_keys: bool = False
+    ) -> None:
         import shutil
 
         from lca.recall import RecallConfig
@@ -28,12 +29,27 @@ class ResonanceIndex:
 
         shutil.rmtree(workdir, ignore_errors=True)
         self.workdir = workdir
-        entries = [TranscriptEntry(id=f"u{i}", session_id="haystack", agent_id="bench", kind=EntryKind.USER_TURN,
-                                   timestamp=_history_time(date), content=text or " ")
-                   for i, (text, date) in enumerate(zip(texts, dates, strict=False))]
+        entries = [
+            TranscriptEntry(
+                id=f"u{i}",
+                session_id="haystack",
+                agent_id="bench",
+                kind=EntryKind.USER_TURN,
+                timestamp=_history_time(date),
+                content=text or " ",
+            )
+            for i, (text, date) in enumerate(zip(texts, dates, strict=False))
+        ]
         pool = min(len(entries), 100)
-        config = RecallConfig(pool=pool, floor=-1.0, memory_quota=0, transcript_quota=pool, token_budget=10 ** 7,
-                              item_char_cap=10 ** 6, mmr_lambda=1.0)
+        config = RecallConfig(
+            pool=pool,
+            floor=-1.0,
+            memory_quota=0,
+            transcript_quota=pool,
+            token_budget=10**7,
+            item_char_cap=10**6,
+            mmr_lambda=1.0,
+        )
         self.substrate = Substrate(workdir, embedder=embedder, recall_config=config, sentence_keys=sentence_keys)
         self.substrate.append(entries)
 
@@ -45,8 +61,8 @@ class ResonanceIndex:
         asked = datetime.fromisoformat(_history_time(as_of)) if as_of else None
         result = self.substrate.recall(RecallContext(query=query, as_of=asked))
         order: list[int] = []
-        for candidate in result.candidates:   # sorted by resonance score
-            index = int(candidate.source[len("transcript:haystack#u"):].split("[", 1)[0])
+        for candidate in result.candidates:  # sorted by resonance score
+            index = int(candidate.source[len("transcript:haystack#u") :].split("[", 1)[0])
             if index not in order:
                 order.append(index)
         return order
@@ -56,4 +72,3 @@ class ResonanceIndex:
 
         self.substrate.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
-

@@ -56,7 +56,7 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
         if units == "turns":
             for turn in conversation[key]:
                 caption = f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else ""
-                asks = str(turn["text"]).rstrip().endswith("?") and not caption   # a photo is content however asked
+                asks = str(turn["text"]).rstrip().endswith("?") and not caption  # a photo is content however asked
                 add(f"{turn['speaker']}: {turn['text']}{caption}", when, [turn["dia_id"]], key, turn["speaker"], asks)
         elif units == "observations":
             facts = (record.get("observation") or {}).get(f"{key}_observation") or {}
@@ -68,4 +68,3 @@ def locomo_units(record: dict, units: str = "turns") -> dict[str, list]:
             if summary:
                 add(str(summary), when, [turn["dia_id"] for turn in conversation[key]], key, "")
     return out
-

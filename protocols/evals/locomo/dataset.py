@@ -66,12 +66,21 @@ def locomo_samples(path: Path | str, *, limit: int | None = None):
             if category == 2:
                 question += DATE_INSTRUCTION
             report.questions += 1
-            samples.append(Sample(
-                id=f"{sample_id}:{n}", input=question, target=answer,
-                metadata={"category": category, "probe": f"{sample_id}:{n}", "asked_at": None,
-                          "history_ref": history_ref(LOADER, str(path), report.sha256, sample_id),
-                          "gold": {"evidence": evidence, "evidence_texts": texts},
-                          "dataset_sha256": report.sha256}))
+            samples.append(
+                Sample(
+                    id=f"{sample_id}:{n}",
+                    input=question,
+                    target=answer,
+                    metadata={
+                        "category": category,
+                        "probe": f"{sample_id}:{n}",
+                        "asked_at": None,
+                        "history_ref": history_ref(LOADER, str(path), report.sha256, sample_id),
+                        "gold": {"evidence": evidence, "evidence_texts": texts},
+                        "dataset_sha256": report.sha256,
+                    },
+                )
+            )
     return samples, report
 
 

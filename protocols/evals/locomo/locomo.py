@@ -18,8 +18,7 @@ from protocols.harness.tasks import condition_task
 
 
 @task
-def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0,
-           max_tokens: int = 32) -> Task:
+def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0, max_tokens: int = 32) -> Task:
     """The paper's generation settings: temperature 0, at most 32 output tokens."""
     path = find_data_file("locomo", data or None)
     if path is None:
@@ -32,6 +31,14 @@ def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: 
             sample.metadata["category_name"] = f"{category} {CATEGORY_NAMES[category]}"
         return samples, report.sha256, {"load_report": report.to_dict()}
 
-    return condition_task(folder_metadata(__file__), condition=condition, params=params, seed=seed,
-                          max_tokens=max_tokens, dataset=path, dataset_name=path.name, load=load,
-                          scorers=lambda: [locomo_qa(), substrate()])
+    return condition_task(
+        folder_metadata(__file__),
+        condition=condition,
+        params=params,
+        seed=seed,
+        max_tokens=max_tokens,
+        dataset=path,
+        dataset_name=path.name,
+        load=load,
+        scorers=lambda: [locomo_qa(), substrate()],
+    )

@@ -15,5 +15,7 @@ def locomo_qa():
             response = state.output.completion if state.output else ""
             value = locomo_score(response, target.text, int(state.metadata["category"]))
             return Score(value=value, answer=response, explanation=f"gold: {target.text}")
+
         return score
+
     return _make()

@@ -42,14 +42,22 @@ def longmemeval_samples(path: Path | str, *, limit: int | None = None):
                 evidence.append(f"lme:{qid}:{sid}#lme:{qid}:{sid}:{i + 1}")
                 texts.append(turns[i]["content"])
         report.questions += 1
-        samples.append(Sample(
-            id=qid, input=str(record["question"]), target=answer,
-            metadata={"question_type": record.get("question_type"), "abstention": qid.endswith("_abs"),
-                      "asked_at": _iso_or_none(parse_longmemeval_date(record.get("question_date"))),
-                      "probe": qid,
-                      "history_ref": history_ref(LOADER, str(path), report.sha256, qid),
-                      "gold": {"evidence": evidence, "evidence_texts": texts[:20]},
-                      "dataset_sha256": report.sha256}))
+        samples.append(
+            Sample(
+                id=qid,
+                input=str(record["question"]),
+                target=answer,
+                metadata={
+                    "question_type": record.get("question_type"),
+                    "abstention": qid.endswith("_abs"),
+                    "asked_at": _iso_or_none(parse_longmemeval_date(record.get("question_date"))),
+                    "probe": qid,
+                    "history_ref": history_ref(LOADER, str(path), report.sha256, qid),
+                    "gold": {"evidence": evidence, "evidence_texts": texts[:20]},
+                    "dataset_sha256": report.sha256,
+                },
+            )
+        )
     return samples, report
 
 

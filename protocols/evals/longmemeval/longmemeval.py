@@ -19,8 +19,9 @@ from protocols.harness.tasks import condition_task
 
 
 @task
-def longmemeval(data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0,
-                max_tokens: int = 256, judge: int = 1) -> Task:
+def longmemeval(
+    data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0, max_tokens: int = 256, judge: int = 1
+) -> Task:
     """``data``: an official LongMemEval file (plain, .gz or .xz) or a folder; default LCA_DATA's
     LongMemEval_S dev split. ``judge`` = 0 scores only the substrate measures."""
     path = find_data_file("longmemeval_s_dev", data or None)
@@ -31,6 +32,14 @@ def longmemeval(data: str = "", condition: str = "full-lca", params: str = "", s
         samples, report = longmemeval_samples(path)
         return samples, report.sha256, {"load_report": report.to_dict()}
 
-    return condition_task(folder_metadata(__file__), condition=condition, params=params, seed=seed,
-                          max_tokens=max_tokens, dataset=path, dataset_name=path.name, load=load,
-                          scorers=lambda: [longmemeval_judge(), substrate()] if judge else [substrate()])
+    return condition_task(
+        folder_metadata(__file__),
+        condition=condition,
+        params=params,
+        seed=seed,
+        max_tokens=max_tokens,
+        dataset=path,
+        dataset_name=path.name,
+        load=load,
+        scorers=lambda: [longmemeval_judge(), substrate()] if judge else [substrate()],
+    )

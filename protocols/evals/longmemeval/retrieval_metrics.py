@@ -40,14 +40,18 @@ def question_units(record: Mapping[str, Any], granularity: str) -> Units:
     texts: list[str] = []
     ids: list[str] = []
     dates: list[str] = []
-    for session_id, turns, date in zip(record["haystack_session_ids"], record["haystack_sessions"],
-                                       record["haystack_dates"], strict=False):
+    for session_id, turns, date in zip(
+        record["haystack_session_ids"], record["haystack_sessions"], record["haystack_dates"], strict=False
+    ):
         user = [(i, t) for i, t in enumerate(turns) if t.get("role") == "user"]
         if granularity == "session":
             texts.append(" ".join(t["content"] for _, t in user))
             evidence = "answer" in session_id
-            ids.append(session_id.replace("answer", "noans")
-                       if evidence and not any(t.get("has_answer") for _, t in user) else session_id)
+            ids.append(
+                session_id.replace("answer", "noans")
+                if evidence and not any(t.get("has_answer") for _, t in user)
+                else session_id
+            )
             dates.append(date)
         elif granularity == "turn":
             for i, turn in user:
@@ -82,8 +86,9 @@ def strip_turn(unit_id: str) -> str:
     return unit_id.rsplit("_", 1)[0]
 
 
-def turn_ranking_as_sessions(ranking: Sequence[int], ids: Sequence[str], gold: Iterable[str],
-                             k: int) -> tuple[float, float, float]:
+def turn_ranking_as_sessions(
+    ranking: Sequence[int], ids: Sequence[str], gold: Iterable[str], k: int
+) -> tuple[float, float, float]:
     """A turn ranking scored at session level: k grows until it covers k distinct sessions."""
     sessions = [strip_turn(u) for u in ids]
     gold_sessions = {strip_turn(g) for g in gold}

@@ -21,8 +21,13 @@ def store(tmp_path):
 
 
 def rule(memory_id: str = "deploy-rule") -> MemoryRecord:
-    return MemoryRecord(id=memory_id, type=MemoryType.PROCEDURE, created=datetime(2026, 1, 1),
-                        authority=Authority.REVIEWED, privacy=Privacy.PRIVATE)
+    return MemoryRecord(
+        id=memory_id,
+        type=MemoryType.PROCEDURE,
+        created=datetime(2026, 1, 1),
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+    )
 
 
 def hold_update(store, body: str) -> str:
@@ -47,7 +52,7 @@ def test_a_held_update_applies_with_a_named_approver(store):
     (write,) = approve_proposal(store, proposal, approver="lee")
     assert write.action == "approved" and store.memory.get("deploy-rule").record.approved_by == "lee"
     assert pending_proposals(store) == [] and store.layout.proposal(proposal).with_suffix(".approved").exists()
-    assert store.search("canary", k=1)[0].pointer.memory_id == "deploy-rule"   # indexed after approval
+    assert store.search("canary", k=1)[0].pointer.memory_id == "deploy-rule"  # indexed after approval
 
 
 def test_a_proposal_whose_memory_changed_since_is_refused_and_stays_pending(store):

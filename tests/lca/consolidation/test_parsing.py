@@ -11,7 +11,8 @@ from lca.consolidation.parsing import REFUSAL, failure_kind, slug
 def test_writer_output_parsing_is_tolerant_of_shape_but_not_of_content():
     found, prevented, unparsed = parse_writer_output(
         "Here you go:\n- decision | The team uses PostgreSQL 16. | 1, 3\n2. Facts | Ana likes tea | [2]\n"
-        "prevented | rule-staging | 4 | deployed to staging first\nrule | | 1\nNONE")
+        "prevented | rule-staging | 4 | deployed to staging first\nrule | | 1\nNONE"
+    )
     assert found == [("decision", "The team uses PostgreSQL 16.", [1, 3]), ("fact", "Ana likes tea", [2])]
     assert prevented == [("rule-staging", "deployed to staging first", 4, "deployed to staging first")]
     assert unparsed == 2  # the preamble and the rule with an empty statement
@@ -23,14 +24,20 @@ def test_a_prevented_line_without_a_line_number_is_not_counted():
 
 
 def test_review_parsing_needs_support_and_verdict_and_notes_reasoning_order():
-    review = parse_review("REASONING: the line says so.\nmore thoughts\nSUPPORTED: Yes\nCONTRADICTS: m-1\n"
-                          "VERDICT: Supersede.")
-    assert review == {"verdict": "supersede", "supported": True, "contradicts": "m-1",
-                      "reasoning": "the line says so. more thoughts", "reasoning_first": True}
+    review = parse_review(
+        "REASONING: the line says so.\nmore thoughts\nSUPPORTED: Yes\nCONTRADICTS: m-1\nVERDICT: Supersede."
+    )
+    assert review == {
+        "verdict": "supersede",
+        "supported": True,
+        "contradicts": "m-1",
+        "reasoning": "the line says so. more thoughts",
+        "reasoning_first": True,
+    }
     late = parse_review("VERDICT: accept\nSUPPORTED: yes\nREASONING: late")
     assert late is not None and late["reasoning_first"] is False and late["contradicts"] is None
     assert parse_review("**SUPPORTED**: no\n**VERDICT**: reject\nCONTRADICTS: none.")["supported"] is False
-    assert parse_review("VERDICT: accept") is None            # no SUPPORTED
+    assert parse_review("VERDICT: accept") is None  # no SUPPORTED
     assert parse_review("SUPPORTED: yes\nVERDICT: maybe") is None
 
 

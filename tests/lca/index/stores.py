@@ -22,5 +22,11 @@ def fixture_store(path, embedder=None, **kw) -> Substrate:
 
 
 def memory(id_: str, **kw) -> MemoryRecord:
-    return MemoryRecord(id=id_, type=kw.pop("type", MemoryType.FACT), created=datetime(2026, 1, 1),
-                        authority=Authority.APPROVED, privacy=Privacy.PUBLIC, **kw)
+    return MemoryRecord(
+        id=id_,
+        type=kw.pop("type", MemoryType.FACT),
+        created=datetime(2026, 1, 1),
+        authority=Authority.APPROVED,
+        privacy=Privacy.PUBLIC,
+        **kw,
+    )

@@ -26,7 +26,7 @@ def test_identical_texts_share_one_vector_and_count_as_duplicates(tmp_path):
 
 def test_every_vector_records_its_embedder_and_a_mixed_store_is_refused(tmp_path):
     with fixture_store(tmp_path) as s:
-        stats = s.index.catalog_.stats()   # the fixture's 16 turns, and their sentences where the store keys them
+        stats = s.index.catalog_.stats()  # the fixture's 16 turns, and their sentences where the store keys them
         assert stats["chunks"] == 16
         assert s.index.catalog_.vectors_by_embedder() == {s.embedder.embedder_id: stats["texts"]}
         catalog = s.index.catalog_

@@ -11,8 +11,10 @@ from tests.fakes import FakeHashingEmbedder
 def test_chunker_covers_text_exactly_and_respects_the_limit():
     embedder = FakeHashingEmbedder(max_input_tokens=16)
     chunker = Chunker(embedder)
-    text = ("First sentence is here. Second one follows, longer than the first by far! "
-            "Third? " + "x" * 5 + " supercalifragilistic " * 12)
+    text = (
+        "First sentence is here. Second one follows, longer than the first by far! "
+        "Third? " + "x" * 5 + " supercalifragilistic " * 12
+    )
     pieces = chunker.split(text, prefix="Ana: ")
     assert "".join(p.text for p in pieces) == text
     assert all(embedder.count_tokens(["Ana: " + p.text])[0] <= 16 for p in pieces)

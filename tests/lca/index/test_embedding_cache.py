@@ -17,5 +17,5 @@ def test_vectors_are_reused_across_instances_and_equal_the_inner_ones(tmp_path):
     before = again.inner.texts_embedded
     assert np.array_equal(again.embed(texts[::-1]), first[::-1])
     assert again.inner.texts_embedded == before and again.hits == 4 and again.misses == 0
-    other = CachedEmbedder(FakeHashingEmbedder(dimension=32), tmp_path)   # another model: another file
+    other = CachedEmbedder(FakeHashingEmbedder(dimension=32), tmp_path)  # another model: another file
     assert other.path != again.path and other.embed(["gamma"]).shape == (1, 32)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from lca.index.lexical import Bm25LexicalIndex
 
-TEXTS = ["the deploy key rotates every Friday", "Ana adopted a grey cat from the shelter",
-         "the cats sleep all day", "quarterly tax filing is due"]
+TEXTS = [
+    "the deploy key rotates every Friday",
+    "Ana adopted a grey cat from the shelter",
+    "the cats sleep all day",
+    "quarterly tax filing is due",
+]
 
 
 def built(generation: str = "g1") -> Bm25LexicalIndex:
@@ -17,10 +21,10 @@ def built(generation: str = "g1") -> Bm25LexicalIndex:
 def test_search_returns_catalog_rows_of_matching_documents_only():
     index = built()
     scores, rows = index.search("cat", k=10)
-    assert sorted(rows.tolist()) == [102, 103]   # "cats" is stemmed to "cat"
+    assert sorted(rows.tolist()) == [102, 103]  # "cats" is stemmed to "cat"
     assert all(scores > 0) and list(scores) == sorted(scores, reverse=True)
-    assert index.search("the and of", k=5)[1].size == 0      # stopwords only
-    assert index.search("zeppelin", k=5)[1].size == 0        # a word no document holds
+    assert index.search("the and of", k=5)[1].size == 0  # stopwords only
+    assert index.search("zeppelin", k=5)[1].size == 0  # a word no document holds
     assert index.search("cat", k=0)[1].size == 0
 
 
@@ -40,6 +44,6 @@ def test_save_and_load_keep_rows_generation_and_results(tmp_path):
         assert again[1].tolist() == original[1].tolist() and again[0].tolist() == original[0].tolist()
     rebuilt = Bm25LexicalIndex()
     rebuilt.build([5], ["a new corpus"], "generation-8")
-    rebuilt.save(tmp_path / "lexical")   # replaces the folder whole
+    rebuilt.save(tmp_path / "lexical")  # replaces the folder whole
     assert Bm25LexicalIndex.load(tmp_path / "lexical").generation_ == "generation-8"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lexical"]   # no .tmp or .old left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lexical"]  # no .tmp or .old left behind

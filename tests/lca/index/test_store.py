@@ -27,7 +27,7 @@ def test_hits_carry_source_pointers_back_to_the_transcript(tmp_path):
         top = hits[0]
         assert top.pointer.source_type is SourceType.TRANSCRIPT
         entry = next(e for e in s.transcript.read(top.pointer.session_id).entries if e.id == top.pointer.entry_id)
-        assert entry.content[top.pointer.char_start:top.pointer.char_end] in top.text
+        assert entry.content[top.pointer.char_start : top.pointer.char_end] in top.text
         assert "Pebble" in top.text
         assert top.dense_rank is not None and top.lexical_rank is not None
 
@@ -49,8 +49,7 @@ def test_incremental_ingest_embeds_only_what_is_new(tmp_path):
     embedder = FakeHashingEmbedder()
     with fixture_store(tmp_path, embedder) as s:
         before = embedder.texts_embedded
-        s.append([make_entry("live", 1, "the deploy key rotates every Friday"),
-                  make_entry("live", 2, "Ben: thanks")])
+        s.append([make_entry("live", 1, "the deploy key rotates every Friday"), make_entry("live", 2, "Ben: thanks")])
         assert embedder.texts_embedded - before == 2
         assert s.search("when does the deploy key rotate", k=1)[0].pointer.entry_id == "live:1"
         report = s.ingest()
@@ -61,8 +60,13 @@ def test_incremental_ingest_embeds_only_what_is_new(tmp_path):
 def test_failed_embedding_fails_closed_and_is_counted_then_retried(tmp_path, zero_vector):
     flaky = FakeFlakyEmbedder(zero_vector=zero_vector)
     with Substrate(tmp_path, embedder=flaky) as s:
-        s.append([make_entry("s", 1, "a fine sentence"), make_entry("s", 2, "POISON pill text"),
-                  make_entry("s", 3, "another fine one")])
+        s.append(
+            [
+                make_entry("s", 1, "a fine sentence"),
+                make_entry("s", 2, "POISON pill text"),
+                make_entry("s", 3, "another fine one"),
+            ]
+        )
         stats = s.index.catalog_.stats()
         assert stats["chunks"] == 2 and stats["failed_embeddings"] == 1
         assert len(s.index.vectors) == 2
@@ -111,15 +115,21 @@ def test_reindex_returns_the_same_results(tmp_path):
 
 def test_memory_files_are_indexed_updated_and_removed(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
-        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Always deploy through staging first.",
-                       approver="test-approver")
+        s.memory.write(
+            memory("deploy-rule", type=MemoryType.PROCEDURE),
+            "Always deploy through staging first.",
+            approver="test-approver",
+        )
         assert s.ingest().memory_files_indexed == 1
         hit = s.search("deploy staging", k=1)[0]
         assert hit.pointer.source_type is SourceType.MEMORY and hit.pointer.memory_id == "deploy-rule"
         s.memory.record_use("deploy-rule", hits=5)  # counters do not trigger re-indexing
         assert s.ingest().memory_files_indexed == 0
-        s.memory.write(memory("deploy-rule", type=MemoryType.PROCEDURE), "Deploys need two approvals now.",
-                       approver="test-approver")
+        s.memory.write(
+            memory("deploy-rule", type=MemoryType.PROCEDURE),
+            "Deploys need two approvals now.",
+            approver="test-approver",
+        )
         assert s.ingest().memory_files_indexed == 1
         texts = [h.text for h in s.search("deploy", k=5)]
         assert texts == ["Deploys need two approvals now."]
@@ -145,7 +155,7 @@ def test_unloadable_memory_file_makes_health_fail_and_keeps_its_old_chunks(tmp_p
 def test_health_detects_a_lost_vector_file_and_ingest_repairs_it(tmp_path):
     with fixture_store(tmp_path) as s:
         assert s.health().healthy
-        texts = s.index.catalog_.stats()["texts"]   # 16 chunks' own texts (and their sentence keys, if keyed)
+        texts = s.index.catalog_.stats()["texts"]  # 16 chunks' own texts (and their sentence keys, if keyed)
     (tmp_path / "index" / "vectors.faiss").unlink()
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         check = s.health().check("consistency")
@@ -183,9 +193,15 @@ def test_second_writer_waits_then_fails_clearly(tmp_path):
 def test_two_processes_ingesting_at_once_add_nothing_twice(tmp_path):
     go = tmp_path / "go"
     store = tmp_path / "store"
-    children = [subprocess.Popen([sys.executable, str(REPO / "tests" / "helpers" / "ingest_child.py"), str(store),
-                                  str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(2)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "helpers" / "ingest_child.py"), str(store), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     time.sleep(1.0)
     go.touch()
     outputs = [c.communicate(timeout=120) for c in children]
@@ -199,9 +215,11 @@ def test_two_processes_ingesting_at_once_add_nothing_twice(tmp_path):
 
 
 # ---- sentence keys: each sentence of a multi-sentence chunk is also a dense key ------------------------
-PASSING_REMARK = ("I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
-                  "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
-                  "faucet last Sunday.")
+PASSING_REMARK = (
+    "I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
+    "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
+    "faucet last Sunday."
+)
 
 
 def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
@@ -209,23 +227,28 @@ def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
     for keyed in (False, True):
         embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
         with Substrate(tmp_path / str(keyed), embedder=embedder, sentence_keys=keyed) as s:
-            s.append([make_entry("s", 1, PASSING_REMARK),
-                      make_entry("s", 2, "Which kitchen faucet should I buy for my sink?"),
-                      make_entry("s", 3, "Tax forms are due soon.")])
+            s.append(
+                [
+                    make_entry("s", 1, PASSING_REMARK),
+                    make_entry("s", 2, "Which kitchen faucet should I buy for my sink?"),
+                    make_entry("s", 3, "Tax forms are due soon."),
+                ]
+            )
             assert s.index.catalog_.stats()["sentence_keys"] == (2 if keyed else 0)
             hits = s.search("I replaced my kitchen faucet", k=3, mode="dense")
-            assert len({h.chunk_id for h in hits}) == len(hits)   # one hit per chunk, however many keys match
-            assert hits[0].text.startswith(PASSING_REMARK[:20]) or not keyed   # the chunk's whole text comes back
+            assert len({h.chunk_id for h in hits}) == len(hits)  # one hit per chunk, however many keys match
+            assert hits[0].text.startswith(PASSING_REMARK[:20]) or not keyed  # the chunk's whole text comes back
             recalled = s.recall("I replaced my kitchen faucet").candidates
             top[keyed] = (hits[0].pointer.entry_id, recalled[0].source)
     assert top[True][0] == "s:1" and top[False][0] == "s:2"
-    assert "s:1" in top[True][1] and "s:2" in top[False][1]   # recall's similarity is the best key's cosine
+    assert "s:1" in top[True][1] and "s:2" in top[False][1]  # recall's similarity is the best key's cosine
 
 
 def test_removed_memory_takes_its_sentence_keys_with_it(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), sentence_keys=True) as s:
-        s.memory.write(memory("pets"), "Ana's cat is called Pebble. She is grey and sleeps all day.",
-                       approver="test-approver")
+        s.memory.write(
+            memory("pets"), "Ana's cat is called Pebble. She is grey and sleeps all day.", approver="test-approver"
+        )
         s.ingest()
         assert s.index.catalog_.stats()["sentence_keys"] == 2
         s.memory.path_for("pets").unlink()

@@ -20,8 +20,8 @@ def unit_rows(n: int, dimension: int = 8, seed: int = 0) -> np.ndarray:
 def test_vector_ids_are_stable_non_negative_63_bit_integers():
     digest = text_digest("the deploy key rotates every Friday")
     vid = vector_id_for(digest)
-    assert vid == vector_id_for(digest) and 0 <= vid < 2 ** 63
-    assert vector_id_for("f" * 64) == 2 ** 63 - 1   # the sign bit is masked off
+    assert vid == vector_id_for(digest) and 0 <= vid < 2**63
+    assert vector_id_for("f" * 64) == 2**63 - 1  # the sign bit is masked off
 
 
 def test_search_returns_the_nearest_and_a_saved_index_loads_the_same(tmp_path):
@@ -30,13 +30,13 @@ def test_search_returns_the_nearest_and_a_saved_index_loads_the_same(tmp_path):
     index.add(np.arange(10, 15), vectors)
     scores, ids = index.search(vectors[3], k=2)
     assert ids[0] == 13 and scores[0] == pytest.approx(1.0, abs=1e-3) and len(ids) == 2
-    assert len(index.search(vectors[0], k=50)[1]) == 5   # fewer when the index is smaller
+    assert len(index.search(vectors[0], k=50)[1]) == 5  # fewer when the index is smaller
     index.remove(np.asarray([13]))
     assert 13 not in index.search(vectors[3], k=5)[1] and len(index) == 4
     index.save(tmp_path / "vectors.faiss")
     loaded = FaissVectorIndex.load(tmp_path / "vectors.faiss", 8)
     assert sorted(loaded.ids()) == [10, 11, 12, 14]
-    assert np.allclose(loaded.reconstruct(np.asarray([11])), vectors[1], atol=1e-3)   # stored as float16
+    assert np.allclose(loaded.reconstruct(np.asarray([11])), vectors[1], atol=1e-3)  # stored as float16
     with pytest.raises(ValueError, match="dimension 8, expected 16"):
         FaissVectorIndex.load(tmp_path / "vectors.faiss", 16)
     with pytest.raises(ValueError, match="dimension 4, index has 8"):

@@ -45,16 +45,27 @@ BENCH = """
 
 def test_two_modules_exporting_one_name_are_refused(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    name = _package(tmp_path, "dup_benches", {"first": BENCH.format(name="speed"), "second": BENCH.format(name="speed"),
-                                             "helper": "VALUE = 1\n"})
+    name = _package(
+        tmp_path,
+        "dup_benches",
+        {"first": BENCH.format(name="speed"), "second": BENCH.format(name="speed"), "helper": "VALUE = 1\n"},
+    )
     with pytest.raises(ValueError, match="'speed' is exported by both dup_benches.first and dup_benches.second"):
         discover(name)
 
 
 def test_discovery_skips_helpers_and_refuses_a_benchmark_of_the_wrong_type(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    good = _package(tmp_path, "good_benches", {"b": BENCH.format(name="beta"), "a": BENCH.format(name="alpha"),
-                                               "_private": BENCH.format(name="hidden"), "helper": "VALUE = 1\n"})
+    good = _package(
+        tmp_path,
+        "good_benches",
+        {
+            "b": BENCH.format(name="beta"),
+            "a": BENCH.format(name="alpha"),
+            "_private": BENCH.format(name="hidden"),
+            "helper": "VALUE = 1\n",
+        },
+    )
     assert list(discover(good)) == ["alpha", "beta"]
     bad = _package(tmp_path, "bad_benches", {"wrong": "BENCHMARK = {'name': 'wrong'}\n"})
     with pytest.raises(TypeError, match="bad_benches.wrong.BENCHMARK is a dict"):
@@ -64,24 +75,39 @@ def test_discovery_skips_helpers_and_refuses_a_benchmark_of_the_wrong_type(tmp_p
 
 
 def test_listing_the_benchmarks_loads_no_numerical_library():
-    code = ("import sys; from protocols.bench import available_benchmarks; available_benchmarks(); "
-            "print(sorted(m for m in ('numpy', 'torch', 'faiss') if m in sys.modules))")
+    code = (
+        "import sys; from protocols.bench import available_benchmarks; available_benchmarks(); "
+        "print(sorted(m for m in ('numpy', 'torch', 'faiss') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_each_benchmark_parses_its_own_arguments_with_their_defaults():
     index = benchmark("index").parser().parse_args([])
-    assert (index.chunks, index.memory, index.queries, index.out, index.sentence_keys, index.fresh) == \
-        (35_000, 2_000, 200, "results/bench/index.json", "off", False)
+    assert (index.chunks, index.memory, index.queries, index.out, index.sentence_keys, index.fresh) == (
+        35_000,
+        2_000,
+        200,
+        "results/bench/index.json",
+        "off",
+        False,
+    )
     recall = benchmark("recall").parser().parse_args([])
-    assert (recall.work, recall.queries, recall.token_queries, recall.gravity_queries) == \
-        ("results/bench/work-index", 200, 100, 5000)
+    assert (recall.work, recall.queries, recall.token_queries, recall.gravity_queries) == (
+        "results/bench/work-index",
+        200,
+        100,
+        5000,
+    )
     retrieval = benchmark("retrieval").parser().parse_args(["--dataset", "locomo", "--set", "a=1", "--set", "b=2"])
-    assert (retrieval.retriever, retrieval.set, retrieval.out) == \
-        ("hybrid", ["a=1", "b=2"], "results/bench/{dataset}-{retriever}{units}.json")
+    assert (retrieval.retriever, retrieval.set, retrieval.out) == (
+        "hybrid",
+        ["a=1", "b=2"],
+        "results/bench/{dataset}-{retriever}{units}.json",
+    )
     with pytest.raises(SystemExit):
-        benchmark("retrieval").parser().parse_args([])   # --dataset is required
+        benchmark("retrieval").parser().parse_args([])  # --dataset is required
 
 
 def test_gravity_well_runs_from_its_registered_arguments(tmp_path, capsys):
@@ -105,9 +131,10 @@ def test_retrieval_set_parses_through_the_one_parameter_language():
     from protocols.bench.retrieval_bench import checked_config
 
     parse = benchmark("retrieval").parser().parse_args
-    config = checked_config(parse(["--dataset", "locomo", "--fusion", "rrf", "--set", "fusion=z",
-                                   "--set", "bm25-weight=0.25"]))
-    assert (config.fusion, config.bm25_weight, config.question_weight) == ("z", 0.25, 2.0)   # --set wins; defaults
+    config = checked_config(
+        parse(["--dataset", "locomo", "--fusion", "rrf", "--set", "fusion=z", "--set", "bm25-weight=0.25"])
+    )
+    assert (config.fusion, config.bm25_weight, config.question_weight) == ("z", 0.25, 2.0)  # --set wins; defaults
     from lca.params import ParameterError
 
     with pytest.raises(ParameterError, match=r"--set 'bogus=1': unknown name 'bogus'; known: anchor_weight, "):
@@ -118,8 +145,18 @@ def test_retrieval_set_parses_through_the_one_parameter_language():
 
 def test_retrieval_refuses_a_bad_set_before_reading_anything(tmp_path, capsys):
     bench = benchmark("retrieval")
-    args = bench.parser().parse_args(["--dataset", "locomo", "--data", str(tmp_path / "absent.json"),
-                                      "--set", "sentences=maybe", "--out", str(tmp_path / "x.json")])
+    args = bench.parser().parse_args(
+        [
+            "--dataset",
+            "locomo",
+            "--data",
+            str(tmp_path / "absent.json"),
+            "--set",
+            "sentences=maybe",
+            "--out",
+            str(tmp_path / "x.json"),
+        ]
+    )
     assert bench.run(args) == 2
     assert "lca: error: --set 'sentences=maybe': takes on/off" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
