@@ -35,6 +35,19 @@ def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
     return tuple(f"{span.session}#{entry}" for span in memory.record.sources for entry in span.entries)
 
 
+def _injected(item: ScoredCandidate, memory_files) -> InjectedItem:
+    """A recalled candidate as the packet records it, with the transcript entries it rests on."""
+    return InjectedItem(
+        item.source_type,
+        item.source,
+        item.text,
+        item.tokens,
+        item.authority_key,
+        round(item.score, 6),
+        _pointers(item, memory_files),
+    )
+
+
 class _SubstrateCondition(Condition):
     def reset(self) -> None:
         self.close()
@@ -67,19 +80,7 @@ class _SubstrateCondition(Condition):
         config = replace(self.substrate.recall_config, token_budget=max(0, budget))
         result = self.substrate.recall(RecallContext(query=probe.question, as_of=_as_of(probe)), config=config)
         files = self.substrate.memory_files()
-        items = []
-        for item in result.items:
-            items.append(
-                InjectedItem(
-                    item.source_type,
-                    item.source,
-                    item.text,
-                    item.tokens,
-                    item.authority_key,
-                    round(item.score, 6),
-                    _pointers(item, files),
-                )
-            )
+        items = [_injected(item, files) for item in result.items]
         return items, result.latency_ms, result.action
 
 
@@ -250,18 +251,7 @@ class FullLCA(_SubstrateCondition):
             )
         recall = ws.recall
         if recall is not None:
-            for item in recall.items:
-                items.append(
-                    InjectedItem(
-                        item.source_type,
-                        item.source,
-                        item.text,
-                        item.tokens,
-                        item.authority_key,
-                        round(item.score, 6),
-                        _pointers(item, files),
-                    )
-                )
+            items.extend(_injected(item, files) for item in recall.items)
         return self._packet(
             probe,
             items,
