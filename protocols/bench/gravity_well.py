@@ -12,20 +12,27 @@ taken by the top 1% of records.
 from __future__ import annotations
 
 import argparse
-import json
+import time
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocols.bench.registry import Benchmark
+
+if TYPE_CHECKING:
+    from protocols.bench.result import BenchmarkResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", type=int, default=5000)
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--out", default="results/bench/gravity-well.json")
+    parser.add_argument(
+        "--out",
+        default="results/bench/gravity-well.json",
+        help="the result record (default results/bench/gravity-well.json); a file already there is replaced, "
+        "said on stderr",
+    )
 
 
 def simulate(
@@ -136,21 +143,36 @@ def _gini(values: list[int]) -> float:
     return float((2 * np.arange(1, n + 1) - n - 1).dot(x) / (n * x.sum()))
 
 
-def run_gravity_well_bench(args) -> int:
-    from lca.provenance import code_version
+def record(simulated: dict[str, Any], provenance) -> BenchmarkResult:
+    """A simulation's output as a ``BenchmarkResult``: the figures and wildcard count as metrics, the
+    simulation's parameters as config."""
+    from protocols.bench.result import BenchmarkResult
 
-    result = simulate(queries=args.queries, records=args.records, seed=args.seed)
-    result["provenance"] = {"code_version": code_version(), "date": datetime.now(UTC).isoformat(), "seed": args.seed}
+    return BenchmarkResult(
+        benchmark="gravity-well",
+        metrics={"figures": simulated["figures"], "wildcards_injected": simulated["wildcards_injected"]},
+        config=simulated["params"],
+        provenance=provenance,
+    )
+
+
+def run_gravity_well_bench(args) -> int:
+    from protocols.bench.result import build_provenance, write_result
+
+    started = time.perf_counter()
+    simulated = simulate(queries=args.queries, records=args.records, seed=args.seed)
+    result = record(
+        simulated, build_provenance(seeds={"simulation": args.seed}, wall_seconds=time.perf_counter() - started)
+    )
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, out)
     print("gravity well: share of all injections taken by the top 1% of records")
-    for name, fig in result["figures"].items():
+    for name, fig in result.metrics["figures"].items():
         print(
             f"  {name:<16} {fig['top1pct_share']:.3f}   records ever recalled {fig['records_ever_recalled']:>5}"
             f"   gini {fig['gini']:.3f}"
         )
-    print(f"  wildcards injected: {result['wildcards_injected']}; written to {out}")
+    print(f"  wildcards injected: {result.metrics['wildcards_injected']}; written to {out}")
     return 0
 
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.index import DEFAULT_WORK, TARGETS
+from protocols.bench.index import DEFAULT_WORK
 from protocols.bench.registry import Benchmark
 
 
@@ -31,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", type=int, default=2_000, help="memory chunks to build (default 2000)")
     parser.add_argument("--queries", type=int, default=200, help="search queries to time (default 200)")
     parser.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
-    parser.add_argument("--out", default="results/bench/index.json")
+    parser.add_argument(
+        "--out",
+        default="results/bench/index.json",
+        help="the result record (default results/bench/index.json); a file already there is replaced, said on stderr",
+    )
     parser.add_argument("--fresh", action="store_true", help="delete the benchmark store first")
     parser.add_argument(
         "--sentence-keys",
@@ -80,7 +85,6 @@ def run_index_bench(args) -> int:
         return 2
 
     from lca.layout import StoreLayout
-    from lca.provenance import code_version
     from lca.substrate import Substrate
     from protocols.bench.index.ingest import (
         load_dataset,
@@ -90,14 +94,16 @@ def run_index_bench(args) -> int:
         meter_ingest,
         select_sessions,
     )
-    from protocols.bench.index.instruments import Meter, loadavg
+    from protocols.bench.index.instruments import Meter
     from protocols.bench.index.latency import measure_latency, open_reader
-    from protocols.bench.index.report import checks, print_table, provenance, write_result
+    from protocols.bench.index.report import print_table, record
     from protocols.bench.index.sizes import measure_sizes
+    from protocols.bench.result import loadavg, write_result
 
+    started = time.perf_counter()
     work = Path(args.work) if args.work else DEFAULT_WORK
     preexisting = _prepare_work(work, fresh=args.fresh)
-    result: dict[str, Any] = {"benchmark": "index", "targets": TARGETS}
+    sections: dict[str, Any] = {}
     dataset = load_dataset(data)
 
     keyed = getattr(args, "sentence_keys", "off") == "on"
@@ -112,31 +118,30 @@ def run_index_bench(args) -> int:
         meter_ingest(meter, embedder, index)
 
         load_before = loadavg()
-        result["transcript_ingest"] = measure_transcript_ingest(substrate, meter, selection)
-        result["memory_ingest"] = measure_memory_ingest(substrate, meter, dataset.sessions, selection, args.memory)
-        result["store"], result["index_size"] = measure_sizes(substrate, StoreLayout(work))
-        result["reingest"] = measure_reingest(substrate, meter, selection)
+        sections["transcript_ingest"] = measure_transcript_ingest(substrate, meter, selection)
+        sections["memory_ingest"] = measure_memory_ingest(substrate, meter, dataset.sessions, selection, args.memory)
+        sections["store"], sections["index_size"] = measure_sizes(substrate, StoreLayout(work))
+        sections["reingest"] = measure_reingest(substrate, meter, selection)
         meter.restore()
 
         # latency: a reader opening the store from disk
         substrate.close()
         queries = [str(r["question"]) for r in dataset.questions[: args.queries]]
         reader, cold_ms = open_reader(work, embedder, queries[0])
-        result["latency"] = measure_latency(reader, embedder, queries, cold_ms, load_before)
+        sections["latency"] = measure_latency(reader, embedder, queries, cold_ms, load_before)
 
-        result["checks"] = checks(result)
-        result["all_pass"] = all(c["pass"] for c in result["checks"].values())
-        result["provenance"] = provenance(
+        result = record(
             args,
-            data,
-            dataset.sha256,
-            embedder,
-            code_version(),
-            work,
-            preexisting,
-            dataset.load_seconds,
-            dataset.import_report,
-            len(dataset.sessions),
+            sections,
+            data=data,
+            dataset_sha=dataset.sha256,
+            embedder=embedder,
+            work=work,
+            preexisting=preexisting,
+            load_seconds=dataset.load_seconds,
+            import_report=dataset.import_report,
+            total_sessions=len(dataset.sessions),
+            wall_seconds=time.perf_counter() - started,
         )
     finally:
         meter.restore()

@@ -10,16 +10,15 @@ both and their ratio (targets: recall p50 at most 1.5x search, recall p95 at mos
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from protocols.bench.registry import Benchmark
 
 TARGETS = {"recall_over_search_p50": 1.5, "recall_p95_ms": 50.0}
+SEED = 7  # the order search and recall take within each query
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--token-queries", type=int, default=100)
     parser.add_argument("--gravity-queries", type=int, default=5000)
-    parser.add_argument("--out", default="results/bench/recall.json")
+    parser.add_argument(
+        "--out",
+        default="results/bench/recall.json",
+        help="the result record (default results/bench/recall.json); a file already there is replaced, said on stderr",
+    )
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -47,14 +50,22 @@ def run_recall_bench(args) -> int:
     import numpy as np
     from tqdm import tqdm
 
-    from lca.importers import file_sha256, load_official_json
+    from lca.importers import load_official_json
     from lca.layout import StoreLayout
-    from lca.provenance import code_version
     from lca.recall import RecallConfig, RecallContext
     from lca.substrate import Substrate
     from protocols.bench.gravity_well import simulate
+    from protocols.bench.result import (
+        BenchmarkResult,
+        build_provenance,
+        dataset_provenance,
+        jsonable,
+        loadavg,
+        write_result,
+    )
     from protocols.data_paths import find_data_file
 
+    started = time.perf_counter()
     work = Path(args.work)
     if not StoreLayout(work).catalog.exists():
         print(
@@ -69,7 +80,8 @@ def run_recall_bench(args) -> int:
         )
         return 2
     queries = [str(r["question"]) for r in load_official_json(data)][: args.queries]
-    rng = random.Random(7)
+    rng = random.Random(SEED)
+    load_before = loadavg()
     with Substrate(work) as substrate:
         chunks = substrate.index.stats()["chunks"]
         for q in queries[:5]:  # warm: model, traced encoder, row maps, memory cache, logs
@@ -80,12 +92,13 @@ def run_recall_bench(args) -> int:
             order = ["search", "recall"]
             rng.shuffle(order)
             for name in order:
-                started = time.perf_counter()
+                started_query = time.perf_counter()
                 if name == "search":
                     substrate.search(q, k=10)
                 else:
                     substrate.recall(RecallContext(q))
-                times[name].append((time.perf_counter() - started) * 1000)
+                times[name].append((time.perf_counter() - started_query) * 1000)
+        load_after = loadavg()
         tokens: dict[str, dict[str, float]] = {}
         for policy in ("fixed-k", "adaptive", "none"):
             config = RecallConfig(policy=policy)
@@ -101,34 +114,55 @@ def run_recall_bench(args) -> int:
     search, recall = _stats(times["search"]), _stats(times["recall"])
     ratio = recall["p50_ms"] / search["p50_ms"]
     gravity = simulate(queries=args.gravity_queries)
-    result = {
-        "benchmark": "recall",
-        "targets": TARGETS,
-        "store": {"path": str(work), "chunks": chunks},
-        "latency": {
-            "search": search,
-            "recall": recall,
-            "recall_over_search_p50": round(ratio, 3),
-            "recall_over_search_p95": round(recall["p95_ms"] / search["p95_ms"], 3),
+    result = BenchmarkResult(
+        benchmark="recall",
+        metrics={
+            "store": {"path": str(work), "chunks": chunks},
+            "latency": {
+                "search": search,
+                "recall": recall,
+                "recall_over_search_p50": round(ratio, 3),
+                "recall_over_search_p95": round(recall["p95_ms"] / search["p95_ms"], 3),
+            },
+            "injected_tokens_per_turn": tokens,
+            "gravity_well": gravity,
         },
-        "injected_tokens_per_turn": tokens,
-        "gravity_well": gravity,
-        "checks": {
-            "recall_over_search_p50": {"value": round(ratio, 3), "pass": ratio <= TARGETS["recall_over_search_p50"]},
-            "recall_p95_ms": {"value": recall["p95_ms"], "pass": recall["p95_ms"] <= TARGETS["recall_p95_ms"]},
+        checks={
+            "recall_over_search_p50": {
+                "value": round(ratio, 3),
+                "target": f"<= {TARGETS['recall_over_search_p50']}",
+                "pass": ratio <= TARGETS["recall_over_search_p50"],
+            },
+            "recall_p95_ms": {
+                "value": recall["p95_ms"],
+                "target": f"<= {TARGETS['recall_p95_ms']}",
+                "pass": recall["p95_ms"] <= TARGETS["recall_p95_ms"],
+            },
         },
-        "provenance": {
-            "code_version": code_version(),
-            "embedder_id": embedder_id,
-            "dataset": str(data),
-            "dataset_sha256": file_sha256(data),
-            "date": datetime.now(UTC).isoformat(),
-            "seed": 7,
+        config={
+            "args": {
+                "work": str(work),
+                "queries": args.queries,
+                "token_queries": args.token_queries,
+                "gravity_queries": args.gravity_queries,
+            },
+            "targets": TARGETS,
+            "recall_config": jsonable(RecallConfig()),
         },
-    }
+        rows=tuple(
+            {"query": i, "search_ms": round(s, 3), "recall_ms": round(r, 3)}
+            for i, (s, r) in enumerate(zip(times["search"], times["recall"]))
+        ),
+        provenance=build_provenance(
+            embedder_id=embedder_id,
+            datasets=[dataset_provenance(data, "longmemeval_s_dev")],
+            seeds={"order": SEED, "gravity_well": gravity["params"]["seed"]},
+            wall_seconds=time.perf_counter() - started,
+            load={"before_queries": load_before, "after_queries": load_after},
+        ),
+    )
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, out)
     print(f"recall benchmark on {work} ({chunks} chunks), {len(queries)} queries interleaved")
     print(f"  search  p50 {search['p50_ms']:.2f} ms  p95 {search['p95_ms']:.2f} ms")
     print(f"  recall  p50 {recall['p50_ms']:.2f} ms  p95 {recall['p95_ms']:.2f} ms   x{ratio:.2f} of search at p50")
@@ -139,7 +173,7 @@ def run_recall_bench(args) -> int:
         )
     for name, fig in gravity["figures"].items():
         print(f"  gravity well {name:<16} top-1% share {fig['top1pct_share']:.3f}")
-    for name, check in result["checks"].items():
+    for name, check in result.checks.items():
         print(f"  [{'PASS' if check['pass'] else 'FAIL'}] {name}: {check['value']}")
     print(f"  written to {out}")
     return 0

@@ -26,7 +26,8 @@ class Benchmark:
     ``help`` is the one-line argparse help of the subcommand (argparse expands it with ``%``, so a literal
     percent sign is written ``%%``); ``description`` is the longer text ``lca bench <name> --help`` shows.
     ``add_arguments`` adds the benchmark's options to its subparser; ``run`` takes the parsed arguments and
-    returns the process exit code (0 on success, 2 for an unusable option or a missing input).
+    returns the process exit code (0 on success, 2 for an unusable option or a missing input). A benchmark writes
+    its run as a ``protocols.bench.result.BenchmarkResult`` through ``write_result``.
     """
 
     name: str

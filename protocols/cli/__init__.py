@@ -6,8 +6,9 @@ exit with status 2; ``health`` exits 1 when the store is unhealthy.
 
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
-audit, identity), ``run`` (``lca run``, the evaluation harness) and ``bench`` (``lca bench``, from the
-benchmark registry). Only ``run`` and the benchmarks import the evaluation harness.
+audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
+benchmark registry) and ``figures`` (``lca figures``, the documents' figures from the committed results). Only
+``run`` and the benchmarks import the evaluation harness.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, common, governance, run, store
+from protocols.cli import bench, common, figures, governance, run, store
 
 __all__ = ["build_parser", "main"]
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     store.add_parsers(sub, common_args)
     bench.add_parser(sub)
+    figures.add_parser(sub)
     governance.add_parsers(sub, common_args)
     run.add_parser(sub)
     return parser

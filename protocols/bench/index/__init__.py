@@ -2,7 +2,7 @@
 
 ``instruments``: meters, CPU watches and latency summaries; ``ingest``: the sessions chosen, the transcript and
 memory ingests and the re-ingest; ``sizes``: bytes per chunk; ``latency``: the query loops beside the numpy
-baseline and the top-10 overlap; ``report``: checks, provenance and the printed table.
+baseline and the top-10 overlap; ``report``: checks, the run's ``BenchmarkResult`` and the printed table.
 """
 
 from __future__ import annotations

@@ -116,13 +116,6 @@ def one_blas_thread():
     }
 
 
-def loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        return None
-
-
 def summary(values_ms: list[float]) -> dict[str, float]:
     """n, p50, p95, mean, min and max of some timings in milliseconds."""
     import numpy as np

@@ -1,17 +1,16 @@
-"""The index benchmark's verdicts and output: the checks against the targets, provenance, the JSON file and
-the table printed on the terminal."""
+"""The index benchmark's verdicts and output: the checks against the targets, the run as a ``BenchmarkResult``
+(provenance from the shared builder in ``protocols.bench.result``) and the table printed on the terminal."""
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from protocols.bench.index import SEED, TARGETS
 from protocols.bench.index.sizes import bytes_beyond_text
+from protocols.bench.result import BenchmarkResult
+
+VECTOR_STORAGE = "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors"
 
 
 def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -50,91 +49,73 @@ def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def write_result(result: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-
-
-def provenance(
+def record(
     args,
+    sections: dict[str, Any],
+    *,
     data: Path,
     dataset_sha: str,
     embedder,
-    version: str,
     work: Path,
     preexisting: bool,
     load_seconds: float,
     import_report,
     total_sessions: int,
-) -> dict[str, Any]:
-    """What produced the figures: code, embedder, dataset, arguments, threads, platform and versions."""
-    import faiss
-    import numpy as np
+    wall_seconds: float,
+) -> BenchmarkResult:
+    """The run as a ``BenchmarkResult``: the measured sections as ``metrics`` (keys as before the record), the
+    checks, the arguments and targets as ``config``, and the shared provenance plus the index's own extras."""
+    from protocols.bench.result import build_provenance, dataset_provenance
 
-    try:
-        import torch
-
-        torch_threads = torch.get_num_threads()
-        torch_version = torch.__version__
-    except ImportError:  # pragma: no cover - a non-torch embedder
-        torch_threads, torch_version = None, None
-    versions = {"numpy": np.__version__, "faiss": getattr(faiss, "__version__", None), "torch": torch_version}
-    for name in ("bm25s", "sentence_transformers"):
-        try:
-            versions[name] = __import__(name).__version__
-        except Exception:  # pragma: no cover
-            versions[name] = None
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        affinity = None
-    return {
-        "code_version": version,
-        "embedder_id": embedder.embedder_id,
-        "query_embedding_path": getattr(embedder, "query_path", None),
-        "vector_storage": "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors",
-        "dataset": {
-            "path": str(data),
-            "sha256": dataset_sha,
-            "questions_sessions_distinct": total_sessions,
-            "load_seconds": round(load_seconds, 2),
-            "repaired": dict(import_report.repaired),
-            "unparsed": len(import_report.unparsed),
+    latency = sections["latency"]
+    return BenchmarkResult(
+        benchmark="index",
+        metrics=sections,
+        checks=checks(sections),
+        config={
+            "args": {
+                "chunks": args.chunks,
+                "memory": args.memory,
+                "queries": args.queries,
+                "work": str(work),
+                "sentence_keys": getattr(args, "sentence_keys", "off"),
+                "fresh": bool(args.fresh),
+                "store_preexisted": preexisting,
+            },
+            "targets": TARGETS,
         },
-        "args": {
-            "chunks": args.chunks,
-            "memory": args.memory,
-            "queries": args.queries,
-            "work": str(work),
-            "sentence_keys": getattr(args, "sentence_keys", "off"),
-            "fresh": bool(args.fresh),
-            "store_preexisted": preexisting,
-        },
-        "seed": SEED,
-        "threads": {
-            "torch": torch_threads,
-            "faiss_omp": faiss.omp_get_max_threads(),
-            "cpu_count": os.cpu_count(),
-            "cpu_affinity": affinity,
-        },
-        "platform": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "processor": platform.processor() or platform.machine(),
-        },
-        "versions": versions,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+        provenance=build_provenance(
+            embedder_id=embedder.embedder_id,
+            datasets=[dataset_provenance(data, "longmemeval_s_dev", sha256=dataset_sha)],
+            seeds={"selection": SEED},
+            wall_seconds=wall_seconds,
+            load={
+                "before_ingest": latency.get("loadavg_before_ingest"),
+                "after_queries": latency.get("loadavg_after_queries"),
+            },
+            extra={
+                "query_embedding_path": getattr(embedder, "query_path", None),
+                "vector_storage": VECTOR_STORAGE,
+                "dataset_load": {
+                    "questions_sessions_distinct": total_sessions,
+                    "load_seconds": round(load_seconds, 2),
+                    "repaired": dict(import_report.repaired),
+                    "unparsed": len(import_report.unparsed),
+                },
+            },
+        ),
+    )
 
 
-def print_table(result: dict[str, Any], out: Path) -> None:
+def print_table(record: BenchmarkResult, out: Path) -> None:
     """The headline figures and each check on the terminal."""
+    result = record.metrics
     t, m, s = result["transcript_ingest"], result["memory_ingest"], result["index_size"]
     lat, stats = result["latency"], result["latency"]["stats"]
     cat = result["store"]["catalog_stats"]
     print(
-        f"\nindex benchmark  ({result['provenance']['embedder_id']}, torch threads "
-        f"{result['provenance']['threads']['torch']})"
+        f"\nindex benchmark  ({record.provenance.embedder_id}, torch threads "
+        f"{record.provenance.cores.get('torch_threads')})"
     )
     keys = f", {cat['sentence_keys']} sentence keys" if cat.get("sentence_keys") else ""
     print(f"  store            {cat['chunks']} chunks ({cat['chunks_by_source']}), {cat['texts']} vectors{keys}")
@@ -188,6 +169,6 @@ def print_table(result: dict[str, Any], out: Path) -> None:
         f"  re-ingest        {r['session']}: {r['entries_appended']} appended, {r['embedded_texts']} embedded, "
         f"{r['embed_calls']} embed calls, {r['wall_seconds']:.2f} s"
     )
-    for name, check in result["checks"].items():
+    for name, check in record.checks.items():
         print(f"  [{'PASS' if check['pass'] else 'FAIL'}] {name}: {check['value']} (target {check['target']})")
     print(f"  written to {out}")

@@ -85,27 +85,33 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
         ]
     )
     assert bench.run(args) == 0
-    result = json.loads(out.read_text())
-    assert list(result) == [
-        "benchmark",
-        "targets",
-        "transcript_ingest",
-        "memory_ingest",
-        "store",
-        "index_size",
-        "reingest",
-        "latency",
-        "checks",
-        "all_pass",
-        "provenance",
-    ]
+    from protocols.bench.result import BenchmarkResult
+
+    record = BenchmarkResult.read(out)
+    assert record.benchmark == "index" and record.all_pass is not None
+    result = record.metrics
+    assert list(result) == ["transcript_ingest", "memory_ingest", "store", "index_size", "reingest", "latency"]
+    assert set(record.checks) == {
+        "hybrid_p50_ms",
+        "hybrid_p95_ms",
+        "index_bytes_per_chunk_beyond_text",
+        "reingest_embeds_nothing",
+    }
+    prov = record.provenance
+    assert prov.embedder_id and prov.seeds == {"selection": 20240607} and prov.wall_seconds > 0
+    (dataset,) = prov.datasets
+    assert (dataset.name, dataset.path, dataset.official) == ("longmemeval_s_dev", str(data), False)  # not the pin
+    assert dataset.pinned_sha256 and dataset.sha256 != dataset.pinned_sha256
+    assert prov.cores["cpu_count"] and prov.cores["affinity"]
+    assert prov.load and set(prov.load) == {"before_ingest", "after_queries"}
+    assert prov.extra["dataset_load"]["questions_sessions_distinct"] == 18
     assert result["transcript_ingest"]["new_chunks"] >= 20 and result["memory_ingest"]["files_written"] == 4
     stats = result["store"]["catalog_stats"]
     assert stats["chunks"] == result["transcript_ingest"]["new_chunks"] + result["memory_ingest"]["new_chunks"]
     assert (stats["sentence_keys"] > 0) == (keys == "on")
     assert result["index_size"]["text_bytes"] == stats["text_bytes"]
     assert set(result["index_size"]["groups_bytes"]) == {"catalog", "vectors", "lexical", "other"}
-    assert result["reingest"]["embedded_texts"] == 0 and result["checks"]["reingest_embeds_nothing"]["pass"]
+    assert result["reingest"]["embedded_texts"] == 0 and record.checks["reingest_embeds_nothing"]["pass"]
     latency = result["latency"]
     assert latency["queries"] == 6 and set(latency["stats"]) == {
         "hybrid",
@@ -120,8 +126,12 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
     # the exact scan ranks what dense search ranks; faiss searches the vectors numpy scans
     assert latency["top10_overlap"]["dense_search_vs_numpy_mean"] == 1.0
     assert latency["top10_overlap"]["faiss_vs_numpy_mean"] >= 0.9  # ties at the 10th place may differ
-    assert result["provenance"]["args"]["sentence_keys"] == keys
-    assert "index benchmark" in capsys.readouterr().out
+    assert record.config["args"]["sentence_keys"] == keys and record.config["targets"]["hybrid_p50_ms"] == 15.0
+    captured = capsys.readouterr()
+    assert "index benchmark" in captured.out and "replaced" not in captured.err
+
+    assert bench.run(args) == 0  # a rerun to the same file replaces it and says so
+    assert f"note: replaced {out} (it held the index run of {prov.date}" in capsys.readouterr().err
 
 
 def test_index_bench_says_where_it_looked_when_the_dataset_is_missing(tmp_path, monkeypatch, capsys):
@@ -137,3 +147,27 @@ def test_index_bench_says_where_it_looked_when_the_dataset_is_missing(tmp_path, 
     err = capsys.readouterr().err
     assert "LongMemEval_S dev file" in err and str(tmp_path / "nope") in err
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "work").exists()
+
+
+def test_recall_bench_writes_its_record_on_the_index_benchmarks_store(tmp_path, fake_model, capsys):
+    from protocols.bench import benchmark
+    from protocols.bench.result import BenchmarkResult
+
+    data = tiny_longmemeval(tmp_path / "longmemeval_s_dev.json.xz")
+    work, out = tmp_path / "work", tmp_path / "recall.json"
+    index = benchmark("index")
+    common = ["--data", str(data), "--work", str(work)]
+    index_args = ["--chunks", "20", "--memory", "4", "--queries", "6", "--out", str(tmp_path / "index.json")]
+    assert index.run(index.parser().parse_args([*common, *index_args])) == 0
+    recall = benchmark("recall")
+    args = ["--queries", "6", "--token-queries", "3", "--gravity-queries", "300", "--out", str(out)]
+    assert recall.run(recall.parser().parse_args([*common, *args])) == 0
+    record = BenchmarkResult.read(out)
+    assert list(record.metrics) == ["store", "latency", "injected_tokens_per_turn", "gravity_well"]
+    assert record.metrics["latency"]["recall"]["n"] == 6 and len(record.rows) == 6
+    assert all(row["search_ms"] > 0 and row["recall_ms"] > 0 for row in record.rows)
+    assert record.checks["recall_p95_ms"]["target"] == "<= 50.0"
+    assert record.config["args"]["queries"] == 6 and "floor" in record.config["recall_config"]
+    prov = record.provenance
+    assert prov.embedder_id and prov.datasets[0].name == "longmemeval_s_dev" and prov.seeds["order"] == 7
+    assert "recall benchmark on" in capsys.readouterr().out

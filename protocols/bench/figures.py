@@ -1,0 +1,186 @@
+"""The figures the README and the docs quote, rendered from the committed result records, so two documents
+cannot quote two runs.
+
+A document marks a generated figure ``<!-- figures:NAME -->...<!-- /figures -->`` (inline or over several
+lines; quoted in inline code, a marker is text); ``lca figures`` rewrites the text between the markers from the record files under
+``results/examples/`` with the template of ``NAME`` below, and ``lca figures --check`` reports every figure
+that differs (exit 1), so a hand edit or a new result file without a regeneration fails the test suite. The
+documents are ``README.md`` and ``docs/**/*.md``. The retrieval tables (``results/examples/retrieval/*.md``)
+are written by ``lca bench retrieval`` itself; the documents point to them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lca.errors import LCAError
+from protocols.bench.result import BenchmarkResult
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = Path("results/examples")
+# a marker quoted in inline code (preceded by a backtick) is prose about markers, not a marker
+_FIGURE = re.compile(r"(?<!`)<!-- figures:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)(?<!`)<!-- /figures -->", re.S)
+_OPENING = re.compile(r"(?<!`)<!-- figures:(?P<name>[^ ]*) -->")
+_CLOSING = "<!-- /figures -->"
+_CLOSINGS = re.compile(r"(?<!`)<!-- /figures -->")
+
+
+def _source(*files: str) -> str:
+    return ", ".join(f"`{EXAMPLES / f}`" for f in files)
+
+
+def _day(result: BenchmarkResult) -> str:
+    return result.provenance.date[:10]
+
+
+def _readme_index(index: BenchmarkResult) -> str:
+    m = index.metrics
+    by_source = m["store"]["catalog_stats"]["chunks_by_source"]
+    hybrid, baseline = m["latency"]["stats"]["hybrid"], m["latency"]["stats"]["baseline_numpy"]
+    embedded = m["reingest"]["embedded_texts"]
+    return (
+        f"on a store of the LCA paper's reference size built from the LongMemEval_S dev haystacks "
+        f"({by_source['transcript']:,} transcript chunks and {by_source['memory']:,} memory chunks). Hybrid search "
+        f"takes {hybrid['p50_ms']:.1f} ms p50 and {hybrid['p95_ms']:.1f} ms p95, including the query embedding; "
+        f"the numpy brute-force baseline in the same loop takes {baseline['p50_ms']:.1f} / "
+        f"{baseline['p95_ms']:.1f} ms. The index costs {m['index_size']['bytes_per_chunk_beyond_text']:,.0f} bytes "
+        f"per chunk beyond the text. Re-ingesting an unchanged session "
+        f"{'embeds nothing' if embedded == 0 else f'embeds {embedded} texts'} "
+        f"({_source('bench-index.json')}, {_day(index)})."
+    )
+
+
+def _readme_recall(recall: BenchmarkResult, gravity: BenchmarkResult) -> str:
+    lat, fig = recall.metrics["latency"], gravity.metrics["figures"]
+    return (
+        f"Full resonance recall takes {lat['recall']['p50_ms']:.1f} ms p50, {lat['recall_over_search_p50']:.2f} "
+        f"times plain search in the same run, and {lat['recall']['p95_ms']:.1f} ms p95. Gravity well: the top 1% "
+        f"of records take {fig['use_weighted']['top1pct_share']:.1%} of recalls under pure use-weighting, and "
+        f"{fig['living_defenses']['top1pct_share']:.1%} with saturation, diversity and wildcards "
+        f"({_source('bench-recall.json', 'gravity-well.json')})."
+    )
+
+
+def _docs_recall_bench(recall: BenchmarkResult) -> str:
+    lat, targets = recall.metrics["latency"], recall.config["targets"]
+    fixed = recall.metrics["injected_tokens_per_turn"]["fixed-k"]
+    floor = recall.config.get("recall_config", {}).get("floor")
+    return (
+        f"recall p50 {lat['recall']['p50_ms']:.1f} ms against search {lat['search']['p50_ms']:.1f} ms "
+        f"(x{lat['recall_over_search_p50']:.2f}, target {targets['recall_over_search_p50']:g}), p95 "
+        f"{lat['recall']['p95_ms']:.1f} ms (target {targets['recall_p95_ms']:g}); fixed-k injects "
+        f"{fixed['mean']:.0f} tokens per turn on average and nothing in {fixed['turns_with_nothing_injected']} of "
+        f"{fixed['turns']} LongMemEval questions"
+        + (f" at the default {floor:.2f} floor" if floor is not None else "")
+        + f" ({_source('bench-recall.json')}, {_day(recall)})."
+    )
+
+
+def _docs_gravity_well(gravity: BenchmarkResult) -> str:
+    fig, config = gravity.metrics["figures"], gravity.config
+    kinds = ("relevance_only", "use_weighted", "living_defenses")
+    share = {k: f"{fig[k]['top1pct_share']:.1%}" for k in kinds}
+    gini = " / ".join(f"{fig[k]['gini']:.2f}" for k in kinds)
+    return (
+        f"`lca bench gravity-well` ({config['queries']:,} Zipf-skewed queries, {config['records']:,} records): the "
+        f"top 1% of records take {share['relevance_only']} of injections under relevance only, "
+        f"{share['use_weighted']} under pure use-weighting, {share['living_defenses']} with saturation, diversity "
+        f"and wildcards (Gini {gini}; "
+        f"{_source('gravity-well.json')})."
+    )
+
+
+def _docs_index_store(index: BenchmarkResult) -> str:
+    m = index.metrics
+    target = index.config["targets"]["index_bytes_per_chunk_beyond_text"]
+    return (
+        f"{m['store']['vectors']:,} vectors for {m['store']['catalog_stats']['chunks']:,} chunks and "
+        f"{m['index_size']['bytes_per_chunk_beyond_text']:,.0f} bytes per chunk beyond the text (the target is "
+        f"{target:,.0f}; {_source('bench-index.json')}, {_day(index)})"
+    )
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A generated figure: the result files it reads (under ``results/examples/``) and its template, called
+    with their records in that order."""
+
+    name: str
+    sources: tuple[str, ...]
+    template: Callable[..., str]
+
+
+FIGURES = {
+    f.name: f
+    for f in (
+        Figure("readme-index", ("bench-index.json",), _readme_index),
+        Figure("readme-recall", ("bench-recall.json", "gravity-well.json"), _readme_recall),
+        Figure("recall-bench", ("bench-recall.json",), _docs_recall_bench),
+        Figure("gravity-well", ("gravity-well.json",), _docs_gravity_well),
+        Figure("index-store", ("bench-index.json",), _docs_index_store),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A figure whose text in a document is not what its result files render."""
+
+    document: str
+    figure: str
+    written: str
+    generated: str
+
+
+def documents(root: Path) -> list[Path]:
+    """The files whose figures are generated: the README and every page under docs/."""
+    return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
+
+
+def render(text: str, records: Callable[[str], BenchmarkResult], *, document: str) -> tuple[str, list[Stale]]:
+    """``text`` with each figure rendered, and the figures whose written text differed. Unknown figure names and
+    markers without their closing ``<!-- /figures -->`` are refused naming the document."""
+    opened = [m["name"] for m in _OPENING.finditer(text)]
+    if len(opened) != len(_FIGURE.findall(text)) or len(_CLOSINGS.findall(text)) != len(opened):
+        raise LCAError(f"{document}: every <!-- figures:NAME --> needs one {_CLOSING} before the next figure")
+    stale: list[Stale] = []
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in FIGURES:
+            raise LCAError(f"{document}: unknown figure '{name}'; known: {', '.join(sorted(FIGURES))}")
+        figure = FIGURES[name]
+        generated = figure.template(*(records(source) for source in figure.sources))
+        if generated != match["body"]:
+            stale.append(Stale(document, name, match["body"], generated))
+        return f"<!-- figures:{name} -->{generated}{_CLOSING}"
+
+    return _FIGURE.sub(replace, text), stale
+
+
+def update(root: Path = ROOT, *, check: bool = False) -> tuple[list[Stale], int]:
+    """Render every figure of every document under ``root`` from ``root/results/examples``; write the documents
+    that changed unless ``check``. Returns the stale figures and how many figures there are in all."""
+    cache: dict[str, BenchmarkResult] = {}
+
+    def records(source: str) -> BenchmarkResult:
+        if source not in cache:
+            path = root / EXAMPLES / source
+            if not path.is_file():
+                raise LCAError(f"{EXAMPLES / source}: no such result file (a figure reads it)")
+            cache[source] = BenchmarkResult.read(path)
+        return cache[source]
+
+    stale: list[Stale] = []
+    total = 0
+    for path in documents(root):
+        text = path.read_text(encoding="utf-8")
+        total += len(_FIGURE.findall(text))
+        rendered, found = render(text, records, document=str(path.relative_to(root)))
+        stale += found
+        if found and not check:
+            path.write_text(rendered, encoding="utf-8")
+    return stale, total
