@@ -25,9 +25,10 @@ def _as_of(probe: Probe) -> datetime | None:
     return parse_timestamp(probe.asked_at)
 
 
-def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
+def _pointers(candidate: ScoredCandidate, memory_files, transcript=None) -> tuple[str, ...]:
     if candidate.source_type == "transcript":
-        return (candidate.source[len("transcript:") :].split("[", 1)[0],)
+        own = candidate.source[len("transcript:") :].split("[", 1)[0]
+        return (own, *_handoff_tail(own, candidate.text, transcript))
     memory_id = candidate.source[len("memory:") :].split("[", 1)[0]
     memory = memory_files.get(memory_id)
     if memory is None:
@@ -35,7 +36,25 @@ def _pointers(candidate: ScoredCandidate, memory_files) -> tuple[str, ...]:
     return tuple(f"{span.session}#{entry}" for span in memory.record.sources for entry in span.entries)
 
 
-def _injected(item: ScoredCandidate, memory_files) -> InjectedItem:
+def _handoff_tail(pointer: str, text: str, transcript) -> tuple[str, ...]:
+    """A recalled handoff entry quotes the last turns of its session: it rests on each of them whose text
+    the injected item holds whole (a trimmed item or a split chunk may hold only some)."""
+    session, _, entry_id = pointer.partition("#")
+    if transcript is None or ":handoff:" not in entry_id:
+        return ()
+    entry = next((e for e in transcript.read(session).entries if e.id == entry_id), None)
+    try:
+        tail = json.loads(entry.content).get("recent_tail", []) if entry is not None else []
+    except (ValueError, AttributeError):
+        return ()
+    return tuple(
+        f"{t['session']}#{t['entry']}"
+        for t in tail
+        if t.get("text") and (t["text"] in text or json.dumps(t["text"])[1:-1] in text)
+    )
+
+
+def _injected(item: ScoredCandidate, memory_files, transcript=None) -> InjectedItem:
     """A recalled candidate as the packet records it, with the transcript entries it rests on."""
     return InjectedItem(
         item.source_type,
@@ -44,7 +63,7 @@ def _injected(item: ScoredCandidate, memory_files) -> InjectedItem:
         item.tokens,
         item.authority_key,
         round(item.score, 6),
-        _pointers(item, memory_files),
+        _pointers(item, memory_files, transcript),
     )
 
 
@@ -80,14 +99,15 @@ class _SubstrateCondition(Condition):
         config = replace(self.substrate.recall_config, token_budget=max(0, budget))
         result = self.substrate.recall(RecallContext(query=probe.question, as_of=_as_of(probe)), config=config)
         files = self.substrate.memory_files()
-        items = [_injected(item, files) for item in result.items]
+        items = [_injected(item, files, self.substrate.transcript) for item in result.items]
         return items, result.latency_ms, result.action
 
 
 @register_condition
 class TranscriptRecall(_SubstrateCondition):
     """Indexed recall over the verbatim transcript only: similarity and the policy filters, no
-    structured memory, no learned or task weights."""
+    structured memory, no learned or task weights. ``floor`` is the absolute floor; recall lowers it
+    to the store's own off-topic ceiling where that is lower (``RecallConfig.floor_mode``, docs/recall.md)."""
 
     name = "transcript-recall"
 
@@ -251,7 +271,7 @@ class FullLCA(_SubstrateCondition):
             )
         recall = ws.recall
         if recall is not None:
-            items.extend(_injected(item, files) for item in recall.items)
+            items.extend(_injected(item, files, self.substrate.transcript) for item in recall.items)
         return self._packet(
             probe,
             items,

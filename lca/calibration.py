@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lca.index.vectors import vector_id_for
+from lca.recall.floor import load_queries as floor_queries
 from lca.types import text_digest
 
 
@@ -40,11 +41,54 @@ class FloorCalibration:
 
 
 def load_queries(path: Path) -> list[str]:
-    return [
-        line.strip()
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    """One query a line; blank lines and ``#`` comments skipped (the list recall's store floor reads too)."""
+    return floor_queries(path)
+
+
+def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds: int = 5) -> dict:
+    """How often coherent off-topic questions get anything injected, under the absolute floor and under the
+    store floor, both with every other setting of ``config`` (default: the store's).
+
+    The store floor is measured held out: the questions are split into ``folds``; each fold's questions
+    are recalled under the floor fitted on the other folds' best cosines, so a question never lowers or
+    raises the floor it is judged by.
+    """
+    from dataclasses import replace
+
+    from lca.recall.floor import best_cosines, floor_value
+
+    if not queries:
+        raise ValueError("the injection rate needs at least one off-topic query")
+    config = config or substrate.recall_config
+    index = substrate.index
+    absolute = replace(config, floor_mode="absolute")
+    injected_absolute = [q for q in queries if substrate.recall(q, config=absolute).items]
+    vectors = np.stack([index.query_vector(q) for q in queries]).astype(np.float32)
+    best = best_cosines(index, vectors)
+    if best is None:
+        raise ValueError("the store holds no vectors to measure off-topic questions against")
+    folds = max(2, min(folds, len(queries)))
+    injected_store: list[str] = []
+    fold_floors: list[float] = []
+    for fold in range(folds):
+        held = [i for i in range(len(queries)) if i % folds == fold]
+        rest = [i for i in range(len(queries)) if i % folds != fold]
+        if not held or not rest:
+            continue
+        ceiling = float(best[rest].max())
+        value = floor_value(ceiling, config.floor, config.floor_min, config.floor_margin)
+        fold_floors.append(round(value, 4))
+        held_config = replace(config, floor_mode="absolute", floor=value)
+        injected_store += [queries[i] for i in held if substrate.recall(queries[i], config=held_config).items]
+    return {
+        "queries": len(queries),
+        "absolute_floor": config.floor,
+        "absolute_rate": round(len(injected_absolute) / len(queries), 4),
+        "absolute_injected": injected_absolute,
+        "store_floor_by_fold": fold_floors,
+        "store_rate_held_out": round(len(injected_store) / len(queries), 4),
+        "store_injected": injected_store,
+    }
 
 
 def calibrate_floor(

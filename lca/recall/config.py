@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import RecordFormatError
+from lca.recall.floor import FLOOR_MODES
 
 DEFAULT_AUTHORITY = {
     "memory:approved": 1.0,
@@ -70,7 +71,12 @@ class RecallConfig:
 
     weights: ResonanceWeights = field(default_factory=ResonanceWeights)
     pool: int = 50
-    floor: float = 0.50
+    floor: float = 0.50  # the absolute floor: a candidate at or above it always clears
+    floor_mode: str = "store"  # store: lowered to this store's off-topic ceiling + margin | absolute
+    floor_min: float = 0.20  # store mode never lowers the floor below this
+    floor_margin: float = 0.05  # store mode: how far above the store's off-topic ceiling the floor sits
+    date_anchor: bool = True  # a turn dated where the query's date expression points clears the floor
+    fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     memory_quota: int = 4
     transcript_quota: int = 2
     item_char_cap: int = 800
@@ -90,6 +96,8 @@ class RecallConfig:
             "item_char_cap": self.item_char_cap >= 1,
             "token_budget": self.token_budget >= 0,
             "floor": -1.0 <= self.floor <= 1.0,
+            "floor_min": -1.0 <= self.floor_min <= 1.0,
+            "floor_margin": -1.0 <= self.floor_margin <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
             "lexical_share": 0.0 <= self.lexical_share <= 1.0,
             "half_life_days": self.half_life_days > 0,
@@ -111,6 +119,13 @@ class RecallConfig:
                 f"unknown wildcard mode {self.wildcard_mode!r}; known: precision, balanced, explore",
                 field="wildcard_mode",
             )
+        if self.floor_mode not in FLOOR_MODES:
+            raise RecordFormatError(
+                f"unknown floor mode {self.floor_mode!r}; known: {', '.join(FLOOR_MODES)}", field="floor_mode"
+            )
+        for name in ("date_anchor", "fit_budget"):
+            if not isinstance(getattr(self, name), bool):
+                raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
         if self.policy not in POLICIES:
             raise RecordFormatError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}", field="policy")
 

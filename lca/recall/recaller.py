@@ -14,6 +14,7 @@ import numpy as np
 
 from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
 from lca.recall.config import RecallConfig
+from lca.recall.floor import StoreFloor, anchored, query_anchor, speaks_of_own_history, store_floor
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
@@ -28,8 +29,10 @@ from lca.recall.terms import (
 from lca.secrets import contains_secret
 from lca.types import SourceType, as_utc
 
-
 # ---- the pipeline ----------------------------------------------------------------------
+FLOOR_REASON = "below the similarity floor"
+
+
 def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
     if not timestamp:
         return None
@@ -75,19 +78,24 @@ class Recaller:
         self.count_tokens = count_tokens
         self.config = config or RecallConfig()
         self.log_path = log_path
+        self._floor: StoreFloor | None = None  # the floor the last recall applied
+        self._store_in_pool = False  # the last search returned the whole store
+        self._whole = False  # the last recall let the whole history past the floor
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
+        self._floor, self._store_in_pool, self._whole = None, False, False
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
         action = "inject"
         quotas = {"memory": cfg.memory_quota, "transcript": cfg.transcript_quota}
         budget = cfg.token_budget
+        if cfg.fit_budget:
+            scored = self._whole_history(context, cfg, scored, budget)
         if cfg.policy == "adaptive":
-            best = max((c.cosine for c in scored), default=0.0)
-            if best < cfg.floor:
+            if all((c.why_not or "").startswith(FLOOR_REASON) for c in scored):
                 action = "skip"  # nothing relevant enough: inject nothing rather than noise
             elif context.continues_previous_task and context.previous_injection_used is False:
                 action = "shrink"  # the last injection went unused on this same task: halve the offer
@@ -104,13 +112,41 @@ class Recaller:
         selected, rest = self._select(scored, vectors, cfg, quotas, budget)
         return self._finish(context, cfg, action, selected, rest, started, budget)
 
+    # -- the floor's exceptions
+    def _whole_history(
+        self, context: RecallContext, cfg: RecallConfig, scored: list[ScoredCandidate], budget: int
+    ) -> list[ScoredCandidate]:
+        """A question about the user's own history, asked of a store smaller than the pool: that history is
+        its context, so the similarity floor holds none of it back (policy filters still do). What is
+        offered is then cut by the token budget alone, best first; quotas do not apply (``_select``)."""
+        self._whole = False
+        refused = {c.chunk_id for c in scored if (c.why_not or "").startswith(FLOOR_REASON)}
+        if not refused or not self._store_in_pool or not speaks_of_own_history(context.query):
+            return scored
+        self._whole = True
+        return [replace(c, why_not=None) if c.chunk_id in refused else c for c in scored]
+
+    def _fits(self, candidates: list[ScoredCandidate], cfg: RecallConfig, budget: int) -> bool:
+        """Whether all ``candidates``, rendered and trimmed as injected, fit ``budget`` together."""
+        tokens = 0
+        for number, c in enumerate(candidates, 1):
+            tokens += self.count_tokens(self._render_item(number, c, _trim(c.text, cfg.item_char_cap)[0]))
+            if tokens > budget:
+                return False
+        return True
+
     # -- scoring
     def _score(self, context: RecallContext, cfg: RecallConfig) -> tuple[list[ScoredCandidate], dict[str, np.ndarray]]:
         index = self.index
         qvec = index.query_vector(context.query)
         hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec)
+        self._floor = floor = store_floor(
+            index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
+        )
+        self._store_in_pool = len(hits) < cfg.pool  # the search ran out of store before it filled the pool
         if not hits:
             return [], {}
+        anchor = query_anchor(context.query, context.as_of) if cfg.date_anchor else None
         vectors = index.vectors_for_hits(hits)
         best_lexical = max((h.lexical_score or 0.0 for h in hits), default=0.0) or 1.0
         as_of = context.as_of or datetime.now(UTC)
@@ -185,8 +221,8 @@ class Recaller:
                 why_not = f"policy filter: {', '.join(reasons)}"
             elif {"superseded", "expired"} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
-            elif cosine < cfg.floor:
-                why_not = f"below the similarity floor ({cosine:.3f} < {cfg.floor:.2f})"
+            elif cosine < floor.value and not anchored(anchor, hit.timestamp):
+                why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} < {floor.describe()})"
             out.append(
                 ScoredCandidate(
                     hit.chunk_id,
@@ -223,6 +259,16 @@ class Recaller:
         remaining = list(eligible)
         share, temperature = WILDCARD_MODES[cfg.wildcard_mode]
         n_wild = int(round(share * sum(quotas.values())))
+        counts = {kind: sum(1 for c in eligible if c.source_type == kind) for kind in quotas}
+        if (
+            cfg.fit_budget
+            and any(counts[k] > quotas[k] > 0 for k in quotas)
+            and (self._whole or self._fits(eligible, cfg, budget))
+        ):
+            # the relevant history fits the budget, or is the whole of a small store's history: a quota would
+            # only cut relevant history, so the budget alone decides (a zero quota, a source switched off,
+            # stays zero)
+            quotas = {k: max(q, counts[k]) if q > 0 else 0 for k, q in quotas.items()}
         main_slots = sum(quotas.values()) - n_wild
         while remaining and len(chosen) < main_slots:
             # MMR: relevance against redundancy with what is already chosen
@@ -315,6 +361,7 @@ class Recaller:
             f'tokens="{tokens}/{budget}">\n{body}</recalled-context>\n'
         )
         ordered = sorted([*items, *rest], key=lambda c: (-c.score, c.chunk_id))
+        floor = self._floor
         result = RecallResult(
             context,
             cfg.policy,
@@ -325,6 +372,9 @@ class Recaller:
             budget,
             (time.perf_counter() - started) * 1000.0,
             block,
+            floor=floor.value if floor is not None else None,
+            floor_detail=floor.describe() if floor is not None else "",
+            whole_history=self._whole,
         )
         if self.log_path is not None:
             self._log(result, cfg)
@@ -344,7 +394,9 @@ class Recaller:
             "policy": result.policy,
             "action": result.action,
             "weights": asdict(cfg.weights),
-            "floor": cfg.floor,
+            "floor": result.floor if result.floor is not None else cfg.floor,
+            "floor_detail": result.floor_detail,
+            "whole_history": result.whole_history,
             "tokens": result.tokens,
             "budget": result.budget,
             "latency_ms": round(result.latency_ms, 3),

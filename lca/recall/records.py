@@ -67,6 +67,9 @@ class RecallResult:
     budget: int
     latency_ms: float
     block: str
+    floor: float | None = None  # the floor candidates' cosine was held to (lca.recall.floor)
+    floor_detail: str = ""  # what that floor was made of: absolute, or the store's off-topic ceiling + margin
+    whole_history: bool = False  # the whole history fitted the budget and the floor held none of it back
 
     @property
     def omitted(self) -> tuple[ScoredCandidate, ...]:

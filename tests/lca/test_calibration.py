@@ -50,3 +50,26 @@ def test_calibration_needs_a_negative(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         with pytest.raises(ValueError, match="at least one off-topic query"):
             calibrate_floor(s.index, [])
+
+
+def test_off_topic_injection_rate_under_both_floors_is_measured_held_out(tmp_path):
+    from lca.calibration import off_topic_injection
+    from lca.recall import RecallConfig
+
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append(
+            [
+                make_entry("s", 1, "sister lucia works night shifts nurse santa maria hospital lisbon"),
+                make_entry("s", 2, "garage booked truck four thirteenth"),
+                make_entry("s", 3, "capital of peru lima mountains"),
+            ]
+        )
+        queries = ["what is the capital of peru", "how do whales sleep", "who wrote war and peace", "why is sky blue"]
+        out = off_topic_injection(s, queries, RecallConfig(), folds=2)
+        assert out["queries"] == 4 and len(out["store_floor_by_fold"]) == 2
+        assert all(0.2 <= f <= 0.5 for f in out["store_floor_by_fold"])
+        # the store talks about peru's capital: a high-scoring "off-topic" question is listed, not hidden
+        assert 0.0 <= out["absolute_rate"] <= out["store_rate_held_out"] <= 1.0
+        assert set(out["absolute_injected"]) <= set(out["store_injected"]) <= set(queries)
+        with pytest.raises(ValueError):
+            off_topic_injection(s, [])

@@ -174,10 +174,16 @@ def test_quotas_budget_and_character_cap(tmp_path):
             s.memory.write(memory(f"m{n}"), f"note {n} about the release train schedule " + "detail " * (3 * n))
         s.append([make_entry("s", n, f"release train chat {n}") for n in range(1, 5)])
         s.ingest()
-        roomy = s.recall("release train schedule", config=replace(config, token_budget=1000))
+        roomy = s.recall("release train schedule", config=replace(config, token_budget=1000, fit_budget=False))
         kinds = [i.source_type for i in roomy.items]
         assert kinds.count("memory") == 2 and kinds.count("transcript") == 1
         assert "quota" in " ".join(c.why_not or "" for c in roomy.omitted)
+        # everything relevant fits 1000 tokens: with fit_budget (the default) the quotas cut none of it
+        whole = s.recall("release train schedule", config=replace(config, token_budget=1000))
+        assert [i.source_type for i in whole.items].count("memory") == 5 and len(whole.items) == 9
+        # a zero quota switches a source off, and fitting the budget does not switch it back on
+        off = s.recall("release train schedule", config=replace(config, token_budget=1000, memory_quota=0))
+        assert {i.source_type for i in off.items} == {"transcript"}
         result = s.recall("release train schedule")
         assert 0 < result.tokens <= 60
         assert all(len(i.text) <= 60 for i in result.items)
@@ -326,3 +332,98 @@ def test_task_relevance_uses_the_transcript_channel(store):
     result = store.recall(RecallContext("nightly backup job failed", channel="ops"))
     by_channel = {c.source.split("#")[0]: c.terms["task"] for c in result.candidates}
     assert by_channel == {"transcript:s": 1.0, "transcript:t": 0.0}
+
+
+# ---- the store floor: relative to the store's own scores (lca.recall.floor) ----------------------------
+SMALL_STORE = [
+    "sister lucia works night shifts nurse santa maria hospital lisbon",
+    "vegetable omelette takes ten minutes",
+    "pebble cat sees vet february twenty",
+    "rainy weeks tiring stay dry",
+    "garage booked truck four thirteenth",
+]
+
+
+@pytest.fixture
+def small(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(SMALL_STORE, 1)])
+        yield s
+
+
+def test_a_relevant_turn_in_a_small_store_clears_the_store_floor(small):
+    query = "which hospital does lucia work night shifts at"
+    absolute = small.recall(query, config=RecallConfig(floor_mode="absolute"))
+    assert absolute.items == () and absolute.floor == 0.5  # the one absolute cosine starves this store
+    result = small.recall(query)
+    assert 0.2 <= result.floor < 0.5 and "off-topic ceiling" in result.floor_detail
+    assert [i.source.split("[")[0] for i in result.items] == ["transcript:s#s:1"]
+    assert result.floor <= result.items[0].cosine < 0.5
+    # --explain's why-not names the value the floor was applied to and what it was made of
+    why = next(c.why_not for c in result.omitted if c.source.startswith("transcript:s#s:2"))
+    assert "below the similarity floor (cosine" in why and "store: off-topic ceiling" in why
+
+
+def test_an_off_topic_question_on_the_same_store_injects_nothing(small):
+    for query in ("Which planet has the longest day?", "What is the tallest mountain in Africa?"):
+        result = small.recall(query)
+        assert result.items == () and not result.whole_history
+        assert all("below the similarity floor" in c.why_not for c in result.candidates)
+
+
+def test_a_large_store_keeps_the_absolute_floor(tmp_path):
+    encyclopedic = [
+        "tungsten melting point degrees celsius is very high",
+        "neptune moons count and orbits",
+        "capital of burkina faso ouagadougou",
+        "goldberg variations composed by bach",
+        "krebs cycle produce energy",
+    ]
+    texts = [f"{encyclopedic[n % 5]} note {n}" for n in range(15)] + SMALL_STORE
+    config = RecallConfig(pool=10)
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=config) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(texts, 1)])
+        result = s.recall("which hospital does lucia work night shifts at")
+        assert result.floor == 0.5 and result.items == ()  # off-topic questions reach high here: no lowering
+        # larger than the pool: a question in the first person does not open the whole history either
+        mine = s.recall("what did my sister say about garage booked")
+        assert not mine.whole_history and all(i.cosine >= 0.5 for i in mine.items)
+
+
+def test_a_question_about_the_users_own_history_gets_a_small_store_whole(small):
+    query = "what did I tell you about my week"
+    result = small.recall(query)
+    assert result.whole_history and len(result.items) == len(SMALL_STORE)
+    assert small.recall(query, config=RecallConfig(fit_budget=False)).items == ()
+    tight = small.recall(query, config=RecallConfig(token_budget=60))
+    assert 0 < len(tight.items) < len(SMALL_STORE) and tight.tokens <= 60  # the budget still decides
+
+
+def test_a_turn_dated_where_the_question_points_clears_the_floor(tmp_path):
+    from lca.recall.floor import query_anchor
+
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append(
+            [
+                make_entry("a", 1, "stretching routine neck rolls", timestamp="2026-04-03T08:30:00"),
+                make_entry("b", 1, "landlord lowers rent june", timestamp="2026-04-10T19:00:00"),
+                make_entry("c", 1, "grilled fish side dish", timestamp="2026-04-17T12:15:00"),
+            ]
+        )
+        context = RecallContext("What was said on April 10?", as_of=datetime(2026, 5, 2, 9))
+        result = s.recall(context)
+        assert [i.source.split("[")[0] for i in result.items] == ["transcript:b#b:1"]
+        assert s.recall(context, config=RecallConfig(date_anchor=False)).items == ()
+    anchor = query_anchor("what did I say on 10 April", datetime(2026, 1, 5))  # no year: the latest before as_of
+    assert anchor is not None and anchor.target.year == 2025
+
+
+def test_floor_settings_are_validated(tmp_path):
+    for field, value in (("floor_mode", "relative"), ("fit_budget", "yes"), ("date_anchor", 1), ("floor_min", 2.0)):
+        with pytest.raises(RecordFormatError) as info:
+            RecallConfig.from_mapping({field: value})
+        assert info.value.field == field
+    path = tmp_path / "recall.yaml"
+    path.write_text("floor_mode: absolute\nfloor_margin: 0.1\nfit_budget: false\n")
+    loaded = RecallConfig.from_file(path)
+    assert (loaded.floor_mode, loaded.floor_margin, loaded.fit_budget) == ("absolute", 0.1, False)

@@ -1,0 +1,178 @@
+"""The similarity floor one store applies, measured against that store's own scores.
+
+One absolute cosine fitted on one corpus starves another: on a large store coherent off-topic
+questions reach 0.5 and more, so the floor must sit there; on a store of a few dozen short turns
+they reach 0.2, and a floor of 0.5 refuses turns a person would call plainly relevant. So the
+floor recall applies (``floor_mode: store``) is this store's *off-topic ceiling*, the best cosine
+that coherent off-topic questions (``data/calibration/off_topic_queries.txt``) reach anywhere in the
+store, plus a margin; never above the absolute ``floor`` (a large store keeps the absolute
+behaviour) and never below ``floor_min``. The ceiling is measured by one matrix product over the
+store's vectors, cached per index and recomputed when the store has changed.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lca.temporal_anchor import TemporalAnchor, anchor_weight, dated_anchor, temporal_anchor
+from lca.types import as_utc, parse_timestamp
+
+OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
+FLOOR_MODES = ("store", "absolute")
+SMALL_STORE_VECTORS = 4096  # below this a recount is cheaper than deciding whether to skip it
+REMEASURE_GROWTH = 0.02  # above it, remeasure when the vector count moved by more than this share
+
+
+def load_queries(path: Path | str) -> list[str]:
+    """One query a line; blank lines and ``#`` comments skipped."""
+    return [
+        line.strip()
+        for line in Path(path).read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+@dataclass(frozen=True)
+class StoreFloor:
+    """The floor one recall held candidates' cosine to, and what it was made of."""
+
+    value: float
+    mode: str  # store | absolute
+    absolute: float
+    minimum: float
+    margin: float
+    ceiling: float | None = None  # the best cosine this store's off-topic questions reach; None: not measured
+
+    def describe(self) -> str:
+        if self.mode == "absolute" or self.ceiling is None:
+            why = "absolute" if self.mode == "absolute" else "absolute: no off-topic ceiling measured"
+            return f"floor {self.value:.3f} ({why})"
+        return (
+            f"floor {self.value:.3f} (store: off-topic ceiling {self.ceiling:.3f} + margin {self.margin:.2f}, "
+            f"within [{self.minimum:.2f}, {self.absolute:.2f}])"
+        )
+
+
+_query_vectors: dict[tuple[str, str], np.ndarray] = {}
+_ceilings: weakref.WeakKeyDictionary[Any, tuple[int, float | None]] = weakref.WeakKeyDictionary()
+
+
+def _off_topic_vectors(index: Any, path: Path) -> np.ndarray | None:
+    """The off-topic questions as the store's embedder embeds a query; once per embedder and file."""
+    key = (str(getattr(index.embedder, "embedder_id", type(index.embedder).__name__)), str(path))
+    if key not in _query_vectors:
+        if not path.exists():
+            return None
+        queries = load_queries(path)
+        if not queries:
+            return None
+        _query_vectors[key] = np.stack([index.query_vector(q) for q in queries]).astype(np.float32)
+    return _query_vectors[key]
+
+
+def _vector_count(index: Any) -> int | None:
+    try:
+        return len(index.vectors)
+    except Exception:  # an index without a countable vector store: measure every time
+        return None
+
+
+def best_cosines(index: Any, query_vectors: np.ndarray) -> np.ndarray | None:
+    """Each query's best cosine anywhere in the store (a chunk's text or any of its sentence keys): the
+    value recall holds to the floor, for every candidate the store could offer. None when the index
+    cannot list its vectors or holds none (then nothing is lowered)."""
+    lister = getattr(index, "stored_vectors", None)
+    if lister is None:
+        return None
+    stored, _ = lister()
+    if not len(stored):
+        return None
+    return (np.asarray(query_vectors, dtype=np.float32) @ np.asarray(stored, dtype=np.float32).T).max(axis=1)
+
+
+def off_topic_ceiling(index: Any, path: Path | None = None) -> float | None:
+    """The best cosine the off-topic questions reach in this store (cached per index while it is unchanged)."""
+    path = path or OFF_TOPIC_QUERIES
+    count = _vector_count(index)
+    if count == 0:
+        return None
+    cached = _ceilings.get(index)
+    if cached is not None and count is not None:
+        old, value = cached
+        unchanged = old == count or (old >= SMALL_STORE_VECTORS and abs(count - old) <= REMEASURE_GROWTH * old)
+        if unchanged:
+            return value
+    vectors = _off_topic_vectors(index, path)
+    best = best_cosines(index, vectors) if vectors is not None else None
+    value = float(best.max()) if best is not None else None
+    try:
+        _ceilings[index] = (count or 0, value)
+    except TypeError:  # not weak-referenceable: no cache
+        pass
+    return value
+
+
+def store_floor(index: Any, *, floor: float, mode: str, minimum: float, margin: float) -> StoreFloor:
+    """The floor for one recall over ``index``: the absolute one, or this store's off-topic ceiling plus the
+    margin, clamped to ``[minimum, floor]``."""
+    if mode == "absolute":
+        return StoreFloor(floor, mode, floor, minimum, margin)
+    ceiling = off_topic_ceiling(index)
+    if ceiling is None:
+        return StoreFloor(floor, mode, floor, minimum, margin)
+    return StoreFloor(floor_value(ceiling, floor, minimum, margin), mode, floor, minimum, margin, round(ceiling, 6))
+
+
+def floor_value(ceiling: float, floor: float, minimum: float, margin: float) -> float:
+    """The store floor: the off-topic ceiling plus the margin, within ``[minimum, floor]``."""
+    return round(min(floor, max(minimum, ceiling + margin)), 6)
+
+
+# ---- what clears the floor besides similarity ------------------------------------------------------
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_MONTH_DAY = re.compile(rf"\b({_MONTHS})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!,?\s*\d{{4}})", re.IGNORECASE)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTHS})\b(?!,?\s*\d{{4}})", re.IGNORECASE)
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours|ourselves)\b", re.IGNORECASE
+)
+
+
+def query_anchor(query: str, as_of: datetime | None) -> TemporalAnchor | None:
+    """The days a date expression in ``query`` points at, read against ``as_of``: a relative one ("two
+    weeks ago"), a dated one ("3 April 2026"), or a day without a year ("on April 10"), taken as its
+    latest occurrence on or before ``as_of``."""
+    asked = as_utc(as_of).replace(tzinfo=None) if as_of is not None else None
+    anchor = temporal_anchor(query, asked)
+    if anchor is not None or asked is None:
+        return anchor
+    for pattern, month_group, day_group in ((_MONTH_DAY, 1, 2), (_DAY_MONTH, 2, 1)):
+        match = pattern.search(query)
+        if match is None:
+            continue
+        month, day = match.group(month_group), match.group(day_group)
+        for year in (asked.year, asked.year - 1):
+            found = dated_anchor(f"{month} {day}, {year}")
+            if found is not None and found.target - timedelta(days=3) <= asked:
+                return TemporalAnchor(found.target, found.tolerance_days, match.group(0))
+    return None
+
+
+def anchored(anchor: TemporalAnchor | None, timestamp: str | None) -> bool:
+    """Whether a record dated ``timestamp`` lies where the query's date expression points."""
+    if anchor is None:
+        return False
+    moment = parse_timestamp(timestamp)
+    return moment is not None and anchor_weight(anchor, moment.replace(tzinfo=None)) > 0.0
+
+
+def speaks_of_own_history(query: str) -> bool:
+    """A question in the first person ("what did I say", "what we discussed", "my sister") is about the
+    user's own life and history, so that history is its context; an encyclopedic question is not."""
+    return _FIRST_PERSON.search(query) is not None
