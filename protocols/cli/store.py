@@ -92,7 +92,13 @@ def recall_config(args: argparse.Namespace):
     overrides = parse_assignments(args.weight, flag="--weight", known={term: float for term in TERMS})
     changes = {
         k: v
-        for k, v in {"token_budget": args.budget, "policy": args.policy, "floor": args.floor, "pool": args.pool}.items()
+        for k, v in {
+            "token_budget": args.budget,
+            "policy": args.policy,
+            "floor": args.floor,
+            "floor_mode": args.floor_mode,
+            "pool": args.pool,
+        }.items()
         if v is not None
     }
     if overrides:
@@ -130,6 +136,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
                         "tokens": result.tokens,
                         "budget": result.budget,
                         "latency_ms": result.latency_ms,
+                        "floor": result.floor,
+                        "floor_detail": result.floor_detail,
+                        "whole_history": result.whole_history,
                         "block": result.block,
                         "weights": config.weights.__dict__,
                         "candidates": [
@@ -157,6 +166,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 + ", ".join(f"{t}={getattr(w, t):g}" for t in TERMS)
                 + f"; tilt bound {w.tilt_bound:g}"
             )
+            print(result.floor_detail or "no floor applied")
+            if result.whole_history:
+                print("the whole history fits the budget: the floor held none of it back")
             header = f"{'rank':>4} {'score':>7} " + " ".join(f"{t[:5]:>6}" for t in TERMS) + "  source / why not"
             print(header)
             for rank, c in enumerate(result.candidates, 1):
@@ -289,7 +301,17 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true", help="exact wording asked: the raw transcript outranks summaries")
     p.add_argument("--budget", type=int, help="token budget (default 1200)")
     p.add_argument("--policy", choices=["fixed-k", "adaptive", "none"])
-    p.add_argument("--floor", type=float, help="similarity floor on cosine (default 0.50)")
+    p.add_argument(
+        "--floor",
+        type=float,
+        help="the absolute similarity floor on cosine (default 0.50); with --floor-mode store (the default) the "
+        "floor is lowered to this store's off-topic ceiling plus a margin, never above this value",
+    )
+    p.add_argument(
+        "--floor-mode",
+        choices=["store", "absolute"],
+        help="store: the floor follows this store's off-topic scores (default); absolute: --floor as given",
+    )
     p.add_argument("--pool", type=int, help="candidate pool (default 50)")
     p.add_argument("--config", help="YAML/JSON recall settings with a 'weights' mapping")
     p.add_argument(
