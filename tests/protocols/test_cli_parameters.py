@@ -188,7 +188,7 @@ def test_harness_parse_params_types_through_the_parameter_language():
 
 
 def recall_args(**overrides) -> argparse.Namespace:
-    values = dict(config=None, weight=None, budget=None, policy=None, floor=None, pool=None)
+    values = dict(config=None, weight=None, budget=None, policy=None, floor=None, floor_mode=None, pool=None)
     return argparse.Namespace(**{**values, **overrides})
 
 
