@@ -14,14 +14,11 @@ consolidation off, and the output says so.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +201,6 @@ def _runtime_factory(args: argparse.Namespace):
 
 
 def run_probes_bench(args: argparse.Namespace) -> int:
-    from lca.provenance import code_version
 
     names = [n.strip() for n in args.conditions.split(",") if n.strip()]
     files = [Path(p) for p in (args.scenarios or [DEFAULT_SCENARIOS])]
@@ -223,27 +219,43 @@ def run_probes_bench(args: argparse.Namespace) -> int:
     make, embedder, generators = _runtime_factory(args)
     started = time.perf_counter()
     measured = [measure(path, params, make, limit=args.limit) for path in files]
-    result = {
-        "benchmark": "probes",
-        "target": {"gold_all_at_least": TARGET, "conditions": list(TARGET_CONDITIONS)},
-        "full_lca_consolidation": consolidation,
-        "files": measured,
-        "provenance": {
-            "code_version": code_version(),
-            "embedder_id": embedder.embedder_id,
-            "summarizer": next(iter(generators.values())).model_id if generators else None,
-            "scenario_sha256": {m["file"]: m["sha256"] for m in measured},
-            "seed": args.seed,
-            "date": datetime.now(UTC).isoformat(),
-            "wall_s": round(time.perf_counter() - started, 2),
-            "argv_digest": hashlib.sha256(json.dumps(vars(args), sort_keys=True, default=str).encode()).hexdigest()[
-                :16
-            ],
+    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+
+    summarizer = next(iter(generators.values())).model_id if generators else None
+    result = BenchmarkResult(
+        benchmark="probes",
+        metrics={m["file"]: {name: block["figures"] for name, block in m["conditions"].items()} for m in measured},
+        checks={
+            f"{Path(m['file']).stem}/{name}/gold_all": {
+                "value": block["figures"]["gold_all"],
+                "target": TARGET,
+                "pass": (block["figures"]["gold_all"] or 0) >= TARGET,
+            }
+            for m in measured
+            for name, block in m["conditions"].items()
+            if name in TARGET_CONDITIONS
         },
-    }
+        config={
+            "conditions": {name: dict(p) for name, p in params.items()},
+            "full_lca_consolidation": consolidation,
+            "summarizer": summarizer,
+            "limit": args.limit,
+        },
+        rows=[
+            {"file": m["file"], "condition": name, **row}
+            for m in measured
+            for name, block in m["conditions"].items()
+            for row in block["rows"]
+        ],
+        provenance=build_provenance(
+            embedder_id=embedder.embedder_id,
+            datasets=[dataset_provenance(m["file"], sha256=m["sha256"]) for m in measured],
+            seeds={"seed": args.seed},
+            wall_seconds=time.perf_counter() - started,
+        ),
+    )
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, out)
     print(f"continuity probes, substrate level, no agent model; full-lca consolidation {consolidation}")
     for m in measured:
         print(f"{m['file']} (sha256 {m['sha256'][:12]})")

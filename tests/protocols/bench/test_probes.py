@@ -92,3 +92,21 @@ def test_the_command_refuses_a_missing_file_and_a_bad_parameter(tmp_path, capsys
     assert bench.run(args) == 2 and "no scenario file" in capsys.readouterr().err
     args = bench.parser().parse_args(["--param", "stateless:nope=1", "--conditions", "stateless"])
     assert bench.run(args) == 2 and "nope" in capsys.readouterr().err
+
+
+def test_the_command_writes_a_benchmark_result_with_its_checks_and_rows(scenario_file, tmp_path, monkeypatch):
+    from protocols.bench import probes
+    from protocols.bench.result import BenchmarkResult
+
+    monkeypatch.setattr(probes, "_runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
+    out = tmp_path / "probes.json"
+    bench = benchmark("probes")
+    args = bench.parser().parse_args(["--scenarios", str(scenario_file), "--out", str(out)])
+    assert bench.run(args) == 0
+    result = BenchmarkResult.read(out)
+    assert result.benchmark == "probes" and result.provenance.embedder_id == FakeHashingEmbedder().embedder_id
+    figures = result.metrics[str(scenario_file)]
+    assert figures["stateless"]["gold_all"] == 0.0 and figures["transcript-recall"]["gold_all"] == 1.0
+    assert set(result.checks) == {"tiny/transcript-recall/gold_all", "tiny/full-lca/gold_all"} and result.all_pass
+    assert {row["condition"] for row in result.rows} == {"stateless", "transcript-recall", "full-lca"}
+    assert result.config["full_lca_consolidation"].startswith("off")
