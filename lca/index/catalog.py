@@ -285,6 +285,14 @@ class Catalog:
             "JOIN chunks c ON k.chunk_id=c.chunk_id JOIN texts t ON k.text_hash=t.text_hash"
         ).fetchall()
 
+    def chunk_structure(self) -> list[tuple[int, str, str | None, str | None, str | None, str, int]]:
+        """(row, chunk id, session id, entry id, timestamp, text, own vector id) of every chunk in row order:
+        what the ranking's signals read (session, order, speaker prefix, time, form of the text)."""
+        return self.db.execute(
+            "SELECT c.row, c.chunk_id, c.session_id, c.entry_id, c.timestamp, t.text, t.vector_id "
+            "FROM chunks c JOIN texts t ON c.text_hash=t.text_hash ORDER BY c.row"
+        ).fetchall()
+
     def chunk_text_vectors(self) -> dict[str, int]:
         """chunk id -> the vector id of the chunk's own text (not its sentence keys)."""
         return dict(

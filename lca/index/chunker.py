@@ -9,7 +9,9 @@ inside a word when a single word exceeds the limit.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lca.ports import Embedder
 
@@ -99,22 +101,37 @@ def _speaker_prefix(author: str | None) -> str:
     return ""
 
 
+CAPTION_KEYS = ("caption", "blip_caption")  # where an importer leaves the caption of a turn's attachment
+
+
+def attachment_text(meta: Mapping[str, Any] | None) -> str:
+    """The caption of an entry's attachment as indexed text, ``" [shares a photo: ...]"`` ("" when none): a shared
+    photo is part of what the turn says, so it is found by what it shows."""
+    for key in CAPTION_KEYS:
+        caption = (meta or {}).get(key)
+        if isinstance(caption, str) and caption.strip():
+            return f" [shares a photo: {caption.strip()}]"
+    return ""
+
+
 def entry_chunks(entry, chunker: Chunker) -> list:
-    """Chunks of one transcript entry; a named speaker is kept as an indexed prefix."""
+    """Chunks of one transcript entry; a named speaker is kept as an indexed prefix, an attachment's caption
+    as indexed text after the content (its pointer covers the content only)."""
     from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
     if not entry.content.strip():
         return []
     prefix = _speaker_prefix(entry.author)
-    pieces = chunker.split(entry.content, prefix=prefix)
+    content = entry.content + attachment_text(entry.meta)
+    pieces = chunker.split(content, prefix=prefix)
     out = []
     for part, piece in enumerate(pieces):
         pointer = SourcePointer(
             SourceType.TRANSCRIPT,
             session_id=entry.session_id,
             entry_id=entry.id,
-            char_start=piece.start,
-            char_end=piece.end,
+            char_start=min(piece.start, len(entry.content)),
+            char_end=min(piece.end, len(entry.content)),
         )
         text = prefix + piece.text
         out.append(

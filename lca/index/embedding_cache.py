@@ -21,8 +21,11 @@ from lca.ports import Embedder
 class CachedEmbedder:
     """``Embedder`` with a persistent content-addressed cache in front of ``inner``."""
 
-    def __init__(self, inner: Embedder, cache_dir: Path | str) -> None:
+    def __init__(self, inner: Embedder, cache_dir: Path | str, *, cache_queries: bool = False) -> None:
         self.inner = inner
+        # queries too (kept apart from texts: ``embed_query`` may differ from ``embed`` in the last digits). Off by
+        # default: a latency measured through this wrapper should include embedding the query
+        self.cache_queries = cache_queries
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in inner.embedder_id)
         self.path = Path(cache_dir) / f"embeddings-{safe[:120]}.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +56,20 @@ class CachedEmbedder:
         return self.inner.token_offsets(text)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
+        if not self.cache_queries:
+            return self.inner.embed_query(text)
+        digest = hashlib.sha256(b"query\0" + text.encode("utf-8")).digest()
+        with self._lock:
+            row = self._db.execute("SELECT vector FROM vectors WHERE digest=?", (digest,)).fetchone()
+        if row is not None:
+            self.hits += 1
+            return np.frombuffer(row[0], dtype=np.float32).copy()
+        vector = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (digest, vector.tobytes()))
+            self._db.commit()
+        self.misses += 1
+        return vector
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]

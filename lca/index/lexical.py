@@ -65,6 +65,16 @@ class Bm25LexicalIndex:
         top = top[scores[top] > 0]
         return scores[top].astype(np.float32), self.rows_[top]
 
+    def all_scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every document, in ``rows_`` order (0 where no query term occurs)."""
+        if self.retriever_ is None:
+            return np.zeros(len(self.rows_), dtype=np.float32)
+        ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+        known = [t for t in ids if t in self._valid_ids]
+        if not known:
+            return np.zeros(len(self.rows_), dtype=np.float32)
+        return np.asarray(self.retriever_.get_scores_from_ids(known), dtype=np.float32)
+
     @property
     def _valid_ids(self) -> set[int]:
         cached = getattr(self, "_valid_cache", None)

@@ -1,16 +1,17 @@
 """The hybrid index: faiss vectors and bm25s lexical scores over chunks in one SQLite catalog.
 
-Fusion is reciprocal rank fusion (Cormack et al. 2009): a chunk's score is
-``sum_i w_i / (rrf_k + rank_i)`` over the dense and lexical rankings it appears in
-(ranks from 1, each ranking cut at ``pool``). ``fusion="blend"`` instead mixes
-min-max normalized scores. Ties break on chunk id, so results do not depend on
-insertion order and a rebuilt index returns the same list.
+A hybrid search ranks through ``lca.retrieval`` under the store's ``RetrievalConfig``: by default
+reciprocal rank fusion (Cormack et al. 2009), a chunk's score ``sum_i w_i / (rrf_k + rank_i)`` over
+the dense and lexical rankings it appears in (ranks from 1, each ranking cut at ``pool``); ``z`` and
+``blend`` fusion and the transcript-structure signals are named in the config. Ties break on chunk
+id, so results do not depend on insertion order and a rebuilt index returns the same list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,13 @@ import numpy as np
 from lca.errors import EmbedderMismatchError, EmbeddingFailedError, LCAError
 from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
+from lca.index.frames import StoreStructure
+from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.vectors import FaissVectorIndex, vector_id_for
 from lca.layout import StoreLayout
 from lca.ports import Embedder
+from lca.retrieval import RetrievalConfig
 from lca.types import Chunk, SearchHit, text_digest
 
 ProgressFn = Callable[[int], None]
@@ -91,17 +95,16 @@ class IndexStore:
         embed_retries: int = 2,
         approximate_threshold: int = 200_000,
         sentence_keys: bool = False,
+        retrieval: RetrievalConfig | None = None,
     ) -> None:
         self.root = Path(root)
         self.sentence_keys = sentence_keys  # each sentence of a multi-sentence chunk is also a dense key
         self.embedder = embedder
-        self.pool = pool
-        self.rrf_k = rrf_k
-        self.dense_weight = dense_weight
-        self.lexical_weight = lexical_weight
-        if fusion not in ("rrf", "blend"):
-            raise ValueError(f"fusion must be 'rrf' or 'blend', not {fusion!r}")
-        self.fusion = fusion
+        # the ranking: a RetrievalConfig, or the older keyword settings it replaces (rrf or blend)
+        self.retrieval = retrieval or RetrievalConfig(
+            fusion=fusion, pool=pool, rrf_k=rrf_k, dense_weight=dense_weight, bm25_weight=lexical_weight
+        )
+        self.pool = self.retrieval.pool
         self.embed_batch = embed_batch
         self.embed_retries = embed_retries
         self.approximate_threshold = approximate_threshold
@@ -113,6 +116,8 @@ class IndexStore:
         self._lexical_dirty = False
         self._vectors_dirty = False
         self._maps: tuple | None = None
+        self._structure_cache: tuple[str, StoreStructure] | None = None
+        self._norms_cache: tuple[tuple[str, int, int], np.ndarray] | None = None
         self._models: dict[str, int] = {}
         self._models_checked: str | None = "unchecked"
 
@@ -441,6 +446,28 @@ class IndexStore:
         """Each hit's stored vector (as the index holds it), by chunk id."""
         return {h.chunk_id: self.vectors.index_.reconstruct(vector_id_for(text_digest(h.text))) for h in hits}
 
+    def _structure(self) -> StoreStructure:
+        """What the catalog knows of every chunk, per catalog generation (one scan when it moves)."""
+        generation = self.catalog_.get_meta("chunks_generation") or ""
+        cached = self._structure_cache
+        if cached is None or cached[0] != generation:
+            built = StoreStructure.build(self.catalog_.chunk_structure(), self.catalog_.chunk_keys())
+            cached = self._structure_cache = (generation, built)
+        return cached[1]
+
+    def _window_norms(self, config: RetrievalConfig) -> np.ndarray:
+        """Per chunk, the norm of its context window's summed vector (``lca.retrieval.signals``), per catalog
+        generation and window: one bulk read of the stored vectors when either changes."""
+        structure = self._structure()
+        key = (self.catalog_.get_meta("chunks_generation") or "", config.context_before, config.context_after)
+        if self._norms_cache is None or self._norms_cache[0] != key:
+            matrix, ids = self.vectors.stored()
+            at = np.searchsorted(ids, structure.own_vector, sorter=np.argsort(ids))
+            own = matrix[np.argsort(ids)[np.minimum(at, len(ids) - 1)]] if len(ids) else np.zeros((len(structure), 1))
+            norms = structure.window_norms(own, config.context_before, config.context_after)
+            self._norms_cache = (key, norms)
+        return self._norms_cache[1]
+
     def search(
         self,
         query: str,
@@ -449,14 +476,21 @@ class IndexStore:
         pool: int | None = None,
         mode: str = "hybrid",
         query_vector: np.ndarray | None = None,
+        as_of: datetime | None = None,
+        config: RetrievalConfig | None = None,
     ) -> list[SearchHit]:
+        """The top ``k`` chunks. ``hybrid`` ranks through ``lca.retrieval`` under ``config`` (default: the
+        store's); ``dense`` and ``lexical`` are the plain baselines. ``as_of`` is the moment the query is
+        asked, against which a relative time expression in it is read (absolute dates need none)."""
         if mode not in ("hybrid", "dense", "lexical"):
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
+        if mode == "hybrid":
+            return hybrid_search(self, query, k, pool, query_vector, as_of, config or self.retrieval)
         pool = pool or max(self.pool, k)
         by_vector, by_row = self._row_maps()
         dense: list[tuple[float, int]] = []
-        if mode in ("hybrid", "dense") and len(self.vectors):
+        if mode == "dense" and len(self.vectors):
             qvec = self._embed_query(query) if query_vector is None else query_vector
             # with sentence keys a chunk may own several vectors: search deeper, keep each row's best
             scores, ids = self.vectors.search(qvec, pool * 3 if self._has_keys() else pool)
@@ -468,34 +502,44 @@ class IndexStore:
                         dense.append((score, row))
             dense = dense[:pool]
         lexical: list[tuple[float, int]] = []
-        if mode in ("hybrid", "lexical"):
+        if mode == "lexical":
             scores, rows = self.lexical.search(query, pool)
             lexical = sorted(zip(scores.tolist(), rows.tolist()), key=lambda sr: (-sr[0], by_row[sr[1]]))
-        dense_rank = {row: (i + 1, s) for i, (s, row) in enumerate(dense)}
-        lex_rank = {row: (i + 1, s) for i, (s, row) in enumerate(lexical)}
-        fused = self._fuse(dense_rank, lex_rank, mode)
-        ordered = sorted(fused.items(), key=lambda item: (-item[1], by_row[item[0]]))[:k]
+        ranked = dense or lexical
+        ordered = [(row, score) for score, row in sorted(ranked, key=lambda sr: (-sr[0], by_row[sr[1]]))][:k]
+        rank_of = {row: i + 1 for i, (_, row) in enumerate(ranked)}
         chunks = self.catalog_.chunks_by_rows([row for row, _ in ordered])
         hits = []
         for row, score in ordered:
             chunk = chunks[row]
-            d = dense_rank.get(row)
-            lx = lex_rank.get(row)
+            on_dense = mode == "dense"
             hits.append(
                 SearchHit(
                     chunk.chunk_id,
                     chunk.text,
                     chunk.pointer,
                     float(score),
-                    d[1] if d else None,
-                    d[0] if d else None,
-                    lx[1] if lx else None,
-                    lx[0] if lx else None,
+                    float(score) if on_dense else None,
+                    rank_of[row] if on_dense else None,
+                    None if on_dense else float(score),
+                    None if on_dense else rank_of[row],
                     chunk.timestamp,
                     chunk.channel,
                 )
             )
         return hits
+
+    def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray:
+        """BM25 of every chunk, in the structure's row order."""
+        lexical = self.lexical
+        scores = lexical.all_scores(query)
+        if len(lexical.rows_) == len(structure) and np.array_equal(lexical.rows_, structure.rows):
+            return scores.astype(np.float64)
+        out = np.zeros(len(structure))
+        at = np.searchsorted(structure.rows, lexical.rows_)
+        ok = (at < len(structure)) & (structure.rows[np.minimum(at, len(structure) - 1)] == lexical.rows_)
+        out[at[ok]] = scores[ok]
+        return out
 
     def _embed_query(self, query: str) -> np.ndarray:
         """A query that cannot be embedded fails the search loudly; it is never searched as a zero vector."""
@@ -507,24 +551,3 @@ class IndexStore:
         if not np.all(np.isfinite(vector)) or norm < 1e-6:
             raise EmbeddingFailedError("the query embedded to a zero or non-finite vector")
         return vector / norm
-
-    def _fuse(self, dense_rank: dict, lex_rank: dict, mode: str) -> dict[int, float]:
-        if mode == "dense":
-            return {row: s for row, (_, s) in dense_rank.items()}
-        if mode == "lexical":
-            return {row: s for row, (_, s) in lex_rank.items()}
-        fused: dict[int, float] = {}
-        if self.fusion == "rrf":
-            for weight, ranking in ((self.dense_weight, dense_rank), (self.lexical_weight, lex_rank)):
-                for row, (rank, _) in ranking.items():
-                    fused[row] = fused.get(row, 0.0) + weight / (self.rrf_k + rank)
-            return fused
-        for weight, ranking in ((self.dense_weight, dense_rank), (self.lexical_weight, lex_rank)):
-            if not ranking:
-                continue
-            values = [s for _, s in ranking.values()]
-            low, high = min(values), max(values)
-            span = (high - low) or 1.0
-            for row, (_, s) in ranking.items():
-                fused[row] = fused.get(row, 0.0) + weight * (s - low) / span
-        return fused

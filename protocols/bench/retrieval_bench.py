@@ -1,25 +1,19 @@
-"""``lca bench retrieval``: the substrate's recall scored by the benchmarks' own retrieval metrics,
-with no LLM in the loop.
+"""``lca bench retrieval``: the product's ranking scored by the benchmarks' own retrieval metrics, no LLM.
 
-Retrievers, so each layer's contribution shows:
-- ``bm25``: bm25s with the substrate's tokenizer (lowercase, English stopwords, Snowball stems);
-- ``dense``: all-MiniLM-L6-v2 cosine; a unit longer than the embedder's input is split by the
-  substrate's chunker and scores as its best piece (never truncated);
-- ``hybrid``: ``HybridConfig``: z-scored dense plus 0.5 x z-scored BM25, sentence keys, one round
-  of Rocchio feedback, and each dataset's signals (temporal anchors; for LoCoMo also the
-  neighbour-context key, question-turn, answer-after-question and named-speaker signals). Each part
-  is a weight ``--set`` can zero, so each can be ablated; ``--fusion rrf`` is the substrate store's
-  reciprocal-rank fusion alone. Chosen on the dev splits only (docs/benchmarks.md);
-- ``resonance``: the full recall pipeline of a real substrate built from the haystack (transcript,
-  faiss, bm25s, SQLite), candidates ranked by resonance score R with the question date as
-  ``as_of``; the units beyond its candidate pool follow in hybrid order. ``--sentence-keys on``
-  builds that substrate with the store's sentence keys.
+Every retriever asks a real store built through the importers (one per LongMemEval haystack, one per LoCoMo
+conversation; ``protocols.bench.retrieval.stores``):
+- ``bm25`` and ``dense``: the store's plain lexical and dense search (the baselines);
+- ``hybrid``: ``IndexStore.search`` under a ``RetrievalConfig`` (``lca.retrieval``): the dataset's file
+  beside its task (``protocols/evals/<dataset>/retrieval.yaml``, or ``--config FILE``), then ``--fusion``,
+  then each ``--set name=value``;
+- ``resonance``: the store's recall (``Substrate.recall``), ranked candidates first, the rest in hybrid order;
+- ``legacy``: the benchmark-only ranker this replaces, kept to compare against until the store's path
+  matches it on the dev splits.
 
-LoCoMo is scored over dialog turns, observations or session summaries (``--units``), the LoCoMo
-paper's three RAG settings. Embeddings are cached by content hash across runs (``--cache``), so a
-warm run embeds nothing.
-
-The parts live in ``protocols.bench.retrieval``; this module checks the options, runs and registers it.
+``--ablate`` asks the same stores again with each part of the hybrid off; ``--grid name=v1,v2`` with every
+combination of some values (on LoCoMo each conversation is also scored under the combination that is best
+on the other nine: the held-out figure). Embeddings are cached by content hash (``--cache``), so a warm run
+embeds nothing.
 """
 
 from __future__ import annotations
@@ -28,56 +22,51 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from lca.params import ParameterError
+from lca.retrieval import RetrievalConfig
 from protocols.bench.registry import Benchmark
-from protocols.bench.retrieval.config import HYBRID_DEFAULTS, RETRIEVERS, HybridConfig
+from protocols.bench.retrieval.config import RETRIEVERS, dataset_config, grid_variants
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", choices=["longmemeval", "locomo"], required=True)
     parser.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
     parser.add_argument("--retriever", choices=list(RETRIEVERS), default="hybrid")
-    parser.add_argument("--fusion", choices=["z", "rrf"], help="hybrid fusion (default z; rrf is the store's)")
+    parser.add_argument("--config", help="a RetrievalConfig YAML file instead of the dataset's retrieval.yaml")
+    parser.add_argument("--fusion", choices=["z", "rrf", "blend"], help="the hybrid's fusion (over the config's)")
     parser.add_argument(
         "--set",
         action="append",
         metavar="NAME=VALUE",
-        help="override one field of the hybrid's HybridConfig, e.g. bm25_weight=0.3 or sentences=off "
+        help="override one field of the RetrievalConfig, e.g. bm25_weight=0.3 or context_weight=0 "
         "(an unknown name is refused with the list of every field); repeatable",
-    )
-    parser.add_argument(
-        "--context",
-        choices=["on", "off"],
-        help="score each unit also through its neighbours (default: on for LoCoMo, off for LongMemEval)",
-    )
-    parser.add_argument(
-        "--anchors",
-        choices=["on", "off"],
-        help="temporal anchors (default on): relative times read against the question date, and "
-        "absolute dates in the question (LoCoMo has no question date: absolute only)",
-    )
-    parser.add_argument(
-        "--units",
-        choices=["turns", "observations", "summaries"],
-        help="LoCoMo retrieval units: dialog turns (default), the record's observations, or its "
-        "session summaries (the LoCoMo paper's three RAG settings); LongMemEval uses user turns",
     )
     parser.add_argument(
         "--sentence-keys",
         choices=["on", "off"],
-        help="resonance only: build the substrate with the store's sentence keys, each sentence of "
-        "a multi-sentence chunk also a dense key (default off, the substrate's default)",
+        default="off",
+        help="build the stores with sentence keys (each sentence of a multi-sentence chunk also a dense key)",
+    )
+    parser.add_argument(
+        "--roles",
+        choices=["all", "user"],
+        default="all",
+        help="LongMemEval: build each store from every turn (default, as an agent's store holds them) or from the "
+        "user turns alone (the official retrieval units)",
     )
     parser.add_argument(
         "--ablate",
         action="store_true",
-        help="after the hybrid run, run it again once per part that is on (each weight at 0, "
-        "sentence keys off, names kept in the embedded query) and write <out>-ablation.json "
-        "and .md",
+        help="hybrid: ask the stores again once per part that is on, with it off; writes <out>-ablation.json and .md",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        metavar="NAME=V1,V2",
+        help="hybrid: every combination of these values; writes <out>-grid.json (LoCoMo: with the held-out figure)",
     )
     parser.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
     parser.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
@@ -85,79 +74,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true")
 
 
-def checked_config(args) -> HybridConfig:
-    """The run's hybrid configuration: the dataset's defaults, ``--fusion``, then each ``--set`` (which wins
-    over ``--fusion``). Options that do not apply to the run are refused (``ValueError`` or
+def checked_config(args) -> RetrievalConfig:
+    """The run's RetrievalConfig: the dataset's file (or ``--config``), ``--fusion``, then each ``--set`` (which
+    wins over ``--fusion``). Options that do not apply to the run are refused (``ValueError`` or
     ``ParameterError``) before any file is read or model loaded."""
-    units = getattr(args, "units", None)
-    if units is not None and args.dataset != "locomo":
-        raise ValueError("--units applies to LoCoMo only (LongMemEval's official units are user turns)")
-    config = HYBRID_DEFAULTS[args.dataset]
-    if args.fusion:
-        config = replace(config, fusion=args.fusion)
+    config = RetrievalConfig.from_file(args.config) if getattr(args, "config", None) else dataset_config(args.dataset)
+    if getattr(args, "fusion", None):
+        config = config.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
     config = config.with_overrides(list(getattr(args, "set", None) or []))
-    if getattr(args, "sentence_keys", None) is not None and args.retriever != "resonance":
-        raise ValueError(
-            "--sentence-keys is the substrate store's option: it applies to --retriever resonance "
-            "(the hybrid's own sentence keys are --set sentences=on|off)"
-        )
-    if getattr(args, "ablate", False) and (args.retriever != "hybrid" or config.fusion != "z"):
-        raise ValueError(
-            "--ablate turns off the parts of the hybrid's z fusion one at a time: "
-            "it needs --retriever hybrid and --fusion z"
-        )
+    retriever = args.retriever
+    if getattr(args, "roles", "all") != "all" and args.dataset != "longmemeval":
+        raise ValueError("--roles applies to LongMemEval (both LoCoMo speakers are users)")
+    if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever != "hybrid":
+        raise ValueError("--ablate and --grid vary the hybrid's RetrievalConfig: they need --retriever hybrid")
+    if retriever == "legacy" and (args.set or args.fusion or getattr(args, "config", None)):
+        raise ValueError("--retriever legacy runs the old benchmark-only ranker at its own weights: no --set")
     return config
 
 
-def runner_options(args, config: HybridConfig) -> dict[str, Any]:
-    """The keyword options the runner gets: the config, and each on/off option the command line set."""
-    options: dict[str, Any] = {"config": config}
-    if args.context is not None:
-        options["context"] = args.context == "on"
-    if args.anchors is not None:
-        options["anchors"] = args.anchors == "on"
-    if getattr(args, "units", None) is not None:
-        options["units"] = args.units
-    if getattr(args, "sentence_keys", None) is not None:
-        options["sentence_keys"] = args.sentence_keys == "on"
-    return options
+def run_configs(args, config: RetrievalConfig) -> dict[str, RetrievalConfig]:
+    """The configurations one pass over the stores asks: the run's, then any ablation or grid variant."""
+    configs = {"default": config}
+    if getattr(args, "ablate", False):
+        keyed = getattr(args, "sentence_keys", "off") == "on"
+        configs |= {f"without {name}": variant for name, variant in config.ablations(sentence_keys=keyed).items()}
+    configs |= {f"grid {name}": variant for name, variant in grid_variants(config, args.grid).items()}
+    return configs
 
 
 def out_path(args) -> Path:
-    units = getattr(args, "units", None)
-    return Path(
-        args.out.format(
-            dataset=args.dataset, retriever=args.retriever, units=f"-{units}" if units and units != "turns" else ""
+    return Path(args.out.format(dataset=args.dataset, retriever=args.retriever, units=""))
+
+
+def held_out(per_variant: dict[str, dict[str, Any]], metric: str = "recall@5") -> dict[str, Any]:
+    """Leave one conversation out: each conversation scored under the variant best on the others."""
+    samples = sorted({row["sample_id"] for report in per_variant.values() for row in report["per_item"]})
+
+    def mean(rows):
+        return sum(r[metric] for r in rows) / len(rows) if rows else 0.0
+
+    chosen, rows = {}, []
+    for sample in samples:
+        best = max(
+            per_variant,
+            key=lambda name: mean([r for r in per_variant[name]["per_item"] if r["sample_id"] != sample]),
         )
-    )
-
-
-def run_ablation(
-    run: Callable[..., dict[str, Any]], report: dict[str, Any], dataset: str, options: dict[str, Any], progress
-) -> dict[str, Any]:
-    """The run again once per part of the hybrid that is on and used, each with that part off: its headline
-    figures and their change from the default run's."""
-    from protocols.bench.retrieval.config import ablations
-    from protocols.bench.retrieval.report import headline
-
-    default = headline(report, dataset)
-    ablation: dict[str, Any] = {"default": default, "variants": {}}
-    for variant, variant_config in ablations(options["config"], uses=set(report["weights_used"])).items():
-        variant_report = run(
-            progress=lambda items, v=variant: progress(items, f"without {v}"), **{**options, "config": variant_config}
-        )
-        metrics = headline(variant_report, dataset)
-        ablation["variants"][variant] = {
-            "config": asdict(variant_config),
-            "metrics": metrics,
-            "delta": {n: metrics[n] - default[n] for n in default},
-        }
-    return ablation
+        chosen[sample] = best
+        rows += [r for r in per_variant[best]["per_item"] if r["sample_id"] == sample]
+    fitted = max(per_variant, key=lambda name: per_variant[name]["overall"][metric])
+    return {
+        "metric": metric,
+        "held_out": mean(rows),
+        "chosen_per_conversation": chosen,
+        "fitted": per_variant[fitted]["overall"][metric],
+        "fitted_variant": fitted,
+    }
 
 
 def run_retrieval_bench(args) -> int:
     try:  # options are checked before any file is read or model loaded
         config = checked_config(args)
+        configs = run_configs(args, config)
     except (ValueError, ParameterError) as exc:
         print(f"lca: error: {exc}", file=sys.stderr)
         return 2
@@ -165,12 +142,10 @@ def run_retrieval_bench(args) -> int:
     from tqdm import tqdm
 
     from lca.importers import file_sha256
-    from lca.index.chunker import Chunker
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.index.embedding_cache import CachedEmbedder
     from lca.provenance import code_version
-    from protocols.bench.retrieval.report import ablation_table, markdown_table, write_report
-    from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
+    from protocols.bench.retrieval.report import ablation_table, grid_table, markdown_table, write_report
     from protocols.data_paths import find_data_file
 
     path = find_data_file("locomo" if args.dataset == "locomo" else "longmemeval_s_dev", args.data)
@@ -179,59 +154,103 @@ def run_retrieval_bench(args) -> int:
             f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
             ".gz or .xz, or a folder holding it) or set LCA_DATA"
         )
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(), args.cache)
-    chunker = Chunker(embedder)
-    workdir = Path(args.out).parent / "work-retrieval"
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(), args.cache, cache_queries=True)
+    workdir = out_path(args).parent / "work-retrieval"
 
     def progress(items, desc: str = f"{args.dataset} {args.retriever}"):
         return tqdm(items, desc=desc, unit="q", disable=args.quiet)
 
-    def cache_state() -> dict[str, Any]:
-        return {"path": str(embedder.path), "hits": embedder.hits, "misses": embedder.misses}
-
     started = time.perf_counter()
-    runner = run_longmemeval if args.dataset == "longmemeval" else run_locomo
-    options = runner_options(args, config)
-
-    def run(**kwargs: Any) -> dict[str, Any]:
-        return runner(
-            path, args.retriever, embedder=embedder, chunker=chunker, limit=args.limit, workdir=workdir, **kwargs
-        )
-
-    report = run(progress=progress, **options)
+    reports = _run(args, path, embedder, workdir, progress, configs)
+    report = reports["default"]
     report["provenance"] = {
         "dataset": args.dataset,
         "file": str(path),
         "sha256": file_sha256(path),
         "retriever": args.retriever,
         "embedder": embedder.embedder_id,
-        "options": {**options, "config": asdict(config)},
+        "retrieval_config": config.to_dict(),
+        "sentence_keys": args.sentence_keys == "on",
+        "roles": args.roles,
         "code_version": code_version(),
         "limit": args.limit,
-        "embedding_cache": cache_state(),
+        "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits, "misses": embedder.misses},
         "wall_seconds": time.perf_counter() - started,
     }
     out = out_path(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_report(out, report, markdown_table(report, args.dataset))
     if getattr(args, "ablate", False):
-        ablation = run_ablation(run, report, args.dataset, options, progress)
-        ablation["provenance"] = {
-            **report["provenance"],
-            "wall_seconds": time.perf_counter() - started,
-            "embedding_cache": cache_state(),
-        }
+        ablation = _compare(report, reports, configs, "without ", args.dataset)
         write_report(out.with_name(f"{out.stem}-ablation.json"), ablation, ablation_table(ablation, args.dataset))
+    if args.grid:
+        grid = _compare(report, reports, configs, "grid ", args.dataset)
+        if args.dataset == "locomo":
+            grid["leave_one_conversation_out"] = held_out({n: reports[f"grid {n}"] for n in grid["variants"]})
+        write_report(out.with_name(f"{out.stem}-grid.json"), grid, grid_table(grid, args.dataset))
     embedder.close()
     return 0
 
 
+def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs) -> dict[str, dict[str, Any]]:
+    if args.retriever == "legacy":
+        from lca.index.chunker import Chunker
+        from protocols.bench.retrieval.legacy import run_locomo as legacy_locomo
+        from protocols.bench.retrieval.legacy import run_longmemeval as legacy_longmemeval
+
+        legacy = legacy_locomo if args.dataset == "locomo" else legacy_longmemeval
+        report = legacy(
+            path,
+            "hybrid",
+            embedder=embedder,
+            chunker=Chunker(embedder),
+            limit=args.limit,
+            progress=progress,
+            workdir=workdir,
+        )
+        return {"default": report}
+    from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
+
+    options: dict[str, Any] = {"roles": args.roles} if args.dataset == "longmemeval" else {}
+    runner = run_locomo if args.dataset == "locomo" else run_longmemeval
+    return runner(
+        path,
+        args.retriever,
+        embedder=embedder,
+        limit=args.limit,
+        progress=progress,
+        workdir=workdir,
+        configs=configs,
+        sentence_keys=args.sentence_keys == "on",
+        **options,
+    )
+
+
+def _compare(report: dict[str, Any], reports: dict[str, Any], configs, prefix: str, dataset: str) -> dict[str, Any]:
+    """The default's headline figures and those of each variant named ``<prefix><name>``, with their change."""
+    from protocols.bench.retrieval.report import headline
+
+    default = headline(report, dataset)
+    out: dict[str, Any] = {"default": default, "variants": {}, "provenance": report["provenance"]}
+    for key, variant in reports.items():
+        if not key.startswith(prefix):
+            continue
+        metrics = headline(variant, dataset)
+        out["variants"][key[len(prefix) :]] = {
+            "config": configs[key].to_dict(),
+            "metrics": metrics,
+            "delta": {n: metrics[n] - default[n] for n in default},
+        }
+    return out
+
+
 BENCHMARK = Benchmark(
     name="retrieval",
-    help="benchmark retrieval scored by the official metrics, no LLM: bm25, dense, hybrid or full resonance recall",
-    description="LongMemEval or LoCoMo retrieval scored by the benchmarks' own metrics with no LLM in the loop, "
-    "for the bm25, dense, hybrid or resonance retriever; --ablate measures what each part of the "
-    "hybrid adds.",
+    help="benchmark retrieval through real stores, scored by the official metrics, no LLM: bm25, dense, hybrid "
+    "or resonance recall",
+    description="LongMemEval or LoCoMo retrieval scored by the benchmarks' own metrics with no LLM in the loop; "
+    "every retriever asks a real store built through the importers; --ablate and --grid vary the store's "
+    "RetrievalConfig.",
     add_arguments=add_arguments,
     run=run_retrieval_bench,
 )

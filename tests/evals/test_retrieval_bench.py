@@ -1,25 +1,40 @@
-"""lca bench retrieval on small files in the official formats, with the fake embedder; temporal anchors."""
+"""lca bench retrieval on small files in the official formats, with the fake embedder: every retriever asks a
+real store built through the importers, and its ranking is the store's own."""
 
 from __future__ import annotations
 
 import json
 import lzma
-from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import protocols.cli as cli
-from lca.index.chunker import Chunker, sentence_keys
+from lca.importers import import_locomo
 from lca.params import ParameterError
-from protocols.bench.retrieval.config import HYBRID_DEFAULTS, HybridConfig, ablations, used_weights
-from protocols.bench.retrieval.ranking import QuerySignals, UnitIndex, hybrid_scores, ranking_of
+from lca.retrieval import RetrievalConfig
+from lca.substrate import Substrate
+from protocols.bench.retrieval.config import dataset_config, grid_variants
 from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
-from protocols.bench.retrieval.units import locomo_units, without_names
+from protocols.bench.retrieval.stores import HaystackStore
+from protocols.bench.retrieval_bench import held_out
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "data" / "fixtures" / "locomo_fixture.json"
+
+
+def run(runner, path, retriever, tmp_path, configs=None, **kw):
+    return runner(
+        path,
+        retriever,
+        embedder=FakeHashingEmbedder(max_input_tokens=200),
+        limit=None,
+        progress=lambda x: x,
+        workdir=tmp_path / "work",
+        configs=configs or {"default": RetrievalConfig()},
+        **kw,
+    )
 
 
 def lme_file(tmp_path) -> Path:
@@ -72,48 +87,6 @@ def lme_file(tmp_path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid", "resonance"])
-def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path, retriever):
-    embedder = FakeHashingEmbedder(max_input_tokens=200)
-    report = run_longmemeval(
-        lme_file(tmp_path),
-        retriever,
-        embedder=embedder,
-        chunker=Chunker(embedder),
-        limit=None,
-        progress=lambda x: x,
-        workdir=tmp_path / "work",
-    )
-    assert report["strict"]["n"] == 2 and report["lenient"]["n"] == 2 and report["questions"] == 3
-    assert report["strict"]["session"]["recall_any@10"] == 1.0
-    if retriever in ("bm25", "hybrid"):
-        assert report["per_question"][0]["metrics"]["session"]["recall_any@1"] == 1.0  # "Rex" / "beagle" match
-    if retriever == "hybrid":
-        assert report["per_question"][1]["anchor"] == "two weeks ago"
-        assert all(q["seconds"] >= 0 for q in report["per_question"])
-        assert report["per_question"][1]["metrics"]["session"]["recall_any@1"] == 1.0  # the anchored day wins
-
-
-def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
-    embedder = FakeHashingEmbedder(max_input_tokens=200)
-    report = run_locomo(
-        REPO / "data" / "fixtures" / "locomo_fixture.json",
-        "hybrid",
-        embedder=embedder,
-        chunker=Chunker(embedder),
-        limit=None,
-        progress=lambda x: x,
-        workdir=tmp_path,
-    )
-    assert report["items"] == 3 and report["overall"]["recall@25"] == 1.0
-    assert set(report["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
-
-
-def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
-    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", str(tmp_path / "nope.json")]) == 2
-    assert "nope.json" in capsys.readouterr().err
-
-
 def locomo_record() -> dict:
     turns_1 = [
         {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat last week."},
@@ -157,352 +130,149 @@ def locomo_record() -> dict:
     }
 
 
-def test_locomo_units_say_which_dialog_turns_each_unit_covers():
-    record = locomo_record()
-    turns = locomo_units(record, "turns")
-    assert turns["covers"] == [["D1:1"], ["D1:2"], ["D1:3"], ["D2:1"], ["D2:2"]]  # the stray date key is skipped
-    assert turns["texts"][1] == "Ben: What did you name the cat?" and turns["speaker"][0] == "Ana"
-    assert turns["asks"] == [False, True, False, False, False]
-    observations = locomo_units(record, "observations")
-    assert observations["covers"] == [["D1:3"], ["D1:1", "D1:3"], ["D2:1"]]
-    summaries = locomo_units(record, "summaries")
-    assert summaries["covers"] == [["D1:1", "D1:2", "D1:3"], ["D2:1", "D2:2"]]
-    with pytest.raises(ValueError, match="observations"):
-        locomo_units(record, "events")
+@pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid", "resonance"])
+def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path, retriever):
+    configs = {"default": dataset_config("longmemeval"), "rrf": RetrievalConfig()}
+    reports = run(run_longmemeval, lme_file(tmp_path), retriever, tmp_path, configs)
+    report = reports["default"]
+    assert report["strict"]["n"] == 2 and report["lenient"]["n"] == 2 and report["questions"] == 3
+    # BM25 retrieves only turns sharing a term: "cook" never meets "made a risotto"
+    assert report["strict"]["session"]["recall_any@10"] == (0.5 if retriever == "bm25" else 1.0)
+    rows = report["per_question"]
+    assert [r["question_id"] for r in rows] == ["q1", "q2", "q3_abs"] and rows[0]["question"].startswith("What breed")
+    # user turns only are units: the assistant's "noted" never appears among the retrieved ids
+    assert all(not unit.endswith("_2") for r in rows for unit in r["retrieved"])
+    if retriever in ("bm25", "hybrid"):
+        assert rows[0]["retrieved"][0] == "answer_rex_3"  # "My dog Rex is a beagle" (turn 3 of its session)
+    assert set(reports) == {"default", "rrf"} and reports["rrf"]["questions"] == 3
+    users = run(run_longmemeval, lme_file(tmp_path), retriever, tmp_path, configs, roles="user")["default"]
+    assert users["strict"]["n"] == 2 and [r["question_id"] for r in users["per_question"]][0] == "q1"
 
 
-@pytest.mark.parametrize("units", ["turns", "observations", "summaries"])
-def test_locomo_recall_counts_evidence_through_the_units_that_cover_it(tmp_path, units):
+def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
+    report = run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": dataset_config("locomo")})["default"]
+    assert report["items"] == 3 and report["overall"]["recall@25"] == 1.0
+    assert set(report["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
+    row = report["per_item"][0]
+    assert {"question_id", "question", "retrieved", "evidence"} <= set(row) and row["question_id"].endswith(":0")
+
+
+def test_locomo_recall_counts_evidence_ids_that_name_no_turn(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([locomo_record()]))
-    embedder = FakeHashingEmbedder(max_input_tokens=200)
-    report = run_locomo(
-        path,
-        "hybrid",
-        embedder=embedder,
-        chunker=Chunker(embedder),
-        limit=None,
-        progress=lambda x: x,
-        workdir=tmp_path / "work",
-        units=units,
-    )
-    assert report["units"] == units and report["items"] == 2
+    report = run(run_locomo, path, "hybrid", tmp_path, {"default": dataset_config("locomo")})["default"]
+    assert report["items"] == 2
     assert report["unparsed_evidence_ids"] == 2  # "D9:99" names no turn, "D" is malformed; both counted
     assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
-    assert all(item["seconds"] >= 0 for item in report["per_item"])  # each item's time, for the distribution
-    assert [item["anchor"] for item in report["per_item"]] == [None, "7 June, 2023"]
-    # the runner reports the weights it could act on: context keys are built for turns only
-    assert ("context_weight" in report["weights_used"]) == (units == "turns")
-    assert ("question_weight" in report["weights_used"]) == (units == "turns")
-    # one summary covers a whole session, so @1 finds the evidence; every unit kind finds it by @5
     assert report["overall"]["recall@5"] == 1.0
-    if units == "summaries":
-        assert report["overall"]["recall@1"] == 1.0
 
 
-# ---- the hybrid retriever's parts -------------------------------------------------------------------
-def test_sentence_keys_split_only_multi_sentence_texts():
-    text = "I'm looking for recipe ideas for tonight. By the way, I replaced my kitchen faucet last Sunday!"
-    assert sentence_keys(text) == [
-        "I'm looking for recipe ideas for tonight.",
-        "By the way, I replaced my kitchen faucet last Sunday!",
-    ]
-    assert sentence_keys("Just one sentence here, nothing more.") == []
-    assert len(sentence_keys(". ".join(f"Sentence number {i} is here" for i in range(60)), limit=40)) == 40
-
-
-def test_sentence_keys_lift_a_remark_in_passing_and_never_lower_a_unit():
-    embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
-    texts = [
-        "I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
-        "garlic, "
-        "ginger, sesame oil, soy sauce and lime that my whole family would enjoy on busy evenings after school. "
-        "By the way, I replaced my kitchen faucet.",
-        "Which kitchen faucet brands last longest?",
-        "Tax forms are due soon.",
-    ]
-    plain = UnitIndex(texts, embedder, Chunker(embedder))
-    keyed = UnitIndex(texts, embedder, Chunker(embedder), sentences=True)
-    query = "I replaced my kitchen faucet"
-    assert np.all(keyed.dense(query) >= plain.dense(query) - 1e-6)
-    assert ranking_of(plain.dense(query))[0] == 1 and ranking_of(keyed.dense(query))[0] == 0
-
-
-def test_reply_signal_lifts_the_turn_that_answers_a_matching_question():
+def test_the_benchmarks_ranking_is_the_stores_search_and_recall(tmp_path):
+    """What the benchmark scores for a query is exactly what Substrate.search (hybrid) and Substrate.recall
+    (resonance) return for the same store and query."""
+    sessions, _ = import_locomo(FIXTURE)
     embedder = FakeHashingEmbedder(max_input_tokens=200)
-    texts = [
-        "Ben: What did you name the grey cat you adopted?",
-        "Ana: Pebble, after the stones on the beach.",
-        "Ana: The cat sleeps all day.",
-        "Ben: Tax forms are due soon.",
-        "Ana: I like climbing.",
-    ]
-    units = UnitIndex(texts, embedder, Chunker(embedder))
-    replies_to = np.array([-1, 0, -1, -1, -1])
-    query = "What did Ana name the grey cat she adopted?"
-    quiet = HybridConfig(feedback_weight=0.0, reply_weight=0.0)
-    without = ranking_of(hybrid_scores(units, query, quiet).astype(np.float32))
-    with_replies = ranking_of(
-        hybrid_scores(
-            units, query, replace(quiet, reply_weight=1.0), signals=QuerySignals(replies_to=replies_to)
-        ).astype(np.float32)
-    )
-    assert with_replies.index(1) < without.index(1) and with_replies[:2] == [0, 1]
+    config = dataset_config("locomo")
+    store = HaystackStore(tmp_path / "bench", sessions, embedder, config=config)
+    reference = Substrate(tmp_path / "ref", embedder=embedder, retrieval=config)
+    reference.import_sessions(sessions)
+    try:
+        for query in ("Which climbing gym does Ben go to?", "What did Ana adopt?", "tax forms"):
+            hits = reference.search(query, k=100, pool=100)
+            expected = list(dict.fromkeys(h.pointer.entry_id for h in hits))
+            assert store.rank(query, "hybrid") == expected
+            recalled = store.recall(query)
+            assert recalled and store.rank(query, "resonance")[: len(recalled)] == recalled
+            assert store.rank(query, "bm25") == list(
+                dict.fromkeys(h.pointer.entry_id for h in reference.search(query, k=100, mode="lexical", pool=100))
+            )
+    finally:
+        store.close()
+        reference.close()
 
 
-def test_question_signal_lowers_a_turn_that_only_asks_and_its_reply_inherits_less():
-    record = locomo_record()
-    record["conversation"]["session_1"][1]["blip_caption"] = "a photo of a grey cat"
-    assert locomo_units(record, "turns")["asks"][1] is False  # a shared photo is content, however it is asked
-    embedder = FakeHashingEmbedder(max_input_tokens=200)
-    texts = [
-        "Ben: What did you name the grey cat you adopted?",
-        "Ana: Pebble, after the stones on the beach.",
-        "Ana: The grey cat sleeps all day.",
-        "Ben: Tax forms are due soon.",
-        "Ana: I like climbing.",
-    ]
-    units = UnitIndex(texts, embedder, Chunker(embedder))
-    query = "What did Ana name the grey cat she adopted?"
-    signals = QuerySignals(replies_to=np.array([-1, 0, -1, -1, -1]), asks=np.array([1.0, 0, 0, 0, 0]))
-    config = HybridConfig(feedback_weight=0.0, reply_weight=0.3)
-    plain = hybrid_scores(units, query, config, signals=signals)
-    lowered = hybrid_scores(units, query, replace(config, question_weight=2.0), signals=signals)
-    assert ranking_of(plain.astype(np.float32))[0] == 0  # the question repeats the query's words
-    assert ranking_of(lowered.astype(np.float32))[0] != 0
-    assert lowered[0] == pytest.approx(plain[0] - 2.0)
-    assert lowered[1] < plain[1]  # its reply inherits from the lowered question
-    np.testing.assert_allclose(lowered[2:], plain[2:])  # statements are untouched
-
-
-def test_feedback_pulls_in_units_that_resemble_the_top_hits():
-    embedder = FakeHashingEmbedder(max_input_tokens=200)
-    texts = [
-        "my dog rex loves the beach",
-        "rex chases seagulls and waves at the beach every morning",
-        "tax forms are due friday",
-        "the printer is out of toner",
-        "a recipe for lentil soup",
-    ]
-    units = UnitIndex(texts, embedder, Chunker(embedder))
-    query = "where does my dog love to go"
-    without = hybrid_scores(units, query, HybridConfig(feedback_weight=0.0))
-    fed_back = hybrid_scores(units, query, HybridConfig(feedback_weight=1.0, feedback_depth=1))
-    assert ranking_of(without.astype(np.float32))[0] == 0
-    # unit 1 shares no word with the query, but "rex" and "beach" with the top hit
-    assert fed_back[1] - fed_back[2:].max() > without[1] - without[2:].max()
-
-
-def test_context_key_holds_the_configured_neighbours_and_stops_at_the_session():
-    texts, sessions = ["a1", "a2", "a3", "b1", "b2"], ["a", "a", "a", "b", "b"]
-    headers = ["[h0]", "[h1]", "[h2]", "[h3]", "[h4]"]
-    keys = HybridConfig(context_before=2, context_after=1).context_texts(texts, sessions, headers)
-    assert keys[2] == "[h2]\na1\na2\na3"  # two before, none after: a3 ends its session
-    assert keys[3] == "[h3]\nb1\nb2"  # nothing from session a leaks in
-    assert HybridConfig(context_before=0, context_after=0).context_texts(texts, sessions) == texts
-    with pytest.raises(ValueError, match="context_before"):
-        HybridConfig(context_before=-1)
-
-
-def test_speaker_names_leave_only_the_embedded_query(tmp_path):
-    assert (
-        without_names("What did Caroline's mentor tell caroline about Mel?", ["Caroline Smith", "Melanie"])
-        == "What did mentor tell about Mel?"
-    )  # first names, possessives, any case; "Mel" is not "Melanie"
-
-    class RecordingEmbedder(FakeHashingEmbedder):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.queries: list[str] = []
-
-        def embed_query(self, text):
-            self.queries.append(text)
-            return super().embed_query(text)
-
-    record = locomo_record()
-    record["qa"] = record["qa"][:1]  # "What is the name of Ana's cat?"
-    for names_in_query, expected in ((True, "What is the name of Ana's cat?"), (False, "What is the name of cat?")):
-        path = tmp_path / f"names-{names_in_query}" / "locomo.json"
-        path.parent.mkdir()
-        path.write_text(json.dumps([record]))
-        embedder = RecordingEmbedder(max_input_tokens=200)
-        config = HybridConfig(speaker_weight=0.6, names_in_dense_query=names_in_query)
-        report = run_locomo(
-            path,
-            "hybrid",
-            embedder=embedder,
-            chunker=Chunker(embedder),
-            limit=None,
-            progress=lambda x: x,
-            workdir=path.parent / "work",
-            config=config,
-        )
-        assert embedder.queries == [expected] and report["items"] == 1
-
-
-def test_hybrid_config_overrides_are_checked_by_name_and_type():
-    config = HybridConfig().with_overrides(["feedback_weight=0.2", "sentences=off", "feedback-depth=5"])
-    assert (config.feedback_weight, config.sentences, config.feedback_depth) == (0.2, False, 5)
-    with pytest.raises(ParameterError, match="speaker_weight"):  # the message lists the known names
-        HybridConfig().with_overrides(["bogus=1"])
-    with pytest.raises(ParameterError, match="--set 'bm25_weight=lots': takes a number"):  # lca.params' format
-        HybridConfig().with_overrides(["bm25_weight=lots"])
-    with pytest.raises(ParameterError, match="sentences"):
-        HybridConfig().with_overrides(["sentences=maybe"])
-    with pytest.raises(ValueError, match="feedback_depth"):
-        HybridConfig().with_overrides(["feedback_depth=0"])
+def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
+    assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json" in capsys.readouterr().err
 
 
 def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
-    data = str(REPO / "data" / "fixtures" / "locomo_fixture.json")
-    assert cli.main(["bench", "retrieval", "--dataset", "longmemeval", "--units", "observations"]) == 2
-    assert "LoCoMo only" in capsys.readouterr().err
-    assert (
-        cli.main(
-            [
-                "bench",
-                "retrieval",
-                "--dataset",
-                "locomo",
-                "--data",
-                data,
-                "--set",
-                "bogus=1",
-                "--out",
-                str(tmp_path / "x.json"),
-            ]
-        )
-        == 2
-    )
-    assert "bogus" in capsys.readouterr().err
-    assert (
-        cli.main(
-            [
-                "bench",
-                "retrieval",
-                "--dataset",
-                "locomo",
-                "--data",
-                data,
-                "--sentence-keys",
-                "on",
-                "--out",
-                str(tmp_path / "x.json"),
-            ]
-        )
-        == 2
-    )
-    assert "--retriever resonance" in capsys.readouterr().err
+    base = ["bench", "retrieval", "--dataset", "locomo", "--data", str(FIXTURE), "--out", str(tmp_path / "x.json")]
+    assert cli.main([*base, "--set", "bogus=1"]) == 2
+    assert "unknown name 'bogus'; known: anchor_weight" in capsys.readouterr().err
+    assert cli.main([*base, "--retriever", "dense", "--ablate"]) == 2
+    assert "--retriever hybrid" in capsys.readouterr().err
+    assert cli.main([*base, "--retriever", "legacy", "--set", "bm25_weight=1"]) == 2
+    assert "legacy" in capsys.readouterr().err
+    assert cli.main([*base, "--grid", "bm25_weight=1,x"]) == 2
+    assert "takes a number" in capsys.readouterr().err
+    assert cli.main([*base, "--roles", "user"]) == 2
+    assert "--roles applies to LongMemEval" in capsys.readouterr().err
 
 
-def test_resonance_retriever_can_build_its_substrate_with_sentence_keys(tmp_path):
-    from protocols.bench.retrieval.resonance import ResonanceIndex
-
-    texts = [
-        "I want recipe ideas for a quick weeknight dinner with rice, beans, greens, tofu, peppers, onions, "
-        "garlic and lime that my whole family would enjoy after school. By the way, I replaced my kitchen "
-        "faucet last Sunday.",
-        "Which kitchen faucet should I buy for my sink?",
-        "Tax forms are due soon.",
-    ]
-    first = {}
-    for keyed in (False, True):
-        index = ResonanceIndex(
-            texts,
-            [None] * 3,
-            FakeHashingEmbedder(dimension=512, max_input_tokens=200),
-            tmp_path / f"work-{keyed}",
-            sentence_keys=keyed,
-        )
-        try:
-            first[keyed] = index.rank("I replaced my kitchen faucet")[0]
-        finally:
-            index.close()
-    assert first == {False: 1, True: 0}  # the remark in passing wins only through its own sentence key
+def test_dataset_configs_are_files_beside_their_tasks():
+    locomo, lme = dataset_config("locomo"), dataset_config("longmemeval")
+    assert (locomo.fusion, locomo.question_weight, locomo.names_in_dense_query) == ("z", 2.0, False)
+    assert (lme.fusion, lme.context_weight, lme.speaker_weight) == ("z", 0.0, 0.0)
 
 
-# ---- --ablate: one run per part of the hybrid that is on ------------------------------------------------
-def test_ablations_turn_off_exactly_one_part_that_the_run_uses():
-    def changed(a: HybridConfig, b: HybridConfig) -> set[str]:
-        return {f for f in vars(a) if getattr(a, f) != getattr(b, f)}
-
-    locomo = HYBRID_DEFAULTS["locomo"]
-    variants = ablations(locomo, uses=used_weights("locomo", context=True, anchors=True, units="turns"))
+def test_grid_variants_cross_the_listed_values():
+    variants = grid_variants(RetrievalConfig(), ["bm25_weight=0.5,1", "fusion=z,rrf"])
     assert set(variants) == {
-        "bm25_weight=0",
-        "context_weight=0",
-        "anchor_weight=0",
-        "feedback_weight=0",
-        "question_weight=0",
-        "reply_weight=0",
-        "speaker_weight=0",
-        "sentences=off",
-        "names_in_dense_query=on",
+        "bm25_weight=0.5,fusion=z",
+        "bm25_weight=0.5,fusion=rrf",
+        "bm25_weight=1.0,fusion=z",
+        "bm25_weight=1.0,fusion=rrf",
     }
-    assert all(len(changed(locomo, v)) == 1 for v in variants.values())
-    # LongMemEval builds no context key and no turn signals; with anchors off the anchor weight is idle too
-    lme = ablations(
-        HYBRID_DEFAULTS["longmemeval"], uses=used_weights("longmemeval", context=False, anchors=False, units="turns")
-    )
-    assert set(lme) == {"bm25_weight=0", "feedback_weight=0", "sentences=off"}
-    summaries = ablations(locomo, uses=used_weights("locomo", context=False, anchors=True, units="summaries"))
-    assert set(summaries) == {"bm25_weight=0", "anchor_weight=0", "feedback_weight=0", "sentences=off"}
+    assert variants["bm25_weight=0.5,fusion=rrf"].bm25_weight == 0.5
+    with pytest.raises(ParameterError, match="unknown name 'bogus'"):
+        grid_variants(RetrievalConfig(), ["bogus=1,2"])
 
 
-def test_bench_retrieval_ablate_writes_one_row_per_variant(tmp_path, monkeypatch, capsys):
+def test_held_out_scores_each_conversation_under_the_variant_best_on_the_others():
+    def report(scores):
+        rows = [{"sample_id": s, "recall@5": v} for s, v in scores]
+        return {"per_item": rows, "overall": {"recall@5": sum(v for _, v in scores) / len(scores)}}
+
+    variants = {
+        "a": report([("c1", 1.0), ("c2", 0.0), ("c3", 0.0)]),
+        "b": report([("c1", 0.0), ("c2", 0.5), ("c3", 0.5)]),
+    }
+    loco = held_out(variants)
+    # c1 held out: b is best on c2+c3 (0.5 vs 0) -> c1 scores 0; c2 held out: a (0.5) = b (0.25)? a wins -> 0
+    assert loco["chosen_per_conversation"] == {"c1": "b", "c2": "a", "c3": "a"}
+    assert loco["held_out"] == pytest.approx(0.0) and loco["fitted"] == pytest.approx(1 / 3)
+
+
+def test_bench_retrieval_ablate_and_grid_write_one_row_per_variant(tmp_path, monkeypatch, capsys):
     import lca.index.embedders as embedders
 
     monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", lambda: FakeHashingEmbedder(max_input_tokens=200))
     out = tmp_path / "locomo-hybrid.json"
-    data = str(REPO / "data" / "fixtures" / "locomo_fixture.json")
-    assert (
-        cli.main(
-            [
-                "bench",
-                "retrieval",
-                "--dataset",
-                "locomo",
-                "--data",
-                data,
-                "--ablate",
-                "--quiet",
-                "--set",
-                "reply_weight=0",
-                "--cache",
-                str(tmp_path / "cache"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    args = ["bench", "retrieval", "--dataset", "locomo", "--data", str(FIXTURE), "--quiet"]
+    args += ["--set", "reply_weight=0", "--cache", str(tmp_path / "cache"), "--out", str(out)]
+    assert cli.main([*args, "--ablate", "--grid", "context_weight=0,1"]) == 0
+    report = json.loads(out.read_text())
+    assert report["provenance"]["retrieval_config"]["reply_weight"] == 0.0
     ablation = json.loads((tmp_path / "locomo-hybrid-ablation.json").read_text())
     assert "reply_weight=0" not in ablation["variants"]  # already off: nothing to ablate
-    assert "question_weight=0" in ablation["variants"] and "sentences=off" in ablation["variants"]
-    main = json.loads(out.read_text())
-    assert ablation["default"]["recall@5"] == main["overall"]["recall@5"]
-    for row in ablation["variants"].values():
-        assert row["delta"]["recall@5"] == pytest.approx(row["metrics"]["recall@5"] - ablation["default"]["recall@5"])
-    assert ablation["variants"]["feedback_weight=0"]["config"]["feedback_weight"] == 0.0
-    assert ablation["provenance"]["sha256"] == main["provenance"]["sha256"]
-    table = (tmp_path / "locomo-hybrid-ablation.md").read_text()
-    assert table.count("\n| ") == 3 + len(ablation["variants"])  # header, rule, default, one row per variant
-    assert (
-        cli.main(
-            [
-                "bench",
-                "retrieval",
-                "--dataset",
-                "locomo",
-                "--data",
-                data,
-                "--ablate",
-                "--retriever",
-                "dense",
-                "--out",
-                str(out),
-            ]
-        )
-        == 2
+    assert {"context_weight=0", "question_weight=0", "bm25_weight=0", "names_in_dense_query=on"} <= set(
+        ablation["variants"]
     )
-    assert "--retriever hybrid" in capsys.readouterr().err
+    assert all(v["config"][v_name.split("=")[0]] in (0.0, True) for v_name, v in ablation["variants"].items())
+    grid = json.loads((tmp_path / "locomo-hybrid-grid.json").read_text())
+    assert set(grid["variants"]) == {"context_weight=0.0", "context_weight=1.0"}
+    assert grid["leave_one_conversation_out"]["chosen_per_conversation"]
+    assert "leave one conversation out" in capsys.readouterr().out
+
+
+def test_a_session_repeated_within_a_haystack_enters_the_store_once_per_copy():
+    from lca.importers import ImportedSession
+    from protocols.bench.retrieval.stores import sessions_by
+    from tests.conftest import make_entry
+
+    first = ImportedSession("lme:q1:s1", (make_entry("lme:q1:s1", 1, "a"), make_entry("lme:q1:s1", 2, "b")))
+    again = ImportedSession("lme:q1:s1", (make_entry("lme:q1:s1", 1, "c"),))
+    grouped = sessions_by([first, again], lambda sid: sid.split(":", 2)[1])["q1"]
+    assert [s.session_id for s in grouped] == ["lme:q1:s1", "lme:q1:s1~2"]
+    assert grouped[1].entries[0].id == "lme:q1:s1~2:1" and grouped[1].entries[0].content == "c"

@@ -1,119 +1,47 @@
-"""The hybrid retriever's configuration: its weights (``HybridConfig``), the per-dataset defaults chosen on the
-dev splits, and the ablation variants that turn one part off at a time. No numpy here: the command line reads
-this module to check ``--set`` before any model loads."""
+"""What a retrieval run asks the store: the retrievers, each dataset's ``RetrievalConfig`` (a file beside
+that benchmark's task, ``protocols/evals/<dataset>/retrieval.yaml``; the store's defaults where there is
+none) and a grid of variants. No numpy here: the command line reads this module to check ``--set`` before
+any model loads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
+from itertools import product
+from pathlib import Path
 
-RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
+from lca.params import ParameterError, coerce, split_assignment
+from lca.retrieval.config import RETRIEVAL_FIELDS, RetrievalConfig
 
-
-@dataclass(frozen=True)
-class HybridConfig:
-    """The hybrid retriever's weights, in z units of the fused score. The per-dataset defaults
-    (``HYBRID_DEFAULTS``) were chosen on the dev splits only; ``--set name=value`` overrides one."""
-
-    fusion: str = "z"  # "z": z-scored dense + bm25_weight x z-scored BM25, then the rest below;
-    # "rrf": the store's reciprocal-rank fusion of dense and BM25, nothing else
-    bm25_weight: float = 0.5
-    context_weight: float = 1.0  # the neighbour-context key, when the dataset builds one (LoCoMo)
-    context_before: int = 1  # the context key holds this many turns before the unit (same session) ...
-    context_after: int = 1  # ... and this many after
-    anchor_weight: float = 4.0  # added on the day a temporal anchor points at
-    feedback_weight: float = 0.6  # Rocchio feedback: the query vector plus w x the mean of the top units' vectors
-    feedback_depth: int = 3  # how many top units feed back
-    question_weight: float = 0.0  # subtracted from a turn that only asks (ends in "?", shares no photo): a question
-    # states no fact, and it yields its place to the reply below
-    reply_weight: float = 0.0  # a turn answering a question turn adds w x the question's positive score
-    speaker_weight: float = 0.0  # added to the turns of the one speaker a question names
-    sentences: bool = True  # each sentence of a unit is also a dense key (the unit scores as its best)
-    names_in_dense_query: bool = True  # False: the speakers' names leave the embedded query (the speaker signal
-    # carries them; a name otherwise pulls every turn of that speaker)
-
-    def __post_init__(self) -> None:
-        if self.fusion not in ("z", "rrf"):
-            raise ValueError(f"fusion must be 'z' or 'rrf', not {self.fusion!r}")
-        if self.feedback_depth < 1:
-            raise ValueError(f"feedback_depth must be at least 1, not {self.feedback_depth}")
-        if self.context_before < 0 or self.context_after < 0:
-            raise ValueError(
-                f"context_before and context_after must be at least 0, not "
-                f"{self.context_before} and {self.context_after}"
-            )
-
-    def context_texts(self, texts: Sequence[str], session_of: Sequence[str], header: Sequence[str] = ()) -> list[str]:
-        """Each unit's context key: the unit with its neighbours in the same session (and a header line per unit)."""
-        n = len(texts)
-        return [
-            "\n".join(
-                ([header[i]] if header else [])
-                + [
-                    texts[j]
-                    for j in range(i - self.context_before, i + self.context_after + 1)
-                    if 0 <= j < n and session_of[j] == session_of[i]
-                ]
-            )
-            for i in range(n)
-        ]
-
-    def embeds_sentences(self, retriever: str) -> bool:
-        """Sentence keys are built only where they are scored: z fusion in the hybrid (and resonance's tail)."""
-        return self.sentences and self.fusion == "z" and retriever in ("hybrid", "resonance")
-
-    def with_overrides(self, pairs: Sequence[str]) -> HybridConfig:
-        """``name=value`` strings (from ``--set``) applied over this config, each checked by name and type
-        (``lca.params``: an unknown name is refused with the list of every field)."""
-        from lca.params import parse_assignments
-
-        known = {f.name: str(f.type) for f in fields(self)}
-        return replace(self, **parse_assignments(pairs, flag="--set", known=known))
+RETRIEVERS = ("bm25", "dense", "hybrid", "resonance", "legacy")
+EVALS = Path(__file__).resolve().parents[2] / "evals"
 
 
-# chosen on LongMemEval_S dev and LoCoMo (no other split was looked at); see docs/benchmarks.md
-HYBRID_DEFAULTS = {
-    "longmemeval": HybridConfig(),
-    "locomo": HybridConfig(
-        question_weight=2.0, reply_weight=0.3, speaker_weight=0.6, context_before=2, names_in_dense_query=False
-    ),
-}
+def dataset_config_path(dataset: str) -> Path:
+    return EVALS / dataset / "retrieval.yaml"
 
 
-SIGNAL_WEIGHTS = (
-    "bm25_weight",
-    "context_weight",
-    "anchor_weight",
-    "feedback_weight",
-    "question_weight",
-    "reply_weight",
-    "speaker_weight",
-)
+def dataset_config(dataset: str) -> RetrievalConfig:
+    """The dataset's retrieval settings, chosen on its dev split (the store's defaults where no file is)."""
+    path = dataset_config_path(dataset)
+    return RetrievalConfig.from_file(path) if path.exists() else RetrievalConfig()
 
 
-def ablations(config: HybridConfig, *, uses: set[str]) -> dict[str, HybridConfig]:
-    """One variant per part that is switched on in ``config`` and used by the run (``uses`` names the
-    weights the run's units can act on): that part off, everything else as it is."""
-    variants = {
-        f"{name}=0": replace(config, **{name: 0.0}) for name in SIGNAL_WEIGHTS if name in uses and getattr(config, name)
-    }
-    if config.sentences:
-        variants["sentences=off"] = replace(config, sentences=False)
-    if not config.names_in_dense_query and "speaker_weight" in uses:
-        variants["names_in_dense_query=on"] = replace(config, names_in_dense_query=True)
+def grid_variants(config: RetrievalConfig, items: Sequence[str] | None) -> dict[str, RetrievalConfig]:
+    """``--grid name=v1,v2`` items: every combination of the listed values over ``config``, by name."""
+    axes: list[tuple[str, list]] = []
+    for item in items or ():
+        name, raw = split_assignment(item, flag="--grid")
+        if name not in RETRIEVAL_FIELDS:
+            raise ParameterError("--grid", item, f"unknown name '{name}'; known: {', '.join(sorted(RETRIEVAL_FIELDS))}")
+        values = [coerce(v.strip(), RETRIEVAL_FIELDS[name], flag="--grid", item=item) for v in raw.split(",")]
+        axes.append((name, values))
+    variants: dict[str, RetrievalConfig] = {}
+    for combination in product(*(values for _, values in axes)):
+        changes = {name: value for (name, _), value in zip(axes, combination)}
+        label = ",".join(f"{n}={v}" for n, v in changes.items())
+        try:
+            variants[label] = replace(config, **changes)
+        except ValueError as exc:
+            raise ParameterError("--grid", label, str(exc)) from None
     return variants
-
-
-def used_weights(dataset: str, *, context: bool, anchors: bool, units: str) -> set[str]:
-    """The hybrid weights a run can act on, given what it built (``context``: it built context keys);
-    the rest multiply a signal the run never builds. Each runner reports its set as ``weights_used``."""
-    uses = {"bm25_weight", "feedback_weight"}
-    if context:
-        uses.add("context_weight")
-    if anchors:
-        uses.add("anchor_weight")
-    if dataset == "locomo" and units == "turns":
-        uses |= {"question_weight", "reply_weight", "speaker_weight"}
-    elif dataset == "locomo" and units == "observations":
-        uses.add("speaker_weight")
-    return uses

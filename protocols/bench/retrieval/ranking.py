@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.bench.retrieval.config import HybridConfig
+from protocols.bench.retrieval.legacy_config import HybridConfig
 
 RRF_K = 60
 DEFAULT_CONFIG = HybridConfig()

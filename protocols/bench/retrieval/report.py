@@ -24,14 +24,31 @@ def headline(report: dict[str, Any], dataset: str) -> dict[str, float]:
     }
 
 
-def ablation_table(ablation: dict[str, Any], dataset: str) -> str:
+def grid_table(grid: dict[str, Any], dataset: str) -> str:
+    """The grid's variants as rows, and on LoCoMo the held-out (leave-one-conversation-out) figure."""
+    table = ablation_table(grid, dataset, title="grid", note="each row sets the listed values, the rest at the default")
+    loco = grid.get("leave_one_conversation_out")
+    if loco:
+        table += (
+            f"\nleave one conversation out ({loco['metric']}): held-out {loco['held_out']:.4f}, "
+            f"fitted on all ten {loco['fitted']:.4f} ({loco['fitted_variant']})\n"
+        )
+    return table
+
+
+def ablation_table(
+    ablation: dict[str, Any],
+    dataset: str,
+    *,
+    title: str = "ablation",
+    note: str = "each row turns one part off, the rest at the default",
+) -> str:
     prov = ablation["provenance"]
     names = list(ablation["default"])
     lines = [
-        f"# {dataset} retrieval, hybrid ablation ({prov['embedder']})",
+        f"# {dataset} retrieval, hybrid {title} ({prov['embedder']})",
         "",
-        f"file {prov['file']} (sha256 {prov['sha256'][:16]}...), code {prov['code_version']}; "
-        f"each row turns one part off, the rest at the default",
+        f"file {prov['file']} (sha256 {prov['sha256'][:16]}...), code {prov['code_version']}; {note}",
         "",
         "| variant | " + " | ".join(names) + f" | change in {names[0]} |",
         "| --- | " + " | ".join("---" for _ in names) + " | --- |",
@@ -83,9 +100,8 @@ def markdown_table(report: dict[str, Any], dataset: str) -> str:
                     f"{table['session']['recall_all@5']:.4f} |"
                 )
     else:
-        unit_name = {"turns": "dialog turns", "observations": "observations", "summaries": "session summaries"}
         lines += [
-            f"| units: {unit_name[report.get('units', 'turns')]} | n | recall@1 | recall@5 | recall@10 | recall@25 |",
+            "| units: dialog turns | n | recall@1 | recall@5 | recall@10 | recall@25 |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for name, table in [

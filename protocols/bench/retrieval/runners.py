@@ -1,23 +1,22 @@
-"""One retrieval run over a dataset file: LongMemEval (session and turn recall by the official metrics) and LoCoMo
-(evidence recall@k over the chosen units). Each returns a report with per-item rows and the weights it used."""
+"""One retrieval run over a dataset file, through real stores: LongMemEval (session and turn recall by the
+official metrics, one store per question's haystack) and LoCoMo (evidence recall@k over dialog turns, one
+store per conversation). Each store is built once and asked under every configuration given (the run's,
+and an ablation's or a grid's variants), so a variant costs a search, not a rebuild."""
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections import defaultdict
-from functools import partial
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from protocols.bench.retrieval.config import HYBRID_DEFAULTS, HybridConfig, used_weights
-from protocols.bench.retrieval.ranking import QuerySignals, UnitIndex, rank_units
-from protocols.bench.retrieval.resonance import ResonanceIndex
-from protocols.bench.retrieval.units import locomo_units, name_pattern, session_keys, without_names
+from lca.retrieval import RetrievalConfig
+from protocols.bench.retrieval.stores import HaystackStore, QueryMemo, sessions_by
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, parse_evidence_ids
+
+TOP_IDS = 10  # retrieved unit ids kept in each per-item row
 
 
 def run_longmemeval(
@@ -25,66 +24,81 @@ def run_longmemeval(
     retriever: str,
     *,
     embedder,
-    chunker,
     limit: int | None,
     progress,
     workdir: Path,
-    config: HybridConfig | None = None,
-    context: bool = False,
-    anchors: bool = True,
+    configs: Mapping[str, RetrievalConfig],
     sentence_keys: bool = False,
-) -> dict[str, Any]:
-    from lca.importers import load_official_json, parse_longmemeval_date
-    from lca.temporal_anchor import anchor_weight, temporal_anchor
-    from protocols.evals.longmemeval.retrieval_metrics import average, question_units, score_ranking
+    roles: str = "all",
+) -> dict[str, dict[str, Any]]:
+    """One report per configuration name. ``roles="user"`` builds each store from the user turns alone (the
+    official retrieval units; the assistant's turns are not in the store at all), ``"all"`` from every turn as
+    an agent's store holds them."""
+    from lca.importers import ImportedSession, import_longmemeval, load_official_json, parse_longmemeval_date
+    from lca.types import EntryKind
+    from protocols.evals.longmemeval.retrieval_metrics import question_units, score_ranking
 
-    config = config or HYBRID_DEFAULTS["longmemeval"]
+    embedder = QueryMemo(embedder)
     records = load_official_json(path)
     if limit:
         records = records[:limit]
-    results, seconds = [], []
+    sessions, _ = import_longmemeval(path, question_ids=[str(r["question_id"]) for r in records])
+    if roles == "user":
+        sessions = [
+            ImportedSession(s.session_id, tuple(e for e in s.entries if e.kind is EntryKind.USER_TURN))
+            for s in sessions
+        ]
+    by_question = sessions_by(sessions, lambda sid: sid.split(":", 2)[1])
+    first = next(iter(configs.values()))
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
     for record in progress(records):
-        started = time.perf_counter()
+        qid = str(record["question_id"])
         units = question_units(record, "turn")
-        query = str(record["question"])
-        resonance = None
-        if retriever == "resonance":
-            question_date = record.get("question_date")
-
-            def resonance(texts=units.texts, dates=units.dates, q=query, asked=question_date):
-                index = ResonanceIndex(texts, dates, embedder, workdir, sentence_keys=sentence_keys)
-                try:
-                    return index.rank(q, asked)
-                finally:
-                    index.close()
-
-        anchor = temporal_anchor(query, parse_longmemeval_date(record.get("question_date"))) if anchors else None
-        weights = np.array([anchor_weight(anchor, parse_longmemeval_date(d)) for d in units.dates]) if anchor else None
-        context_texts = None
-        if context:
-            context_texts = config.context_texts(units.texts, [u.rsplit("_", 1)[0] for u in units.ids])
-        dense = retriever != "bm25"
-        sentences = config.embeds_sentences(retriever)
-        ranking = rank_units(
-            UnitIndex(units.texts, embedder, chunker, dense=dense, sentences=sentences),
-            query,
-            retriever,
-            resonance,
-            config=config,
-            signals=QuerySignals(anchor=weights),
-            context=(UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None),
+        position = {
+            f"{sid}_{i + 1}": n
+            for n, (sid, i) in enumerate(
+                (sid, i)
+                for sid, turns in zip(record["haystack_session_ids"], record["haystack_sessions"], strict=False)
+                for i, turn in enumerate(turns)
+                if turn.get("role") == "user"
+            )
+        }
+        unit_of = {
+            entry.id: position[entry.meta["turn_id"]]
+            for session in by_question.get(qid, [])
+            for entry in session.entries
+            if entry.meta.get("turn_id") in position
+        }
+        store = HaystackStore(
+            workdir / "longmemeval", by_question.get(qid, []), embedder, config=first, sentence_keys=sentence_keys
         )
-        seconds.append(time.perf_counter() - started)
-        results.append(
-            {
-                "question_id": record["question_id"],
-                "question_type": record["question_type"],
-                "anchor": anchor.expression if anchor else None,
-                "has_gold": bool(units.gold),
-                "seconds": seconds[-1],
-                "metrics": score_ranking(ranking, units, "turn"),
-            }
-        )
+        try:
+            as_of = parse_longmemeval_date(record.get("question_date"))
+            for name, config in configs.items():
+                started = time.perf_counter()
+                entries = store.rank(str(record["question"]), retriever, as_of=as_of, config=config)
+                ranking = [unit_of[e] for e in entries if e in unit_of]
+                seconds[name].append(time.perf_counter() - started)
+                results[name].append(
+                    {
+                        "question_id": qid,
+                        "question": str(record["question"]),
+                        "question_type": record["question_type"],
+                        "retrieved": [units.ids[i] for i in ranking[:TOP_IDS]],
+                        "has_gold": bool(units.gold),
+                        "seconds": seconds[name][-1],
+                        "metrics": score_ranking(ranking, units, "turn"),
+                    }
+                )
+        finally:
+            store.close()
+    return {name: _longmemeval_summary(results[name], seconds[name]) for name in configs}
+
+
+def _longmemeval_summary(results: list[dict[str, Any]], seconds: list[float]) -> dict[str, Any]:
+    from protocols.evals.longmemeval.retrieval_metrics import average
+
     by_type: dict[str, list] = defaultdict(list)
     for r in results:
         by_type[r["question_type"]].append(r)
@@ -92,32 +106,14 @@ def run_longmemeval(
         "strict": average(results, convention="strict"),
         "lenient": average(results, convention="lenient"),
         "by_question_type": {t: average(rs, convention="strict") for t, rs in sorted(by_type.items())},
-        "seconds_per_question": {"median": statistics.median(seconds), "max": max(seconds), "total": sum(seconds)},
+        "seconds_per_question": _timing(seconds),
         "questions": len(results),
         "per_question": results,
-        "weights_used": sorted(used_weights("longmemeval", context=context, anchors=anchors, units="turns")),
     }
 
 
-def _turn_signals(view: dict[str, list]) -> tuple[np.ndarray, np.ndarray]:
-    """For dialog turns: which turns only ask, and the question turn each turn answers (a turn right after a
-    question in its session answers it; -1 for none)."""
-    texts, session_of = view["texts"], view["session"]
-    asks = np.array(view["asks"], dtype=np.float64)
-    replies_to = np.array(
-        [i - 1 if i and session_of[i - 1] == session_of[i] and "?" in texts[i - 1] else -1 for i in range(len(texts))]
-    )
-    return asks, replies_to
-
-
-def _speaker_signals(record: dict, view: dict[str, list]) -> dict[str, np.ndarray]:
-    """Per speaker of the conversation, 1 for the units that speaker said."""
-    conversation = record["conversation"]
-    return {
-        name: np.array([1.0 if s == name else 0.0 for s in view["speaker"]])
-        for name in (conversation.get("speaker_a"), conversation.get("speaker_b"))
-        if name
-    }
+def _timing(seconds: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(seconds), "max": max(seconds), "total": sum(seconds)} if seconds else {}
 
 
 def _evidence(qa: dict, known: set[str]) -> tuple[set[str], int]:
@@ -131,9 +127,7 @@ def _evidence(qa: dict, known: set[str]) -> tuple[set[str], int]:
     return evidence, unparsed
 
 
-def _locomo_summary(
-    per_item: list[dict], seconds: list[float], unparsed: int, ks, units: str, weights: set[str]
-) -> dict[str, Any]:
+def locomo_summary(per_item: list[dict], seconds: list[float], unparsed: int, ks) -> dict[str, Any]:
     """Mean recall@k overall, over categories 1-4 and per category, with timings and per-item rows."""
 
     def mean_of(rows, name):
@@ -147,7 +141,7 @@ def _locomo_summary(
         for c in sorted(CATEGORY_NAMES)
     }
     return {
-        "units": units,
+        "units": "turns",
         "overall": {f"recall@{k}": mean_of(per_item, f"recall@{k}") for k in ks} | {"n": len(per_item)},
         "categories_1_to_4": {
             f"recall@{k}": mean_of([r for r in per_item if r["category"] != 5], f"recall@{k}") for k in ks
@@ -155,10 +149,9 @@ def _locomo_summary(
         | {"n": sum(1 for r in per_item if r["category"] != 5)},
         "by_category": by_category,
         "unparsed_evidence_ids": unparsed,
-        "seconds_per_question": {"median": statistics.median(seconds), "total": sum(seconds)} if seconds else {},
+        "seconds_per_question": _timing(seconds),
         "items": len(per_item),
         "per_item": per_item,
-        "weights_used": sorted(weights),
     }
 
 
@@ -167,87 +160,57 @@ def run_locomo(
     retriever: str,
     *,
     embedder,
-    chunker,
     limit: int | None,
     progress,
     workdir: Path,
-    config: HybridConfig | None = None,
-    context: bool = True,
-    anchors: bool = True,
-    units: str = "turns",
+    configs: Mapping[str, RetrievalConfig],
     sentence_keys: bool = False,
     ks=(1, 5, 10, 25),
-) -> dict[str, Any]:
-    """Evidence recall@k per item. LoCoMo questions carry no date, so ``anchors`` reads only absolute
-    dates in the question ("on 1 May, 2022"), against each unit's session date."""
-    from lca.importers import load_official_json, parse_locomo_date
-    from lca.temporal_anchor import anchor_weight, dated_anchor
+) -> dict[str, dict[str, Any]]:
+    """Evidence recall@k per item over dialog turns, one report per configuration name. LoCoMo questions
+    carry no date: only absolute dates in a question anchor it."""
+    from lca.importers import import_locomo, load_official_json
 
-    config = config or HYBRID_DEFAULTS["locomo"]
+    embedder = QueryMemo(embedder)
     records = load_official_json(path)
     if limit:
         records = records[:limit]
-    context = context and units == "turns"  # neighbouring turns only make sense for turns
-    per_item, seconds, unparsed = [], [], 0
+    sessions, _ = import_locomo(path, sample_ids=[str(r["sample_id"]) for r in records])
+    by_sample = sessions_by(sessions, lambda sid: sid.split(":", 2)[1])
+    first = next(iter(configs.values()))
+    per_item: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
+    unparsed = 0
     for record in progress(records):
-        view = locomo_units(record, units)
-        texts, dates, covers, session_of = view["texts"], view["dates"], view["covers"], view["session"]
-        moments = [parse_locomo_date(d) for d in dates]
-        context_texts = config.context_texts(texts, session_of, [f"[{d}]" for d in dates]) if context else None
-        known = {turn["dia_id"] for key in session_keys(record["conversation"]) for turn in record["conversation"][key]}
-        dense = retriever != "bm25"
-        index = UnitIndex(texts, embedder, chunker, dense=dense, sentences=config.embeds_sentences(retriever))
-        context_index = UnitIndex(context_texts, embedder, chunker, dense=dense) if context_texts else None
-        resonance_index = (
-            ResonanceIndex(texts, dates, embedder, workdir, sentence_keys=sentence_keys)
-            if retriever == "resonance"
-            else None
+        sample = str(record["sample_id"])
+        dia_of = {e.id: str(e.meta.get("dia_id")) for s in by_sample.get(sample, []) for e in s.entries}
+        known = set(dia_of.values())
+        store = HaystackStore(
+            workdir / "locomo", by_sample.get(sample, []), embedder, config=first, sentence_keys=sentence_keys
         )
-        asks, replies_to = _turn_signals(view) if units == "turns" else (None, None)
-        speakers = _speaker_signals(record, view)
-        # the names leave the embedded query only where the speaker signal carries them (not summaries)
-        names_out = not config.names_in_dense_query and any(view["speaker"])
-        for qa in record["qa"]:
-            evidence, missed = _evidence(qa, known)
-            unparsed += missed
-            if not evidence:
-                continue
-            started = time.perf_counter()
-            question = str(qa["question"])
-            named = [name for name in speakers if re.search(name_pattern(name), question, re.IGNORECASE)]
-            anchor = dated_anchor(question) if anchors else None
-            signals = QuerySignals(
-                replies_to=replies_to,
-                asks=asks,
-                speaker=speakers[named[0]] if len(named) == 1 else None,
-                anchor=np.array([anchor_weight(anchor, m) for m in moments]) if anchor else None,
-            )
-            dense_query = without_names(question, speakers) if names_out else None
-            resonance = partial(resonance_index.rank, question) if resonance_index is not None else None
-            ranking = rank_units(
-                index,
-                question,
-                retriever,
-                resonance,
-                config=config,
-                context=context_index,
-                signals=signals,
-                dense_query=dense_query,
-            )
-            seconds.append(time.perf_counter() - started)
-            row = {
-                "sample_id": record["sample_id"],
-                "category": int(qa["category"]),
-                "evidence": sorted(evidence),
-                "anchor": anchor.expression if anchor else None,
-                "seconds": seconds[-1],
-            }
-            for k in ks:
-                found = {dia for i in ranking[:k] for dia in covers[i]}
-                row[f"recall@{k}"] = len(evidence & found) / len(evidence)
-            per_item.append(row)
-        if resonance_index is not None:
-            resonance_index.close()
-    return _locomo_summary(
-        per_item, seconds, unparsed, ks, units, used_weights("locomo", context=context, anchors=anchors, units=units)
-    )
+        try:
+            for number, qa in enumerate(record["qa"]):
+                evidence, missed = _evidence(qa, known)
+                unparsed += missed
+                if not evidence:
+                    continue
+                question = str(qa["question"])
+                for name, config in configs.items():
+                    started = time.perf_counter()
+                    ranking = [dia_of[e] for e in store.rank(question, retriever, config=config) if e in dia_of]
+                    seconds[name].append(time.perf_counter() - started)
+                    row: dict[str, Any] = {
+                        "question_id": f"{sample}:{number}",
+                        "sample_id": sample,
+                        "question": question,
+                        "category": int(qa["category"]),
+                        "evidence": sorted(evidence),
+                        "retrieved": ranking[:TOP_IDS],
+                        "seconds": seconds[name][-1],
+                    }
+                    for k in ks:
+                        row[f"recall@{k}"] = len(evidence & set(ranking[:k])) / len(evidence)
+                    per_item[name].append(row)
+        finally:
+            store.close()
+    return {name: locomo_summary(per_item[name], seconds[name], unparsed, ks) for name in configs}

@@ -1,0 +1,201 @@
+"""The store's side of the one ranking path: what the catalog knows of every chunk, held per catalog
+generation (``StoreStructure``), and the ``Frame`` of candidates one query is ranked over.
+
+A small store is ranked whole: one exhaustive faiss scan scores every chunk, so z statistics and the
+neighbours' scores are exact. Past ``RetrievalConfig.z_all_limit`` chunks (or with an approximate index)
+the frame is the candidate pool (dense top, BM25 top) and, when a signal reads them, its neighbours, whose
+dense scores are computed from their stored vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from lca.retrieval.config import RetrievalConfig
+from lca.retrieval.ranker import Frame, QueryFacts
+from lca.retrieval.signals import day_number, moment_days, named_speakers, only_asks, speaker_of
+
+
+@dataclass(frozen=True)
+class StoreStructure:
+    """Per-chunk arrays in catalog row order, and the links from vector ids (own text and sentence keys)
+    to chunk positions, sorted by vector id."""
+
+    rows: np.ndarray
+    chunk_ids: list[str]
+    tiebreak: np.ndarray  # the chunk's place in chunk-id order
+    session: np.ndarray
+    seq: np.ndarray
+    entry: np.ndarray
+    speaker: np.ndarray
+    speakers: list[str]
+    days: np.ndarray
+    asks: np.ndarray
+    asked: np.ndarray
+    own_vector: np.ndarray
+    link_vector: np.ndarray
+    link_chunk: np.ndarray
+    link_own: np.ndarray  # the link is the chunk's own text (not one of its sentence keys)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def build(cls, structure_rows: list[tuple], key_links: list[tuple[int, int, str]]) -> StoreStructure:
+        """From ``Catalog.chunk_structure()`` and ``Catalog.chunk_keys()``."""
+        n = len(structure_rows)
+        rows = np.fromiter((r[0] for r in structure_rows), dtype=np.int64, count=n)
+        chunk_ids = [r[1] for r in structure_rows]
+        tiebreak = np.empty(n, dtype=np.int64)
+        tiebreak[np.argsort(np.asarray(chunk_ids, dtype=object), kind="stable")] = np.arange(n)
+        sessions: dict[str, int] = {}
+        entries: dict[tuple[str | None, str | None], int] = {}
+        names: dict[str, int] = {}
+        session = np.full(n, -1, dtype=np.int64)
+        seq = np.zeros(n, dtype=np.int64)
+        entry = np.full(n, -1, dtype=np.int64)
+        speaker = np.full(n, -1, dtype=np.int64)
+        counts: dict[int, int] = {}
+        speaker_names: list[str | None] = []
+        for i, (_, _, session_id, entry_id, _, text, _) in enumerate(structure_rows):
+            if session_id is not None:
+                code = sessions.setdefault(session_id, len(sessions))
+                session[i] = code
+                seq[i] = counts.get(code, 0)
+                counts[code] = seq[i] + 1
+                entry[i] = entries.setdefault((session_id, entry_id), len(entries))
+            name = speaker_of(text) if session_id is not None else None
+            speaker_names.append(name)
+            if name is not None:
+                speaker[i] = names.setdefault(name, len(names))
+        days = np.array([day_number(r[4]) for r in structure_rows], dtype=np.float64)
+        texts = [r[5] for r in structure_rows]
+        asks = np.array([only_asks(t) for t in texts], dtype=bool)
+        asked = np.array(["?" in t for t in texts], dtype=bool)
+        own_vector = np.fromiter((r[6] for r in structure_rows), dtype=np.int64, count=n)
+        position = {int(row): i for i, row in enumerate(rows.tolist())}
+        links = sorted((vid, position[row]) for vid, row, _ in key_links if row in position)
+        link_vector = np.array([v for v, _ in links], dtype=np.int64)
+        link_chunk = np.array([c for _, c in links], dtype=np.int64)
+        link_own = link_vector == own_vector[link_chunk] if len(links) else np.zeros(0, dtype=bool)
+        return cls(
+            rows,
+            chunk_ids,
+            tiebreak,
+            session,
+            seq,
+            entry,
+            speaker,
+            list(names),
+            days,
+            asks,
+            asked,
+            own_vector,
+            link_vector,
+            link_chunk,
+            link_own,
+        )
+
+    def frame(
+        self, positions: np.ndarray, dense: np.ndarray, lexical: np.ndarray, window_norm: np.ndarray | None = None
+    ) -> Frame:
+        """The frame over some chunk positions, with their dense and lexical scores (and window norms)."""
+        return Frame(
+            dense=dense,
+            lexical=lexical,
+            tiebreak=self.tiebreak[positions],
+            session=self.session[positions],
+            seq=self.seq[positions],
+            entry=self.entry[positions],
+            speaker=self.speaker[positions],
+            days=self.days[positions],
+            asks=self.asks[positions],
+            asked=self.asked[positions],
+            window_norm=window_norm[positions] if window_norm is not None else None,
+        )
+
+    def window_norms(self, vectors: np.ndarray, before: int, after: int) -> np.ndarray:
+        """|sum of the own-text vectors| over each chunk's window in its session (``vectors``: one per chunk, in
+        row order). Computed once per catalog generation and window (the caller caches it)."""
+        total = vectors.astype(np.float64).copy()
+        span = int(self.seq.max()) + 1 if len(self) else 1
+        keys = self.session * span + self.seq
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        for offset in [*range(-before, 0), *range(1, after + 1)]:
+            seq = self.seq + offset
+            target = self.session * span + seq
+            at = np.minimum(np.searchsorted(sorted_keys, target), len(sorted_keys) - 1)
+            has = (self.session >= 0) & (seq >= 0) & (seq < span) & (sorted_keys[at] == target)
+            total[has] += vectors[order[at[has]]]
+        return np.linalg.norm(total, axis=1)
+
+    def best_per_chunk(self, scores: np.ndarray, vector_ids: np.ndarray, *, keys: bool = True) -> np.ndarray:
+        """Each chunk's best score over its keys (``keys``: its sentence keys too, else its own text only) among
+        ``(scores, vector_ids)`` (a faiss answer); nan if none."""
+        out = np.full(len(self), np.nan)
+        if not len(vector_ids) or not len(self.link_vector):
+            return out
+        order = np.argsort(vector_ids)
+        sorted_ids, sorted_scores = vector_ids[order], scores[order].astype(np.float64)
+        at = np.searchsorted(sorted_ids, self.link_vector)
+        found = at < len(sorted_ids)
+        found[found] = sorted_ids[at[found]] == self.link_vector[found]
+        if not keys:
+            found &= self.link_own
+        np.fmax.at(out, self.link_chunk[found], sorted_scores[at[found]])
+        return out
+
+    def neighbourhood(self, positions: np.ndarray, before: int, after: int) -> np.ndarray:
+        """``positions`` with each one's neighbours in its session (``before`` and ``after`` chunks away)."""
+        if not (before or after) or not len(positions):
+            return positions
+        span = int(self.seq.max()) + 1
+        keys = self.session * span + self.seq  # unique per chunk of a session
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        found = [positions]
+        in_session = positions[self.session[positions] >= 0]
+        for offset in [*range(-before, 0), *range(1, after + 1)]:
+            seq = self.seq[in_session] + offset
+            ok = (seq >= 0) & (seq < span)
+            target = self.session[in_session][ok] * span + seq[ok]
+            at = np.minimum(np.searchsorted(sorted_keys, target), len(sorted_keys) - 1)
+            found.append(order[at[sorted_keys[at] == target]])
+        return np.unique(np.concatenate(found))
+
+    def query_facts(self, query: str, as_of: datetime | None) -> QueryFacts:
+        """The one speaker the query names (if exactly one), and the day a time expression points at."""
+        from lca.temporal_anchor import temporal_anchor
+
+        named = named_speakers(query, self.speakers)
+        anchor = temporal_anchor(query, as_of.replace(tzinfo=None) if as_of is not None else None)
+        return QueryFacts(
+            speaker=self.speakers.index(named[0]) if len(named) == 1 else None,
+            anchor_day=moment_days(anchor.target) if anchor is not None else None,
+            anchor_tolerance=anchor.tolerance_days if anchor is not None else 0.0,
+        )
+
+
+def ranks_among(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each present (non-nan) score, descending, ties by position; 0 where absent."""
+    values = np.where(np.isnan(scores), -np.inf, scores)
+    order = np.lexsort((np.arange(len(scores)), -values))
+    ranks = np.zeros(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    ranks[np.isnan(scores)] = 0
+    return ranks
+
+
+def whole_store(config: RetrievalConfig, chunks: int, approximate: bool) -> bool:
+    """Whether a hybrid search ranks every chunk (z statistics over the store) or the candidate pool."""
+    if config.fusion != "z" or approximate or config.z_scope == "pool":
+        return False
+    return config.z_scope == "all" or chunks <= config.z_all_limit
+
+
+DenseFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (query vector, positions) -> best cosine per position

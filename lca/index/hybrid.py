@@ -1,0 +1,121 @@
+"""A hybrid search of one store through ``lca.retrieval``: the frame of candidates (the whole store, or the
+candidate pool and its neighbours), the query's facts, one ranking, the hits with their evidence."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+
+from lca.index.catalog import Catalog
+from lca.index.frames import StoreStructure, ranks_among, whole_store
+from lca.index.vectors import FaissVectorIndex
+from lca.retrieval.config import RetrievalConfig
+from lca.retrieval.ranker import QueryFacts, ordering, rank_frame
+from lca.retrieval.signals import named_speakers, without_names
+from lca.types import SearchHit
+
+
+class SearchedStore(Protocol):
+    """What a hybrid search reads of an ``IndexStore`` (named here so this module need not import it)."""
+
+    catalog_: Catalog
+
+    @property
+    def vectors(self) -> FaissVectorIndex: ...
+
+    def _structure(self) -> StoreStructure: ...
+
+    def _embed_query(self, query: str) -> np.ndarray: ...
+
+    def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray: ...
+
+    def _has_keys(self) -> bool: ...
+
+    def _window_norms(self, config: RetrievalConfig) -> np.ndarray: ...
+
+
+def hybrid_search(
+    index: SearchedStore,
+    query: str,
+    k: int,
+    pool: int | None,
+    query_vector: np.ndarray | None,
+    as_of: datetime | None,
+    config: RetrievalConfig,
+) -> list[SearchHit]:
+    structure = index._structure()
+    if not len(structure) or k <= 0:
+        return []
+    pool = pool or max(config.pool, k)
+    config = replace(config, pool=pool) if pool != config.pool else config
+    facts = structure.query_facts(query, as_of) if config.uses_signals else QueryFacts()
+    qvec = index._embed_query(query) if query_vector is None else query_vector
+    if not config.names_in_dense_query:
+        named = named_speakers(query, structure.speakers)
+        if named:
+            qvec = index._embed_query(without_names(query, named) or query)
+    lexical_all = index._lexical_scores(query, structure)
+    keyed = index._has_keys() and config.sentences
+    if whole_store(config, len(structure), index.vectors.approximate):
+        positions = np.argsort(structure.tiebreak)  # chunk-id order: ties fall by chunk id
+
+        def dense_of(vector: np.ndarray) -> np.ndarray:
+            scores, ids = index.vectors.search(vector, len(index.vectors))
+            return structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
+
+    else:
+        top = structure.best_per_chunk(*index.vectors.search(qvec, pool * 3 if keyed else pool), keys=config.sentences)
+        dense_top = np.flatnonzero(~np.isnan(top))
+        dense_top = dense_top[np.lexsort((structure.tiebreak[dense_top], -top[dense_top]))][:pool]
+        positive = np.flatnonzero(lexical_all > 0)
+        lexical_top = positive[np.lexsort((structure.tiebreak[positive], -lexical_all[positive]))][:pool]
+        positions = np.union1d(dense_top, lexical_top)
+        if config.context_weight or config.reply_weight:
+            before = max(config.context_before if config.context_weight else 0, 1 if config.reply_weight else 0)
+            after = config.context_after if config.context_weight else 0
+            positions = structure.neighbourhood(positions, before, after)
+        positions = positions[np.argsort(structure.tiebreak[positions])]
+
+        def dense_of(vector: np.ndarray) -> np.ndarray:
+            scores, ids = index.vectors.search(vector, pool * 3 if keyed else pool)
+            best = structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
+            missing = np.flatnonzero(np.isnan(best))
+            if len(missing):
+                best[missing] = index.vectors.reconstruct(structure.own_vector[positions[missing]]) @ vector
+            return best
+
+    def refeed(top_candidates: np.ndarray) -> np.ndarray:
+        centroid = index.vectors.reconstruct(structure.own_vector[positions[top_candidates]]).mean(axis=0)
+        moved = qvec + config.feedback_weight * centroid
+        return dense_of((moved / (np.linalg.norm(moved) or 1.0)).astype(np.float32))
+
+    norms = index._window_norms(config) if config.context_weight and config.fusion == "z" else None
+    frame = structure.frame(positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms)
+    fused, eligible = rank_frame(frame, config, facts, refeed=refeed)
+    order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]
+    dense_ranks = ranks_among(frame.dense)
+    lexical_ranks = ranks_among(np.where(frame.lexical > 0, frame.lexical, np.nan))
+    chunks = index.catalog_.chunks_by_rows([int(structure.rows[positions[i]]) for i in order])
+    hits = []
+    for i in order:
+        chunk = chunks[int(structure.rows[positions[i]])]
+        dense = frame.dense[i]
+        lexical = frame.lexical[i]
+        hits.append(
+            SearchHit(
+                chunk.chunk_id,
+                chunk.text,
+                chunk.pointer,
+                float(fused[i]),
+                None if np.isnan(dense) else float(dense),
+                None if np.isnan(dense) else int(dense_ranks[i]),
+                float(lexical) if lexical > 0 else None,
+                int(lexical_ranks[i]) if lexical > 0 else None,
+                chunk.timestamp,
+                chunk.channel,
+            )
+        )
+    return hits

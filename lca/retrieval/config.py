@@ -1,0 +1,131 @@
+"""``RetrievalConfig``: every choice of the ranking path, declared once, validated, frozen.
+
+Read from a mapping or a YAML file (a benchmark's ``retrieval.yaml``), or changed by ``name=value``
+overrides through ``lca.params``; an unknown name is refused with the list of known ones. The signal
+weights are in z units of the fused score (with ``rrf`` or ``blend`` fusion the fused score is
+standardized over the candidates before any signal adds to it), so one weight means the same under
+every fusion. Every signal's weight defaults to 0: the default ranking is plain fusion of dense and BM25.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from lca.params import ParameterError, parse_assignments
+
+FUSION_NAMES = ("rrf", "z", "blend")
+Z_SCOPES = ("auto", "all", "pool")
+SIGNAL_WEIGHTS = (
+    "context_weight",
+    "question_weight",
+    "reply_weight",
+    "speaker_weight",
+    "anchor_weight",
+    "feedback_weight",
+)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How a hybrid search ranks. Dense and lexical modes ignore everything but ``pool``."""
+
+    fusion: str = "rrf"  # rrf: sum of w / (rrf_k + rank); z: w x z-scored scores; blend: w x min-max scores
+    dense_weight: float = 1.0
+    bm25_weight: float = 1.0
+    rrf_k: int = 60
+    pool: int = 50  # candidates each of dense and BM25 contributes (and the recall pool's default)
+    z_scope: str = "auto"  # z statistics over all chunks ("all"), the candidate pool ("pool"), or all up to
+    z_all_limit: int = 10_000  # ... this many chunks and the pool past it ("auto"; an approximate index: pool)
+    sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
+    # (``sentence_keys``), one of its sentences; off: its own text only
+    context_weight: float = 0.0  # + w x the mean fused score of the turn's neighbours in its session
+    context_before: int = 1  # neighbours before the turn (same session, in entry order) ...
+    context_after: int = 1  # ... and after it
+    question_weight: float = 0.0  # - w for a turn that only asks (ends in "?", no attachment): it states no fact
+    reply_weight: float = 0.0  # + w x the positive score of the question turn a turn answers (the turn before)
+    speaker_weight: float = 0.0  # + w for the turns of the one speaker the query names
+    names_in_dense_query: bool = True  # off: the named speakers leave the embedded query (BM25 keeps them)
+    anchor_weight: float = 0.0  # + w x closeness of the turn's time to the day a time expression points at
+    feedback_weight: float = 0.0  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
+    feedback_depth: int = 3
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.fusion not in FUSION_NAMES:
+            problems.append(f"fusion must be one of {', '.join(FUSION_NAMES)}, not {self.fusion!r}")
+        if self.z_scope not in Z_SCOPES:
+            problems.append(f"z_scope must be one of {', '.join(Z_SCOPES)}, not {self.z_scope!r}")
+        for name in ("rrf_k", "pool", "feedback_depth", "z_all_limit"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("context_before", "context_after"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be at least 0, not {getattr(self, name)}")
+        for name in ("dense_weight", "bm25_weight", *SIGNAL_WEIGHTS):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be at least 0, not {getattr(self, name)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    # ---- building ------------------------------------------------------------------------
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None, *, source: str = "retrieval settings") -> RetrievalConfig:
+        """Typed fields from a mapping (a parsed YAML file); unknown names refused with the known ones."""
+        data = dict(data or {})
+        unknown = sorted(set(data) - set(RETRIEVAL_FIELDS))
+        if unknown:
+            raise ParameterError(
+                source, ", ".join(unknown), f"unknown name; known: {', '.join(sorted(RETRIEVAL_FIELDS))}"
+            )
+        return cls().with_overrides([f"{name}={_text(value)}" for name, value in data.items()], flag=source)
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> RetrievalConfig:
+        import yaml
+
+        path = Path(path)
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, Mapping):
+            raise ParameterError(str(path), "", "expected a mapping of name: value")
+        return cls.from_mapping(data, source=str(path))
+
+    def with_overrides(self, items: Iterable[str] | None, *, flag: str = "--set") -> RetrievalConfig:
+        """``name=value`` items applied over this config, each checked by name and type."""
+        values = parse_assignments(items, flag=flag, known=RETRIEVAL_FIELDS)
+        try:
+            return replace(self, **values)
+        except ValueError as exc:
+            raise ParameterError(flag, ", ".join(f"{k}={v}" for k, v in values.items()), str(exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    # ---- reading ---------------------------------------------------------------------------
+    @property
+    def uses_signals(self) -> bool:
+        return any(getattr(self, name) for name in SIGNAL_WEIGHTS) or not self.names_in_dense_query
+
+    def ablations(self, *, sentence_keys: bool = False) -> dict[str, RetrievalConfig]:
+        """One variant per part that is on: that part off, the rest as it is (``lca bench retrieval --ablate``).
+        ``sentence_keys``: the stores keep sentence keys, so scoring by them is a part too."""
+        off: dict[str, Any] = {name: 0.0 for name in SIGNAL_WEIGHTS if getattr(self, name)}
+        variants = {f"{name}=0": replace(self, **{name: value}) for name, value in off.items()}
+        if self.bm25_weight:
+            variants["bm25_weight=0"] = replace(self, bm25_weight=0.0)
+        if not self.names_in_dense_query and self.speaker_weight:
+            variants["names_in_dense_query=on"] = replace(self, names_in_dense_query=True)
+        if sentence_keys and self.sentences:
+            variants["sentences=off"] = replace(self, sentences=False)
+        return variants
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+RETRIEVAL_FIELDS: dict[str, str] = {f.name: str(f.type) for f in fields(RetrievalConfig)}

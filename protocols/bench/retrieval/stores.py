@@ -1,0 +1,134 @@
+"""One real store per haystack, built through the importers, and the rankings the product returns from it.
+
+A LongMemEval question's haystack or a LoCoMo conversation is imported into a fresh substrate
+(transcript, SQLite catalog, faiss, bm25s) exactly as ``lca import`` would; a retriever is then only a
+way of asking that store: ``bm25`` and ``dense`` are its plain baselines, ``hybrid`` is its search under a
+``RetrievalConfig``, ``resonance`` is its recall (the units beyond recall's candidate pool follow in
+hybrid order). Rankings are over entries (an entry split into several chunks ranks at its best chunk).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from lca.importers import ImportedSession
+from lca.retrieval import RetrievalConfig
+
+MODES = {"bm25": "lexical", "dense": "dense", "hybrid": "hybrid", "resonance": "hybrid"}
+
+
+class HaystackStore:
+    """A substrate holding one haystack; ``rank`` gives entry ids, best first."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        sessions: Sequence[ImportedSession],
+        embedder,
+        *,
+        config: RetrievalConfig,
+        sentence_keys: bool = False,
+    ) -> None:
+        from lca.substrate import Substrate
+
+        shutil.rmtree(workdir, ignore_errors=True)
+        self.workdir = workdir
+        self.config = config
+        self.substrate = Substrate(workdir, embedder=embedder, sentence_keys=sentence_keys, retrieval=config)
+        self.substrate.import_sessions(list(sessions))
+        self.chunks = int(self.substrate.index.stats()["chunks"])
+
+    def search(
+        self, query: str, retriever: str, *, as_of: datetime | None = None, config: RetrievalConfig | None = None
+    ) -> list[str]:
+        """Entry ids ranked by the store's search (every chunk, so recall at any depth can be scored)."""
+        mode = MODES[retriever]
+        k = max(self.chunks, 1)
+        if mode == "hybrid":
+            hits = self.substrate.index.search(query, k=k, pool=k, mode=mode, as_of=as_of, config=config)
+        else:
+            hits = self.substrate.search(query, k=k, mode=mode, pool=k)
+        return _entries(h.pointer.entry_id for h in hits)
+
+    def recall(self, query: str, *, as_of: datetime | None = None) -> list[str]:
+        """Entry ids in the order of recall's ranked candidates (resonance score R), every candidate kept."""
+        from lca.recall import RecallConfig, RecallContext
+
+        pool = min(self.chunks, 100)
+        config = RecallConfig(
+            pool=pool,
+            floor=-1.0,
+            memory_quota=0,
+            transcript_quota=pool,
+            token_budget=10**7,
+            item_char_cap=10**6,
+            mmr_lambda=1.0,
+        )
+        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config)
+        return _entries(candidate.source.split("#", 1)[1].split("[", 1)[0] for candidate in result.candidates)
+
+    def rank(
+        self, query: str, retriever: str, *, as_of: datetime | None = None, config: RetrievalConfig | None = None
+    ) -> list[str]:
+        hybrid = self.search(query, retriever, as_of=as_of, config=config)
+        if retriever != "resonance":
+            return hybrid
+        head = self.recall(query, as_of=as_of)
+        seen = set(head)
+        return head + [e for e in hybrid if e not in seen]
+
+    def close(self) -> None:
+        self.substrate.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class QueryMemo:
+    """An embedder that remembers its query vectors for the run: a question asked under several configurations
+    (an ablation, a grid) or of several stores is embedded once. Everything else passes through."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.memo: dict[str, object] = {}
+
+    def embed_query(self, text: str):
+        if text not in self.memo:
+            self.memo[text] = self.inner.embed_query(text)
+        return self.memo[text]
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def _entries(entry_ids) -> list[str]:
+    seen: dict[str, None] = {}
+    for entry_id in entry_ids:
+        if entry_id is not None and entry_id not in seen:
+            seen[entry_id] = None
+    return list(seen)
+
+
+def sessions_by(sessions: Sequence[ImportedSession], key) -> dict[str, list[ImportedSession]]:
+    """Imported sessions grouped by ``key(session_id)`` (a question id, a conversation's sample id), in order.
+    A session id that repeats within a group (a LongMemEval haystack may hold one session twice, with
+    different content) gets a ``~N`` suffix on its later copies, so each enters the store as its own session."""
+    from dataclasses import replace
+
+    out: dict[str, list[ImportedSession]] = {}
+    for session in sessions:
+        group = out.setdefault(key(session.session_id), [])
+        copies = sum(1 for s in group if s.session_id.split("~", 1)[0] == session.session_id)
+        if copies:
+            renamed = f"{session.session_id}~{copies + 1}"
+
+            def moved(entry_id: str | None, renamed: str = renamed, old: str = session.session_id) -> str | None:
+                return renamed + entry_id[len(old) :] if entry_id and entry_id.startswith(old) else entry_id
+
+            entries = tuple(
+                replace(e, id=moved(e.id), session_id=renamed, parent_id=moved(e.parent_id)) for e in session.entries
+            )
+            session = ImportedSession(renamed, entries)
+        group.append(session)
+    return out

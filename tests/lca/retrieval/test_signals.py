@@ -1,0 +1,146 @@
+"""Each signal on a hand-built frame: a case where it must move the right candidate up, and where it must not
+act. Weights are in z units of the fused score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lca.retrieval import Frame, QueryFacts, RetrievalConfig, rank_frame
+from lca.retrieval.ranker import ordering
+from lca.retrieval.signals import (
+    anchor_closeness,
+    named_speakers,
+    only_asks,
+    speaker_of,
+    without_names,
+)
+
+Z = RetrievalConfig(fusion="z", bm25_weight=0.0)
+
+
+def frame(dense, *, lexical=None, session=None, seq=None, entry=None, speaker=None, days=None, asks=None, asked=None):
+    n = len(dense)
+
+    def arr(values, default, dtype):
+        return np.asarray(values if values is not None else [default] * n, dtype=dtype)
+
+    return Frame(
+        dense=np.asarray(dense, dtype=float),
+        lexical=arr(lexical, 0.0, float),
+        tiebreak=np.arange(n),
+        session=arr(session, 0, np.int64),
+        seq=arr(seq if seq is not None else list(range(n)), 0, np.int64),
+        entry=arr(entry if entry is not None else list(range(n)), 0, np.int64),
+        speaker=arr(speaker, -1, np.int64),
+        days=arr(days, np.nan, float),
+        asks=arr(asks, False, bool),
+        asked=arr(asked, False, bool),
+    )
+
+
+def top(f: Frame, config: RetrievalConfig, facts: QueryFacts | None = None, **kw) -> list[int]:
+    fused, eligible = rank_frame(f, config, facts or QueryFacts(), **kw)
+    return [int(i) for i in ordering(fused, f.tiebreak) if eligible[i]]
+
+
+def test_context_lifts_a_turn_whose_neighbours_match_and_stops_at_the_session():
+    # 0 and 1 discuss the topic; 2 alone scores as high as 1; 3 is noise. 1's neighbour 0 lifts it above 2.
+    dense = [0.9, 0.5, 0.52, 0.0, 0.0]
+    f = frame(dense, session=[0, 0, 1, 1, 1], seq=[0, 1, 0, 1, 2])
+    assert top(f, Z)[:3] == [0, 2, 1]
+    assert top(f, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=1.0))[:3] == [0, 1, 2]
+    # the same neighbour in another session must not count (1 and 2 each have one noise neighbour)
+    apart = frame(dense, session=[0, 1, 2, 2, 1], seq=[0, 0, 0, 1, 1])
+    ranked = top(apart, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=1.0))
+    assert ranked[0] == 0 and ranked.index(2) < ranked.index(1)
+
+
+def test_reply_inherits_from_the_question_turn_before_it():
+    # 0 asks about the topic (scores high), 1 answers it in other words; 2 scores a little above 1 alone
+    dense = [0.9, 0.30, 0.35, 0.0]
+    asked = [True, False, False, False]
+    f = frame(dense, asked=asked, session=[0, 0, 1, 1], seq=[0, 1, 0, 1])
+    assert top(f, Z).index(1) > top(f, Z).index(2)
+    lifted = top(f, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5))
+    assert lifted.index(1) < lifted.index(2)
+    # no question before it: nothing to inherit
+    plain = frame(dense, asked=[False] * 4, session=[0, 0, 1, 1], seq=[0, 1, 0, 1])
+    assert top(plain, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5)) == top(plain, Z)
+    # parts of one entry never reply to each other
+    same_entry = frame(dense, asked=asked, session=[0, 0, 1, 1], seq=[0, 1, 0, 1], entry=[0, 0, 1, 2])
+    assert top(same_entry, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5)) == top(same_entry, Z)
+
+
+def test_a_turn_that_only_asks_yields_its_place():
+    f = frame([0.9, 0.8, 0.0], asks=[True, False, False])
+    assert top(f, Z)[0] == 0
+    assert top(f, RetrievalConfig(fusion="z", bm25_weight=0, question_weight=2.0))[0] == 1
+    assert only_asks("Ana: What did you name the cat?") and not only_asks("Ana: Look! [shares a photo: a cat]?")
+    assert not only_asks("Ben: I did. Did you?\nSure.")
+
+
+def test_the_named_speakers_turns_gain_only_when_one_speaker_is_named():
+    f = frame([0.5, 0.55, 0.0], speaker=[0, 1, 1])
+    config = RetrievalConfig(fusion="z", bm25_weight=0, speaker_weight=0.6)
+    assert top(f, Z)[0] == 1
+    assert top(f, config, QueryFacts(speaker=0))[0] == 0
+    assert top(f, config, QueryFacts(speaker=None))[0] == 1  # none or two named: no act
+    assert named_speakers("What did Ana's cat eat?", ["Ana", "Ben"]) == ["Ana"]
+    assert named_speakers("Did Ana and Ben meet?", ["Ana", "Ben"]) == ["Ana", "Ben"]
+    assert named_speakers("Where is Anabel?", ["Ana"]) == []
+    assert without_names("What did Ana's cat eat?", ["Ana"]) == "What did cat eat?"
+    assert speaker_of("Ana Lee: hello") == "Ana Lee" and speaker_of("note: lowercase is no speaker") is None
+
+
+def test_a_temporal_anchor_lifts_turns_dated_near_its_day():
+    days = [19_000.0, 19_010.2, np.nan]
+    f = frame([0.6, 0.5, 0.55], days=days)
+    config = RetrievalConfig(fusion="z", bm25_weight=0, anchor_weight=4.0)
+    assert top(f, Z)[0] == 0
+    assert top(f, config, QueryFacts(anchor_day=19_010.0, anchor_tolerance=1.0))[0] == 1
+    assert top(f, config, QueryFacts())[0] == 0  # no time expression: no act
+    closeness = anchor_closeness(np.array(days), 19_010.0, 1.0)
+    assert closeness[1] == pytest.approx(1.0) and closeness[0] == 0.0 and closeness[2] == 0.0
+
+
+def test_feedback_scores_the_dense_side_again_for_the_moved_query():
+    f = frame([0.9, 0.1, 0.2])
+    seen = []
+
+    def refeed(top_candidates):
+        seen.append(list(top_candidates))
+        return np.array([0.9, 0.95, 0.2])  # the moved query finds what resembles the top hit
+
+    config = RetrievalConfig(fusion="z", bm25_weight=0, feedback_weight=0.6, feedback_depth=1)
+    assert top(f, config, refeed=refeed)[0] == 1 and seen == [[0]]
+    seen.clear()
+    assert top(f, Z, refeed=refeed)[0] == 0 and seen == []  # weight 0: never called
+
+
+def test_rrf_takes_only_each_sides_top_pool_and_signals_act_in_z_units():
+    f = frame([0.9, 0.8, 0.7, 0.6], lexical=[0.0, 0.0, 0.0, 2.0], speaker=[-1, -1, -1, 0])
+    fused, eligible = rank_frame(f, RetrievalConfig(pool=2))
+    assert list(eligible) == [True, True, False, True]  # dense top 2 and the one lexical match
+    lifted = top(f, RetrievalConfig(pool=2, speaker_weight=3.0), QueryFacts(speaker=0))
+    assert lifted[0] == 3
+
+
+def test_the_context_key_reads_a_window_as_one_text_without_storing_its_vector():
+    from lca.retrieval.signals import context_key_scores
+
+    # unit vectors: 0 = query direction; 1 and 2 are orthogonal to it; 3 is half aligned
+    q = np.array([1.0, 0.0, 0.0])
+    vectors = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
+    session, seq = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    norms = np.array([np.linalg.norm(vectors[0] + vectors[1])] * 2 + [np.linalg.norm(vectors[2] + vectors[3])] * 2)
+    dense = vectors @ q
+    scores = context_key_scores(dense, np.zeros(4), session, seq, 1, 0, norms, 0.5)
+    # chunk 1's window (0 and 1) holds the query's direction fully; chunk 3's window only partly
+    windows = [(vectors[0] + vectors[1]) @ q / norms[1], (vectors[2] + vectors[3]) @ q / norms[3]]
+    assert windows[0] > windows[1] and scores[1] > scores[3]
+    f = frame(list(dense), session=list(session), seq=list(seq))
+    keyed = Frame(**{**f.__dict__, "window_norm": norms})
+    with_key = top(keyed, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=2.0))
+    assert with_key.index(1) < with_key.index(2)  # 1 rises on its window's match
+    assert top(keyed, Z) == top(f, Z)  # weight 0: the window never acts
