@@ -78,8 +78,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_proposals(args: argparse.Namespace) -> int:
     from lca.consolidation import pending_proposals
 
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         pending = pending_proposals(substrate)
         if args.json:
             print(json.dumps(pending, indent=2))
@@ -88,27 +87,21 @@ def cmd_proposals(args: argparse.Namespace) -> int:
         for p in [] if args.json else pending:
             print(f"{p['id']}: {p['record']['type']} {p['record']['id']} ({p['why']})\n    {p['body'][:200]}")
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
     from lca.consolidation import approve_proposal
 
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         for write in approve_proposal(substrate, args.proposal, approver=args.approver):
             print(f"{write.action}: {write.memory_id} (approved by {args.approver})")
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from lca.ledger import Ledger, diff_states
 
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         ledger = Ledger(substrate.home)
         experience = substrate.experience
         if args.diff:
@@ -129,8 +122,6 @@ def cmd_ledger(args: argparse.Namespace) -> int:
             out["experience"] = {target: dict(c) for target, c in sorted(experience.counts_at(as_of).items())}
         print(json.dumps(out, indent=2, default=str))
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -143,22 +134,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
         "deprecate": "schema_deprecated",
         "revise": "schema_revised",
     }
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         schema = Ledger(substrate.home).schema_event(
             kinds[args.action], args.schema, description=args.description, approver=args.approver, reason=args.reason
         )
         print(f"schema {schema.id}: {schema.state} (version {schema.version})")
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from protocols.audit import export_prevented_audit
 
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         manifest = export_prevented_audit(
             substrate, sample=args.sample, out_dir=Path(args.out), seed=args.seed, controls=args.controls
         )
@@ -167,15 +154,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
             f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)"
         )
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_identity(args: argparse.Namespace) -> int:
     from lca.identity import IDENTITY_FILES, IdentityStore
 
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         store = IdentityStore(substrate.home)
         if args.action == "show":
             for name in [args.name] if args.name else IDENTITY_FILES:
@@ -190,8 +174,6 @@ def cmd_identity(args: argparse.Namespace) -> int:
             proposal = store.propose(args.name, text, why=args.why or "changed from the command line")
             print(f"no --approver: held as {proposal} (lca approve {proposal} --approver NAME)")
         return 0
-    finally:
-        substrate.close()
 
 
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:

@@ -14,8 +14,7 @@ SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "cali
 def cmd_ingest(args: argparse.Namespace) -> int:
     from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
 
-    substrate = common.open_store(args, progress=not args.quiet)
-    try:
+    with common.open_store(args, progress=not args.quiet) as substrate:
         if args.path is None:
             report = substrate.ingest()
         else:
@@ -47,13 +46,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             if out["quarantined_lines"]:
                 print(f"  {out['quarantined_lines']} line(s) quarantined: see `lca health`")
         return 0 if not out["index"]["failed_chunks"] else 1
-    finally:
-        substrate.close()
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         hits = substrate.search(args.query, k=args.k, mode=args.mode)
         if args.json:
             print(
@@ -77,8 +73,6 @@ def cmd_search(args: argparse.Namespace) -> int:
                     f"{text[:300]}{'...' if len(text) > 300 else ''}"
                 )
         return 0
-    finally:
-        substrate.close()
 
 
 def recall_config(args: argparse.Namespace):
@@ -123,8 +117,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         about_history=args.about_history,
         exact_wording=args.exact,
     )
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         result = substrate.recall(context, config=config)
         if args.json:
             print(
@@ -177,8 +170,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 status = "INJECTED" if c.injected else c.why_not
                 print(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:
@@ -186,8 +177,7 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     from lca.layout import StoreLayout
 
     queries_path = Path(args.queries) if args.queries else SHIPPED_OFF_TOPIC_QUERIES
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         result = calibrate_floor(
             substrate.index, load_queries(queries_path), positives=args.positives, quantile=args.quantile
         )
@@ -208,13 +198,10 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             if args.write:
                 print(f"  written to {StoreLayout(substrate.home).recall_settings}")
         return 0
-    finally:
-        substrate.close()
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    substrate = common.open_store(args)
-    try:
+    with common.open_store(args) as substrate:
         report = substrate.health()
         if args.json:
             print(json.dumps(report.to_dict(), indent=2, default=str))
@@ -226,13 +213,10 @@ def cmd_health(args: argparse.Namespace) -> int:
                     for failure in check.data.get("failed", []):
                         print(f"         {failure}")
         return 0 if report.healthy else 1
-    finally:
-        substrate.close()
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    substrate = common.open_store(args, progress=not args.quiet)
-    try:
+    with common.open_store(args, progress=not args.quiet) as substrate:
         report = substrate.reindex().to_dict()
         print(
             f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
@@ -240,8 +224,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             f"in {report['seconds']:.1f} s"
         )
         return 0
-    finally:
-        substrate.close()
 
 
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
