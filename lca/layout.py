@@ -117,6 +117,11 @@ class StoreLayout:
         return self.root / "recall.yaml"
 
     @property
+    def retrieval_settings(self) -> Path:
+        """The store's ``RetrievalConfig`` (``lca.retrieval``), when it departs from the defaults."""
+        return self.root / "retrieval.yaml"
+
+    @property
     def write_lock(self) -> Path:
         """Held by the one writer at a time."""
         return self.root / "write.lock"

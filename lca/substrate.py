@@ -34,6 +34,7 @@ from lca.ledger import Ledger
 from lca.memory import MemoryFile, MemoryStore
 from lca.ports import Embedder, TextGenerator
 from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
+from lca.retrieval import RetrievalConfig
 from lca.transcript import AppendResult, TranscriptStore
 from lca.types import HealthReport, SearchHit, TranscriptEntry
 
@@ -67,6 +68,9 @@ class Substrate:
         self.embedder = embedder
         self.lock_timeout = lock_timeout
         self.progress = progress
+        retrieval_file = self.layout.retrieval_settings
+        if "retrieval" not in index_params and retrieval_file.exists():
+            index_params["retrieval"] = RetrievalConfig.from_file(retrieval_file)
         self.index_params = index_params
         self.transcript = TranscriptStore(self.home)
         self.memory = MemoryStore(self.home)
@@ -160,8 +164,18 @@ class Substrate:
         return out
 
     # ---- reads -------------------------------------------------------------------
-    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", pool: int | None = None) -> list[SearchHit]:
-        return self.index.search(query, k=k, mode=mode, pool=pool)
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        pool: int | None = None,
+        as_of: datetime | None = None,
+        config: RetrievalConfig | None = None,
+    ) -> list[SearchHit]:
+        """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates."""
+        return self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
 
     def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API

@@ -1,16 +1,15 @@
 """The hybrid index: faiss vectors and bm25s lexical scores over chunks in one SQLite catalog.
 
-A hybrid search ranks through ``lca.retrieval`` under the store's ``RetrievalConfig``: by default
-reciprocal rank fusion (Cormack et al. 2009), a chunk's score ``sum_i w_i / (rrf_k + rank_i)`` over
-the dense and lexical rankings it appears in (ranks from 1, each ranking cut at ``pool``); ``z`` and
-``blend`` fusion and the transcript-structure signals are named in the config. Ties break on chunk
+A hybrid search ranks through ``lca.retrieval`` under the store's ``RetrievalConfig`` (its defaults, or
+the store's ``retrieval.yaml``): z-score, reciprocal-rank (Cormack et al. 2009) or min-max fusion of
+the dense and BM25 scores, then the transcript-structure signals the config weighs. Ties break on chunk
 id, so results do not depend on insertion order and a rebuilt index returns the same list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -86,11 +85,7 @@ class IndexStore:
         root: Path | str,
         embedder: Embedder,
         *,
-        pool: int = 50,
-        rrf_k: int = 60,
-        dense_weight: float = 1.0,
-        lexical_weight: float = 1.0,
-        fusion: str = "rrf",
+        pool: int | None = None,
         embed_batch: int = 256,
         embed_retries: int = 2,
         approximate_threshold: int = 200_000,
@@ -100,10 +95,9 @@ class IndexStore:
         self.root = Path(root)
         self.sentence_keys = sentence_keys  # each sentence of a multi-sentence chunk is also a dense key
         self.embedder = embedder
-        # the ranking: a RetrievalConfig, or the older keyword settings it replaces (rrf or blend)
-        self.retrieval = retrieval or RetrievalConfig(
-            fusion=fusion, pool=pool, rrf_k=rrf_k, dense_weight=dense_weight, bm25_weight=lexical_weight
-        )
+        self.retrieval = retrieval or RetrievalConfig()  # the ranking; ``pool`` overrides its pool
+        if pool is not None and pool != self.retrieval.pool:
+            self.retrieval = replace(self.retrieval, pool=pool)
         self.pool = self.retrieval.pool
         self.embed_batch = embed_batch
         self.embed_retries = embed_retries

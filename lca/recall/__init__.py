@@ -24,7 +24,7 @@ from lca.recall.terms import (
     experience_term,
     resonance_score,
     risk_term,
-    similarity_term,
+    similarity_terms,
     task_term,
     temporal_term,
 )
@@ -47,7 +47,7 @@ __all__ = [
     "experience_term",
     "resonance_score",
     "risk_term",
-    "similarity_term",
+    "similarity_terms",
     "task_term",
     "temporal_term",
 ]

@@ -82,7 +82,6 @@ class RecallConfig:
     item_char_cap: int = 800
     mmr_lambda: float = 0.75
     token_budget: int = 1200
-    lexical_share: float = 0.25  # S = (1 - share) * cosine + share * BM25 normalized within the pool
     half_life_days: float = 30.0
     policy: str = "fixed-k"
     wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
@@ -99,7 +98,6 @@ class RecallConfig:
             "floor_min": -1.0 <= self.floor_min <= 1.0,
             "floor_margin": -1.0 <= self.floor_margin <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
-            "lexical_share": 0.0 <= self.lexical_share <= 1.0,
             "half_life_days": self.half_life_days > 0,
         }
         for name, ok in checks.items():

@@ -22,7 +22,7 @@ from lca.recall.terms import (
     experience_term,
     resonance_score,
     risk_term,
-    similarity_term,
+    similarity_terms,
     task_term,
     temporal_term,
 )
@@ -139,7 +139,8 @@ class Recaller:
     def _score(self, context: RecallContext, cfg: RecallConfig) -> tuple[list[ScoredCandidate], dict[str, np.ndarray]]:
         index = self.index
         qvec = index.query_vector(context.query)
-        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec)
+        # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
+        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=context.as_of)
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )
@@ -148,7 +149,7 @@ class Recaller:
             return [], {}
         anchor = query_anchor(context.query, context.as_of) if cfg.date_anchor else None
         vectors = index.vectors_for_hits(hits)
-        best_lexical = max((h.lexical_score or 0.0 for h in hits), default=0.0) or 1.0
+        similarity = similarity_terms([h.score for h in hits])
         as_of = context.as_of or datetime.now(UTC)
         memories = self.memory_files()
         experience = self.experience()
@@ -158,12 +159,10 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         out: list[ScoredCandidate] = []
-        for hit in hits:
+        for hit, s in zip(hits, similarity, strict=True):
             cosine = float(vectors[hit.chunk_id] @ qvec)
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
-            lexical_norm = (hit.lexical_score or 0.0) / best_lexical
-            s = similarity_term(cosine, lexical_norm, lexical_share=cfg.lexical_share)
             private_in_public = superseded = expired = conflict = outside_role = False
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
@@ -270,16 +269,20 @@ class Recaller:
             # stays zero)
             quotas = {k: max(q, counts[k]) if q > 0 else 0 for k, q in quotas.items()}
         main_slots = sum(quotas.values()) - n_wild
-        while remaining and len(chosen) < main_slots:
-            # MMR: relevance against redundancy with what is already chosen
-            def mmr(c: ScoredCandidate) -> float:
-                if not chosen:
-                    return c.score
-                redundancy = max(float(vectors[c.chunk_id] @ vectors[s.chunk_id]) for s in chosen)
-                return cfg.mmr_lambda * c.score - (1.0 - cfg.mmr_lambda) * redundancy
-
-            best = min(remaining, key=lambda c: (-mmr(c), c.chunk_id))
-            remaining.remove(best)
+        # MMR: relevance against redundancy with what is already chosen (the best cosine to any chosen item),
+        # kept as one running vector so a pick costs one matrix-vector product; ties fall by chunk id
+        relevance = np.array([c.score for c in remaining], dtype=np.float64)
+        matrix = np.stack([vectors[c.chunk_id] for c in remaining]) if remaining else np.zeros((0, 1))
+        redundancy = np.zeros(len(remaining))
+        by_id = np.argsort(np.argsort([c.chunk_id for c in remaining], kind="stable"), kind="stable")
+        alive = np.ones(len(remaining), dtype=bool)
+        while alive.any() and len(chosen) < main_slots:
+            mmr = relevance if not chosen else cfg.mmr_lambda * relevance - (1.0 - cfg.mmr_lambda) * redundancy
+            masked = np.where(alive, mmr, -np.inf)
+            ties = np.flatnonzero(masked == masked.max())
+            pick = int(ties[np.argmin(by_id[ties])])
+            alive[pick] = False
+            best = remaining[pick]
             if used[best.source_type] >= quotas[best.source_type]:
                 decided[best.chunk_id] = replace(
                     best, why_not=f"{best.source_type} quota ({quotas[best.source_type]}) reached"
@@ -295,6 +298,9 @@ class Recaller:
             tokens += cost
             used[best.source_type] += 1
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
+            similar = matrix @ matrix[pick]
+            redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
+        remaining = [c for c, left in zip(remaining, alive) if left]
         if n_wild:
             chosen, tokens = self._wildcards(
                 remaining, decided, chosen, used, quotas, tokens, budget, n_wild, temperature, cfg

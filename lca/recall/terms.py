@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lca.errors import RecordFormatError
 from lca.recall.config import DEFAULT_AUTHORITY, ResonanceWeights
 
 
 # ---- the terms -------------------------------------------------------------------------
-def similarity_term(cosine: float, lexical_norm: float, *, lexical_share: float) -> float:
-    """S: hybrid similarity in [0, 1]: the dense cosine (clipped at 0) blended with BM25 normalized
-    by the best BM25 score in the candidate pool."""
-    return (1.0 - lexical_share) * max(0.0, cosine) + lexical_share * lexical_norm
+def similarity_terms(fused: Sequence[float]) -> list[float]:
+    """S per candidate, in (0, 1): the store's ranking score (``lca.retrieval``: fused dense and BM25 and its
+    signals), standardized over the candidates and passed through the logistic. S keeps the ranking's order
+    exactly, so with the other weights at 0 recall ranks as search does, and small weights on the other
+    terms move only candidates the ranking barely separates."""
+    if not fused:
+        return []
+    values = [float(v) for v in fused]
+    mean = math.fsum(values) / len(values)
+    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    if spread <= 1e-12:
+        return [0.5] * len(values)
+    return [1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, (v - mean) / spread)))) for v in values]
 
 
 EXPERIENCE_EVENT_WEIGHTS = {

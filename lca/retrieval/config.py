@@ -4,7 +4,10 @@ Read from a mapping or a YAML file (a benchmark's ``retrieval.yaml``), or change
 overrides through ``lca.params``; an unknown name is refused with the list of known ones. The signal
 weights are in z units of the fused score (with ``rrf`` or ``blend`` fusion the fused score is
 standardized over the candidates before any signal adds to it), so one weight means the same under
-every fusion. Every signal's weight defaults to 0: the default ranking is plain fusion of dense and BM25.
+every fusion. The defaults are the choices made on the LongMemEval_S dev split (docs/benchmarks.md): z fusion
+with BM25 at half the dense weight, the temporal anchor and one round of feedback; the dialog signals
+(context, question, reply, speaker) default to 0 and are switched on by a store's or a benchmark's
+``retrieval.yaml``.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ SIGNAL_WEIGHTS = (
 class RetrievalConfig:
     """How a hybrid search ranks. Dense and lexical modes ignore everything but ``pool``."""
 
-    fusion: str = "rrf"  # rrf: sum of w / (rrf_k + rank); z: w x z-scored scores; blend: w x min-max scores
+    fusion: str = "z"  # rrf: sum of w / (rrf_k + rank); z: w x z-scored scores; blend: w x min-max scores
     dense_weight: float = 1.0
-    bm25_weight: float = 1.0
+    bm25_weight: float = 0.5
     rrf_k: int = 60
     pool: int = 50  # candidates each of dense and BM25 contributes (and the recall pool's default)
     z_scope: str = "auto"  # z statistics over all chunks ("all"), the candidate pool ("pool"), or all up to
@@ -48,8 +51,8 @@ class RetrievalConfig:
     reply_weight: float = 0.0  # + w x the positive score of the question turn a turn answers (the turn before)
     speaker_weight: float = 0.0  # + w for the turns of the one speaker the query names
     names_in_dense_query: bool = True  # off: the named speakers leave the embedded query (BM25 keeps them)
-    anchor_weight: float = 0.0  # + w x closeness of the turn's time to the day a time expression points at
-    feedback_weight: float = 0.0  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
+    anchor_weight: float = 4.0  # + w x closeness of the turn's time to the day a time expression points at
+    feedback_weight: float = 0.6  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
     feedback_depth: int = 3
 
     def __post_init__(self) -> None:

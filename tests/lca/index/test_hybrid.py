@@ -1,4 +1,4 @@
-"""The store's hybrid search ranks through lca.retrieval: plain RRF by default, the configured fusion and
+"""The store's hybrid search ranks through lca.retrieval: its RetrievalConfig (defaults or retrieval.yaml), the configured fusion and
 signals read from the catalog's transcript structure, the whole store or the candidate pool."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 from tests.lca.index.stores import fixture_store
 
-Z = RetrievalConfig(fusion="z", bm25_weight=0.5)
+Z = RetrievalConfig(fusion="z", bm25_weight=0.5, anchor_weight=0, feedback_weight=0)
+RRF = RetrievalConfig(fusion="rrf", bm25_weight=1.0, anchor_weight=0, feedback_weight=0)
 
 
 def store_of(tmp_path, sessions, **kw) -> Substrate:
@@ -27,8 +28,8 @@ def entries_of(hits) -> list[str]:
     return [h.pointer.entry_id for h in hits]
 
 
-def test_the_default_hybrid_is_reciprocal_rank_fusion_of_the_plain_rankings(tmp_path):
-    with fixture_store(tmp_path) as s:
+def test_rrf_fusion_is_reciprocal_rank_fusion_of_the_plain_rankings(tmp_path):
+    with fixture_store(tmp_path, retrieval=RRF) as s:
         for query in ("Which climbing gym does Ben go to?", "adopted a grey cat", "tax forms due"):
             dense = {h.chunk_id: i + 1 for i, h in enumerate(s.search(query, k=50, mode="dense"))}
             lexical = {h.chunk_id: i + 1 for i, h in enumerate(s.search(query, k=50, mode="lexical"))}
@@ -42,7 +43,7 @@ def test_the_default_hybrid_is_reciprocal_rank_fusion_of_the_plain_rankings(tmp_
 def test_a_config_given_to_one_search_overrides_the_stores(tmp_path):
     with fixture_store(tmp_path, retrieval=Z) as s:
         z = s.index.search("Which climbing gym does Ben go to?", k=5)
-        rrf = s.index.search("Which climbing gym does Ben go to?", k=5, config=RetrievalConfig())
+        rrf = s.index.search("Which climbing gym does Ben go to?", k=5, config=RRF)
         assert z[0].chunk_id == rrf[0].chunk_id and z[0].score != rrf[0].score
         assert s.index.retrieval == Z
 
@@ -74,23 +75,27 @@ def test_a_reply_inherits_from_the_question_it_answers(tmp_path):
     query = "How was the concert at the harbour?"
     with store_of(tmp_path, dialog()) as s:
         plain = entries_of(s.index.search(query, k=5, config=Z))
-        replies = RetrievalConfig(fusion="z", bm25_weight=0.5, reply_weight=1.0)
+        replies = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, reply_weight=1.0)
         reply = entries_of(s.index.search(query, k=5, config=replies))
         assert reply.index("s1:2") < plain.index("s1:2")
-        ask = RetrievalConfig(fusion="z", bm25_weight=0.5, reply_weight=1.0, question_weight=3.0)
+        ask = RetrievalConfig(
+            fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, reply_weight=1.0, question_weight=3.0
+        )
         assert plain[0] == "s1:1" and entries_of(s.index.search(query, k=5, config=ask))[0] != "s1:1"  # it only asks
 
 
 def test_the_speaker_a_query_names_gains_and_leaves_the_embedded_query(tmp_path):
     query = "What did Ana buy?"
     with store_of(tmp_path, dialog()) as s:
-        named = RetrievalConfig(fusion="z", bm25_weight=0.5, speaker_weight=2.0)
+        named = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, speaker_weight=2.0)
         ranked = entries_of(s.index.search(query, k=5, config=named))
         assert s.index._structure().speakers == ["Ana", "Ben"]
         assert all(e in ("s1:1", "s1:3", "s2:2") for e in ranked[:3])  # Ana's turns first
         both = entries_of(s.index.search("Did Ana or Ben buy shoes?", k=5, config=named))
         assert both == entries_of(s.index.search("Did Ana or Ben buy shoes?", k=5, config=Z))  # two named: no act
-        out = RetrievalConfig(fusion="z", bm25_weight=0.5, names_in_dense_query=False)
+        out = RetrievalConfig(
+            fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, names_in_dense_query=False
+        )
         calls = s.embedder.calls
         s.index.search(query, k=5, config=out)
         assert s.embedder.calls == calls + 2  # the query, then the query without "Ana"
@@ -99,7 +104,7 @@ def test_the_speaker_a_query_names_gains_and_leaves_the_embedded_query(tmp_path)
 def test_a_time_expression_is_read_against_as_of(tmp_path):
     query = "what did we talk about three days ago?"
     with store_of(tmp_path, dialog()) as s:
-        config = RetrievalConfig(fusion="z", bm25_weight=0.5, anchor_weight=4.0)
+        config = RetrievalConfig(fusion="z", feedback_weight=0, bm25_weight=0.5, anchor_weight=4.0)
         anchored = entries_of(s.index.search(query, k=2, config=config, as_of=datetime(2026, 3, 13, 9, 0)))
         assert set(anchored) == {"s2:1", "s2:2"}  # the session of 10 March
         unanchored = s.index.search(query, k=5, config=config)  # no as_of: a relative time reads nothing
@@ -110,7 +115,7 @@ def test_the_candidate_pool_with_neighbours_stands_in_for_the_whole_store(tmp_pa
     query = "harbour concert"
     unrelated = [make_entry("s3", n, text) for n, text in enumerate(["Tax forms.", "Garden peas.", "Chess club."], 1)]
     with store_of(tmp_path, [*dialog(), unrelated]) as s:
-        whole = RetrievalConfig(fusion="z", bm25_weight=0.5, context_weight=0.5, feedback_weight=0.5)
+        whole = RetrievalConfig(fusion="z", anchor_weight=0, bm25_weight=0.5, context_weight=0.5, feedback_weight=0.5)
         pool = RetrievalConfig(
             fusion="z", bm25_weight=0.5, context_weight=0.5, feedback_weight=0.5, z_scope="pool", pool=2
         )
@@ -130,7 +135,7 @@ def test_sentence_keys_score_a_chunk_only_while_the_config_reads_them(tmp_path):
     turns = [make_entry("s1", 1, remark), make_entry("s1", 2, "Which kitchen faucet should I buy for my sink?")]
     with store_of(tmp_path, [turns], sentence_keys=True) as s:
         query = "I replaced my kitchen faucet"
-        keyed = RetrievalConfig(fusion="z", bm25_weight=0.0)
+        keyed = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.0)
         assert entries_of(s.index.search(query, k=2, config=keyed))[0] == "s1:1"
-        own_text = RetrievalConfig(fusion="z", bm25_weight=0.0, sentences=False)
+        own_text = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.0, sentences=False)
         assert entries_of(s.index.search(query, k=2, config=own_text))[0] == "s1:2"

@@ -10,12 +10,13 @@ from lca.params import ParameterError
 from lca.retrieval import RETRIEVAL_FIELDS, RetrievalConfig
 
 
-def test_defaults_are_plain_rrf_with_every_signal_off():
+def test_defaults_are_the_dev_split_choices_with_the_dialog_signals_off():
     config = RetrievalConfig()
-    assert (config.fusion, config.rrf_k, config.pool) == ("rrf", 60, 50)
-    assert not config.uses_signals and config.ablations() == {
-        "bm25_weight=0": dataclasses.replace(config, bm25_weight=0)
-    }
+    assert (config.fusion, config.bm25_weight, config.pool) == ("z", 0.5, 50)
+    assert (config.anchor_weight, config.feedback_weight) == (4.0, 0.6)
+    assert config.context_weight == config.question_weight == config.reply_weight == config.speaker_weight == 0
+    assert set(config.ablations()) == {"anchor_weight=0", "feedback_weight=0", "bm25_weight=0"}
+    assert config.ablations()["feedback_weight=0"] == dataclasses.replace(config, feedback_weight=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fusion = "z"  # type: ignore[misc]
 
@@ -52,7 +53,9 @@ def test_a_file_and_a_mapping_read_the_same_fields(tmp_path):
 
 
 def test_ablations_turn_off_exactly_one_part_that_is_on():
-    config = RetrievalConfig(fusion="z", context_weight=1, speaker_weight=0.6, names_in_dense_query=False)
+    config = RetrievalConfig(
+        fusion="z", anchor_weight=0, feedback_weight=0, context_weight=1, speaker_weight=0.6, names_in_dense_query=False
+    )
     variants = config.ablations()
     assert set(variants) == {"bm25_weight=0", "context_weight=0", "speaker_weight=0", "names_in_dense_query=on"}
     assert "sentences=off" in config.ablations(sentence_keys=True)  # only a store with sentence keys has that part

@@ -3,6 +3,8 @@ act. Weights are in z units of the fused score."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from lca.retrieval.signals import (
     without_names,
 )
 
-Z = RetrievalConfig(fusion="z", bm25_weight=0.0)
+Z = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.0)
 
 
 def frame(dense, *, lexical=None, session=None, seq=None, entry=None, speaker=None, days=None, asks=None, asked=None):
@@ -49,10 +51,14 @@ def test_context_lifts_a_turn_whose_neighbours_match_and_stops_at_the_session():
     dense = [0.9, 0.5, 0.52, 0.0, 0.0]
     f = frame(dense, session=[0, 0, 1, 1, 1], seq=[0, 1, 0, 1, 2])
     assert top(f, Z)[:3] == [0, 2, 1]
-    assert top(f, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=1.0))[:3] == [0, 1, 2]
+    assert top(f, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, context_weight=1.0))[
+        :3
+    ] == [0, 1, 2]
     # the same neighbour in another session must not count (1 and 2 each have one noise neighbour)
     apart = frame(dense, session=[0, 1, 2, 2, 1], seq=[0, 0, 0, 1, 1])
-    ranked = top(apart, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=1.0))
+    ranked = top(
+        apart, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, context_weight=1.0)
+    )
     assert ranked[0] == 0 and ranked.index(2) < ranked.index(1)
 
 
@@ -62,27 +68,34 @@ def test_reply_inherits_from_the_question_turn_before_it():
     asked = [True, False, False, False]
     f = frame(dense, asked=asked, session=[0, 0, 1, 1], seq=[0, 1, 0, 1])
     assert top(f, Z).index(1) > top(f, Z).index(2)
-    lifted = top(f, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5))
+    lifted = top(f, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, reply_weight=0.5))
     assert lifted.index(1) < lifted.index(2)
     # no question before it: nothing to inherit
     plain = frame(dense, asked=[False] * 4, session=[0, 0, 1, 1], seq=[0, 1, 0, 1])
-    assert top(plain, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5)) == top(plain, Z)
+    assert top(
+        plain, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, reply_weight=0.5)
+    ) == top(plain, Z)
     # parts of one entry never reply to each other
     same_entry = frame(dense, asked=asked, session=[0, 0, 1, 1], seq=[0, 1, 0, 1], entry=[0, 0, 1, 2])
-    assert top(same_entry, RetrievalConfig(fusion="z", bm25_weight=0, reply_weight=0.5)) == top(same_entry, Z)
+    assert top(
+        same_entry, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, reply_weight=0.5)
+    ) == top(same_entry, Z)
 
 
 def test_a_turn_that_only_asks_yields_its_place():
     f = frame([0.9, 0.8, 0.0], asks=[True, False, False])
     assert top(f, Z)[0] == 0
-    assert top(f, RetrievalConfig(fusion="z", bm25_weight=0, question_weight=2.0))[0] == 1
+    assert (
+        top(f, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, question_weight=2.0))[0]
+        == 1
+    )
     assert only_asks("Ana: What did you name the cat?") and not only_asks("Ana: Look! [shares a photo: a cat]?")
     assert not only_asks("Ben: I did. Did you?\nSure.")
 
 
 def test_the_named_speakers_turns_gain_only_when_one_speaker_is_named():
     f = frame([0.5, 0.55, 0.0], speaker=[0, 1, 1])
-    config = RetrievalConfig(fusion="z", bm25_weight=0, speaker_weight=0.6)
+    config = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, speaker_weight=0.6)
     assert top(f, Z)[0] == 1
     assert top(f, config, QueryFacts(speaker=0))[0] == 0
     assert top(f, config, QueryFacts(speaker=None))[0] == 1  # none or two named: no act
@@ -96,7 +109,7 @@ def test_the_named_speakers_turns_gain_only_when_one_speaker_is_named():
 def test_a_temporal_anchor_lifts_turns_dated_near_its_day():
     days = [19_000.0, 19_010.2, np.nan]
     f = frame([0.6, 0.5, 0.55], days=days)
-    config = RetrievalConfig(fusion="z", bm25_weight=0, anchor_weight=4.0)
+    config = RetrievalConfig(fusion="z", feedback_weight=0, bm25_weight=0, anchor_weight=4.0)
     assert top(f, Z)[0] == 0
     assert top(f, config, QueryFacts(anchor_day=19_010.0, anchor_tolerance=1.0))[0] == 1
     assert top(f, config, QueryFacts())[0] == 0  # no time expression: no act
@@ -112,7 +125,7 @@ def test_feedback_scores_the_dense_side_again_for_the_moved_query():
         seen.append(list(top_candidates))
         return np.array([0.9, 0.95, 0.2])  # the moved query finds what resembles the top hit
 
-    config = RetrievalConfig(fusion="z", bm25_weight=0, feedback_weight=0.6, feedback_depth=1)
+    config = RetrievalConfig(fusion="z", anchor_weight=0, bm25_weight=0, feedback_weight=0.6, feedback_depth=1)
     assert top(f, config, refeed=refeed)[0] == 1 and seen == [[0]]
     seen.clear()
     assert top(f, Z, refeed=refeed)[0] == 0 and seen == []  # weight 0: never called
@@ -120,9 +133,10 @@ def test_feedback_scores_the_dense_side_again_for_the_moved_query():
 
 def test_rrf_takes_only_each_sides_top_pool_and_signals_act_in_z_units():
     f = frame([0.9, 0.8, 0.7, 0.6], lexical=[0.0, 0.0, 0.0, 2.0], speaker=[-1, -1, -1, 0])
-    fused, eligible = rank_frame(f, RetrievalConfig(pool=2))
+    rrf = RetrievalConfig(fusion="rrf", pool=2, anchor_weight=0, feedback_weight=0)
+    fused, eligible = rank_frame(f, rrf)
     assert list(eligible) == [True, True, False, True]  # dense top 2 and the one lexical match
-    lifted = top(f, RetrievalConfig(pool=2, speaker_weight=3.0), QueryFacts(speaker=0))
+    lifted = top(f, dataclasses.replace(rrf, speaker_weight=3.0), QueryFacts(speaker=0))
     assert lifted[0] == 3
 
 
@@ -141,6 +155,8 @@ def test_the_context_key_reads_a_window_as_one_text_without_storing_its_vector()
     assert windows[0] > windows[1] and scores[1] > scores[3]
     f = frame(list(dense), session=list(session), seq=list(seq))
     keyed = Frame(**{**f.__dict__, "window_norm": norms})
-    with_key = top(keyed, RetrievalConfig(fusion="z", bm25_weight=0, context_weight=2.0))
+    with_key = top(
+        keyed, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, context_weight=2.0)
+    )
     assert with_key.index(1) < with_key.index(2)  # 1 rises on its window's match
     assert top(keyed, Z) == top(f, Z)  # weight 0: the window never acts
