@@ -194,7 +194,8 @@ def import_longmemeval(
     By default each question's haystack is its own timeline (``lme:<question>:<session>``):
     the same session id carries different dates in different questions. With
     ``share_sessions`` each distinct session is imported once under ``lme:<session>``
-    with its first-seen date, and disagreements are counted. Turn ids keep the
+    with its first-seen date, and disagreements are counted. A session id repeated within one
+    haystack is imported again as ``lme:<question>:<session>~2`` (and so on), counted in the report. Turn ids keep the
     official form ``<session>_<i+1>`` in ``meta['turn_id']``.
     """
     path = Path(path)
@@ -225,6 +226,7 @@ def import_longmemeval(
                 path=str(path),
                 field="haystack_sessions",
             )
+        repeats: dict[str, int] = {}
         order = sorted(range(len(sids)), key=lambda i: (parse_longmemeval_date(dates[i]) or datetime.max, i))
         if order != list(range(len(sids))):
             report.repaired["longmemeval_haystack_reordered_by_date"] += 1
@@ -241,7 +243,12 @@ def import_longmemeval(
                     continue
                 shared[session_id] = (signature, str(raw_date))
             else:
-                session_id = f"lme:{qid}:{sid}"
+                # a haystack may hold one session id twice with different turns: the later copy is its own
+                # session (``~2``, ...), never merged into the first or dropped as a duplicate
+                repeats[sid] = repeats.get(sid, 0) + 1
+                session_id = f"lme:{qid}:{sid}" + (f"~{repeats[sid]}" if repeats[sid] > 1 else "")
+                if repeats[sid] > 1:
+                    report.repaired["longmemeval_repeated_session_id_renamed"] += 1
             moment = parse_longmemeval_date(raw_date)
             if moment is None:
                 report.repaired["longmemeval_unparsed_session_date"] += 1

@@ -5,8 +5,9 @@ A document marks a generated figure ``<!-- figures:NAME -->...<!-- /figures -->`
 lines; quoted in inline code, a marker is text); ``lca figures`` rewrites the text between the markers from the record files under
 ``results/examples/`` with the template of ``NAME`` below, and ``lca figures --check`` reports every figure
 that differs (exit 1), so a hand edit or a new result file without a regeneration fails the test suite. The
-documents are ``README.md`` and ``docs/**/*.md``. The retrieval tables (``results/examples/retrieval/*.md``)
-are written by ``lca bench retrieval`` itself; the documents point to them.
+documents are ``README.md`` and ``docs/**/*.md``. The retrieval records (``results/examples/retrieval/*.json``)
+and their tables (``.md`` beside each) are written by ``lca bench retrieval`` itself; the documents quote the
+records through ``readme-retrieval`` and point to the tables.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from lca.errors import LCAError
 from protocols.bench.result import BenchmarkResult
+from protocols.bench.retrieval.report import HELD_OUT, TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("results/examples")
@@ -103,16 +105,96 @@ def _docs_index_store(index: BenchmarkResult) -> str:
     )
 
 
+def _retrieval_conditions(result: BenchmarkResult) -> list[str]:
+    """What a retrieval record's figures depend on beyond the retriever: nothing for a full run of the pinned
+    file on the default stores."""
+    conditions = []
+    if result.config.get("roles") == "user":
+        conditions.append("over user turns only")
+    if result.config.get("sentence_keys"):
+        conditions.append("with sentence keys")
+    if result.config.get("limit"):
+        conditions.append(f"on the first {result.config['limit']} only")
+    if not all(d.official for d in result.provenance.datasets):
+        conditions.append("on a file that is not the pinned one")
+    return conditions
+
+
+def _retrieval_run(result: BenchmarkResult, retriever: str) -> str:
+    """The retriever and its conditions: "hybrid search over user turns only", "resonance recall"."""
+    return " ".join([retriever, *_retrieval_conditions(result)])
+
+
+def _retrieval_value(result: BenchmarkResult, check: str) -> str:
+    value = result.checks[check]["value"]
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _retrieval_target(check: str, dataset: str, passed: dict[str, bool]) -> str:
+    """The target and who meets it: "target 0.97, not met", "target 0.97, met by hybrid only", "target 0.97, met"."""
+    met = [who for who, ok in passed.items() if ok]
+    verdict = "met" if len(met) == len(passed) else f"met by {' and '.join(met)} only" if met else "not met"
+    return f"target {TARGETS[dataset][check][1]:g}, {verdict}"
+
+
+def _readme_retrieval(
+    lme_resonance: BenchmarkResult,
+    lme_hybrid: BenchmarkResult,
+    locomo_resonance: BenchmarkResult,
+    locomo_hybrid: BenchmarkResult,
+    locomo_grid: BenchmarkResult | None = None,
+) -> str:
+    """Both retrievers on both datasets against the issue's targets, and LoCoMo's held-out figure when the grid
+    record is there; the resonance figure comes first in each pair."""
+    any5, all5 = TARGETS["longmemeval"]
+    (turns5,) = TARGETS["locomo"]
+
+    def passed(check: str, resonance: BenchmarkResult, hybrid: BenchmarkResult) -> dict[str, bool]:
+        return {"resonance": resonance.checks[check]["pass"], "hybrid": hybrid.checks[check]["pass"]}
+
+    lme_any5 = (
+        f"{_retrieval_value(lme_resonance, any5)} with {_retrieval_run(lme_resonance, 'resonance recall')} and "
+        f"{_retrieval_value(lme_hybrid, any5)} with {_retrieval_run(lme_hybrid, 'hybrid search')} "
+        f"({_retrieval_target(any5, 'longmemeval', passed(any5, lme_resonance, lme_hybrid))})"
+    )
+    lme_all5 = (
+        f"{_retrieval_value(lme_resonance, all5)} and {_retrieval_value(lme_hybrid, all5)} "
+        f"({_retrieval_target(all5, 'longmemeval', passed(all5, lme_resonance, lme_hybrid))})"
+    )
+    locomo_passed = passed(turns5, locomo_resonance, locomo_hybrid)
+    locomo = (
+        f"{_retrieval_value(locomo_resonance, turns5)} with {_retrieval_run(locomo_resonance, 'resonance recall')} "
+        f"and {_retrieval_value(locomo_hybrid, turns5)} with {_retrieval_run(locomo_hybrid, 'hybrid search')}"
+    )
+    records = [lme_resonance, lme_hybrid, locomo_resonance, locomo_hybrid]
+    if locomo_grid is not None:
+        held = locomo_grid.checks[HELD_OUT]
+        locomo_passed["the held-out figure"] = held["pass"]
+        conditions = _retrieval_conditions(locomo_grid)
+        locomo += f", {_retrieval_value(locomo_grid, HELD_OUT)} leave one conversation out"
+        locomo += f" ({' '.join(conditions)})" if conditions else ""
+        records.append(locomo_grid)
+    days = sorted({_day(r) for r in records})
+    when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    return (
+        f"LongMemEval_S dev, {any5}: {lme_any5}; {all5}: {lme_all5}; LoCoMo, evidence recall@5 over dialog turns: "
+        f"{locomo} ({_retrieval_target(turns5, 'locomo', locomo_passed)}) (`{EXAMPLES / 'retrieval'}/`, {when})."
+    )
+
+
 @dataclass(frozen=True)
 class Figure:
     """A generated figure: the result files it reads (under ``results/examples/``) and its template, called
-    with their records in that order."""
+    with their records in that order, then with each of the ``optional`` files' records (None for a file that
+    is not there)."""
 
     name: str
     sources: tuple[str, ...]
     template: Callable[..., str]
+    optional: tuple[str, ...] = ()
 
 
+RETRIEVAL_RUNS = ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
 FIGURES = {
     f.name: f
     for f in (
@@ -121,6 +203,12 @@ FIGURES = {
         Figure("recall-bench", ("bench-recall.json",), _docs_recall_bench),
         Figure("gravity-well", ("gravity-well.json",), _docs_gravity_well),
         Figure("index-store", ("bench-index.json",), _docs_index_store),
+        Figure(
+            "readme-retrieval",
+            tuple(f"retrieval/{run}.json" for run in RETRIEVAL_RUNS),
+            _readme_retrieval,
+            optional=("retrieval/locomo-hybrid-grid.json",),
+        ),
     )
 }
 
@@ -140,9 +228,10 @@ def documents(root: Path) -> list[Path]:
     return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
 
 
-def render(text: str, records: Callable[[str], BenchmarkResult], *, document: str) -> tuple[str, list[Stale]]:
-    """``text`` with each figure rendered, and the figures whose written text differed. Unknown figure names and
-    markers without their closing ``<!-- /figures -->`` are refused naming the document."""
+def render(text: str, records: Callable[[str], BenchmarkResult | None], *, document: str) -> tuple[str, list[Stale]]:
+    """``text`` with each figure rendered, and the figures whose written text differed; ``records`` gives a
+    source's record, None when its file is not there. Unknown figure names, markers without their closing
+    ``<!-- /figures -->`` and a missing source a figure needs are refused naming the document or the file."""
     opened = [m["name"] for m in _OPENING.finditer(text)]
     if len(opened) != len(_FIGURE.findall(text)) or len(_CLOSINGS.findall(text)) != len(opened):
         raise LCAError(f"{document}: every <!-- figures:NAME --> needs one {_CLOSING} before the next figure")
@@ -153,7 +242,11 @@ def render(text: str, records: Callable[[str], BenchmarkResult], *, document: st
         if name not in FIGURES:
             raise LCAError(f"{document}: unknown figure '{name}'; known: {', '.join(sorted(FIGURES))}")
         figure = FIGURES[name]
-        generated = figure.template(*(records(source) for source in figure.sources))
+        found = {source: records(source) for source in figure.sources + figure.optional}
+        missing = [source for source in figure.sources if found[source] is None]
+        if missing:
+            raise LCAError(f"{EXAMPLES / missing[0]}: no such result file (figure '{name}' reads it)")
+        generated = figure.template(*found.values())
         if generated != match["body"]:
             stale.append(Stale(document, name, match["body"], generated))
         return f"<!-- figures:{name} -->{generated}{_CLOSING}"
@@ -164,14 +257,12 @@ def render(text: str, records: Callable[[str], BenchmarkResult], *, document: st
 def update(root: Path = ROOT, *, check: bool = False) -> tuple[list[Stale], int]:
     """Render every figure of every document under ``root`` from ``root/results/examples``; write the documents
     that changed unless ``check``. Returns the stale figures and how many figures there are in all."""
-    cache: dict[str, BenchmarkResult] = {}
+    cache: dict[str, BenchmarkResult | None] = {}
 
-    def records(source: str) -> BenchmarkResult:
+    def records(source: str) -> BenchmarkResult | None:
         if source not in cache:
             path = root / EXAMPLES / source
-            if not path.is_file():
-                raise LCAError(f"{EXAMPLES / source}: no such result file (a figure reads it)")
-            cache[source] = BenchmarkResult.read(path)
+            cache[source] = BenchmarkResult.read(path) if path.is_file() else None
         return cache[source]
 
     stale: list[Stale] = []

@@ -6,14 +6,18 @@ conversation; ``protocols.bench.retrieval.stores``):
 - ``hybrid``: ``IndexStore.search`` under a ``RetrievalConfig`` (``lca.retrieval``): the dataset's file
   beside its task (``protocols/evals/<dataset>/retrieval.yaml``, or ``--config FILE``), then ``--fusion``,
   then each ``--set name=value``;
-- ``resonance``: the store's recall (``Substrate.recall``), ranked candidates first, the rest in hybrid order;
-- ``legacy``: the benchmark-only ranker this replaces, kept to compare against until the store's path
-  matches it on the dev splits.
+- ``resonance``: the store's recall (``Substrate.recall``: the hybrid's candidates re-weighed by the resonance
+  terms), its ranked candidates first, the rest in hybrid order.
 
 ``--ablate`` asks the same stores again with each part of the hybrid off; ``--grid name=v1,v2`` with every
 combination of some values (on LoCoMo each conversation is also scored under the combination that is best
 on the other nine: the held-out figure). Embeddings are cached by content hash (``--cache``), so a warm run
 embeds nothing.
+
+Each output is a ``BenchmarkResult`` (``protocols.bench.retrieval.report``): ``<out>.json`` (benchmark
+``retrieval``: the summary figures, one row per question or item, the issue's targets as checks),
+``<out>-ablation.json`` and ``<out>-grid.json`` (``retrieval-ablation``, ``retrieval-grid``), each with its
+markdown table beside it (``.md``).
 """
 
 from __future__ import annotations
@@ -87,8 +91,6 @@ def checked_config(args) -> RetrievalConfig:
         raise ValueError("--roles applies to LongMemEval (both LoCoMo speakers are users)")
     if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever != "hybrid":
         raise ValueError("--ablate and --grid vary the hybrid's RetrievalConfig: they need --retriever hybrid")
-    if retriever == "legacy" and (args.set or args.fusion or getattr(args, "config", None)):
-        raise ValueError("--retriever legacy runs the old benchmark-only ranker at its own weights: no --set")
     return config
 
 
@@ -141,14 +143,13 @@ def run_retrieval_bench(args) -> int:
 
     from tqdm import tqdm
 
-    from lca.importers import file_sha256
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.index.embedding_cache import CachedEmbedder
-    from lca.provenance import code_version
-    from protocols.bench.retrieval.report import ablation_table, grid_table, markdown_table, write_report
+    from protocols.bench.result import build_provenance, dataset_provenance
+    from protocols.bench.retrieval.report import DATASETS, run_result, write_report
     from protocols.data_paths import find_data_file
 
-    path = find_data_file("locomo" if args.dataset == "locomo" else "longmemeval_s_dev", args.data)
+    path = find_data_file(DATASETS[args.dataset], args.data)
     if path is None:
         raise FileNotFoundError(
             f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
@@ -162,53 +163,72 @@ def run_retrieval_bench(args) -> int:
 
     started = time.perf_counter()
     reports = _run(args, path, embedder, workdir, progress, configs)
-    report = reports["default"]
-    report["provenance"] = {
-        "dataset": args.dataset,
-        "file": str(path),
-        "sha256": file_sha256(path),
-        "retriever": args.retriever,
-        "embedder": embedder.embedder_id,
-        "retrieval_config": config.to_dict(),
-        "sentence_keys": args.sentence_keys == "on",
-        "roles": args.roles,
-        "code_version": code_version(),
-        "limit": args.limit,
-        "embedding_cache": {"path": str(embedder.path), "hits": embedder.hits, "misses": embedder.misses},
-        "wall_seconds": time.perf_counter() - started,
-    }
+    wall_seconds = time.perf_counter() - started
+    provenance = build_provenance(
+        embedder_id=embedder.embedder_id,
+        datasets=[dataset_provenance(path, DATASETS[args.dataset])],
+        seeds={},
+        wall_seconds=wall_seconds,
+        extra={"embedding_cache": {"hits": embedder.hits, "misses": embedder.misses, "path": str(embedder.path)}},
+    )
+    run_config = run_record_config(args, config)
     out = out_path(args)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_report(out, report, markdown_table(report, args.dataset))
+    write_report(run_result(reports["default"], config=run_config, provenance=provenance), out)
     if getattr(args, "ablate", False):
-        ablation = _compare(report, reports, configs, "without ", args.dataset)
-        write_report(out.with_name(f"{out.stem}-ablation.json"), ablation, ablation_table(ablation, args.dataset))
+        ablation = _comparison("ablation", "without ", reports, configs, run_config, provenance)
+        write_report(ablation, out.with_name(f"{out.stem}-ablation.json"))
     if args.grid:
-        grid = _compare(report, reports, configs, "grid ", args.dataset)
-        if args.dataset == "locomo":
-            grid["leave_one_conversation_out"] = held_out({n: reports[f"grid {n}"] for n in grid["variants"]})
-        write_report(out.with_name(f"{out.stem}-grid.json"), grid, grid_table(grid, args.dataset))
+        grid_config = run_config | {"grid": list(args.grid)}
+        locomo = args.dataset == "locomo"
+        grid = _comparison("grid", "grid ", reports, configs, grid_config, provenance, leave_one_out=locomo)
+        write_report(grid, out.with_name(f"{out.stem}-grid.json"))
     embedder.close()
     return 0
 
 
-def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs) -> dict[str, dict[str, Any]]:
-    if args.retriever == "legacy":
-        from lca.index.chunker import Chunker
-        from protocols.bench.retrieval.legacy import run_locomo as legacy_locomo
-        from protocols.bench.retrieval.legacy import run_longmemeval as legacy_longmemeval
+def run_record_config(args, config: RetrievalConfig) -> dict[str, Any]:
+    """What a run asked, as its record's ``config``: the dataset, the retriever, the full RetrievalConfig, how
+    the stores were built and, for ``resonance``, the RecallConfig recall is asked with."""
+    out: dict[str, Any] = {
+        "dataset": args.dataset,
+        "retriever": args.retriever,
+        "retrieval_config": config.to_dict(),
+        "sentence_keys": args.sentence_keys == "on",
+        "roles": args.roles,
+        "limit": args.limit,
+    }
+    if args.retriever == "resonance":
+        out["recall_config"] = bench_recall_config()
+        out["recall_pool"] = "each store's: min(its chunks, 100)"
+    return out
 
-        legacy = legacy_locomo if args.dataset == "locomo" else legacy_longmemeval
-        report = legacy(
-            path,
-            "hybrid",
-            embedder=embedder,
-            chunker=Chunker(embedder),
-            limit=args.limit,
-            progress=progress,
-            workdir=workdir,
-        )
-        return {"default": report}
+
+def bench_recall_config(pool: int = 100) -> dict[str, Any]:
+    """The RecallConfig the resonance retriever asks each store's recall with (``HaystackStore.recall_config``)
+    for a store of ``pool`` chunks or more; a smaller store's pool is its number of chunks."""
+    from protocols.bench.result import jsonable
+    from protocols.bench.retrieval.stores import recall_config_for
+
+    return jsonable(recall_config_for(pool))
+
+
+def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance, *, leave_one_out: bool = False):
+    """The ablation's or the grid's record (``kind``): the variants asked as ``<prefix><name>`` against the
+    default, with the leave-one-conversation-out figure over them when ``leave_one_out``."""
+    from protocols.bench.retrieval.report import comparison_result
+
+    variants = {
+        key[len(prefix) :]: (configs[key].to_dict(), report)
+        for key, report in reports.items()
+        if key.startswith(prefix)
+    }
+    loco = held_out({name: report for name, (_, report) in variants.items()}) if leave_one_out else None
+    return comparison_result(
+        kind, reports["default"], variants, config=run_config, provenance=provenance, held_out=loco
+    )
+
+
+def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs) -> dict[str, dict[str, Any]]:
     from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
 
     options: dict[str, Any] = {"roles": args.roles} if args.dataset == "longmemeval" else {}
@@ -224,24 +244,6 @@ def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs)
         sentence_keys=args.sentence_keys == "on",
         **options,
     )
-
-
-def _compare(report: dict[str, Any], reports: dict[str, Any], configs, prefix: str, dataset: str) -> dict[str, Any]:
-    """The default's headline figures and those of each variant named ``<prefix><name>``, with their change."""
-    from protocols.bench.retrieval.report import headline
-
-    default = headline(report, dataset)
-    out: dict[str, Any] = {"default": default, "variants": {}, "provenance": report["provenance"]}
-    for key, variant in reports.items():
-        if not key.startswith(prefix):
-            continue
-        metrics = headline(variant, dataset)
-        out["variants"][key[len(prefix) :]] = {
-            "config": configs[key].to_dict(),
-            "metrics": metrics,
-            "delta": {n: metrics[n] - default[n] for n in default},
-        }
-    return out
 
 
 BENCHMARK = Benchmark(

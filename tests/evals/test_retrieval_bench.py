@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 import protocols.cli as cli
-from lca.importers import import_locomo
+from lca.importers import file_sha256, import_locomo
 from lca.params import ParameterError
+from lca.recall import RecallContext
 from lca.retrieval import RetrievalConfig
 from lca.substrate import Substrate
+from protocols.bench.result import BenchmarkResult
 from protocols.bench.retrieval.config import dataset_config, grid_variants
 from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
 from protocols.bench.retrieval.stores import HaystackStore
@@ -181,7 +183,8 @@ def test_the_benchmarks_ranking_is_the_stores_search_and_recall(tmp_path):
             hits = reference.search(query, k=100, pool=100)
             expected = list(dict.fromkeys(h.pointer.entry_id for h in hits))
             assert store.rank(query, "hybrid") == expected
-            recalled = store.recall(query)
+            recall = reference.recall(RecallContext(query=query), config=store.recall_config())
+            recalled = list(dict.fromkeys(c.source.split("#", 1)[1].split("[", 1)[0] for c in recall.candidates))
             assert recalled and store.rank(query, "resonance")[: len(recalled)] == recalled
             assert store.rank(query, "bm25") == list(
                 dict.fromkeys(h.pointer.entry_id for h in reference.search(query, k=100, mode="lexical", pool=100))
@@ -202,8 +205,9 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
     assert "unknown name 'bogus'; known: anchor_weight" in capsys.readouterr().err
     assert cli.main([*base, "--retriever", "dense", "--ablate"]) == 2
     assert "--retriever hybrid" in capsys.readouterr().err
-    assert cli.main([*base, "--retriever", "legacy", "--set", "bm25_weight=1"]) == 2
-    assert "legacy" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the benchmark-only ranker is gone: argparse refuses the choice
+        cli.main([*base, "--retriever", "legacy"])
+    assert "invalid choice: 'legacy'" in capsys.readouterr().err
     assert cli.main([*base, "--grid", "bm25_weight=1,x"]) == 2
     assert "takes a number" in capsys.readouterr().err
     assert cli.main([*base, "--roles", "user"]) == 2
@@ -244,35 +248,74 @@ def test_held_out_scores_each_conversation_under_the_variant_best_on_the_others(
     assert loco["held_out"] == pytest.approx(0.0) and loco["fitted"] == pytest.approx(1 / 3)
 
 
-def test_bench_retrieval_ablate_and_grid_write_one_row_per_variant(tmp_path, monkeypatch, capsys):
+def fake_model(monkeypatch) -> None:
     import lca.index.embedders as embedders
 
     monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", lambda: FakeHashingEmbedder(max_input_tokens=200))
+
+
+def test_bench_retrieval_writes_a_benchmark_result_with_rows_checks_and_provenance(tmp_path, monkeypatch, capsys):
+    fake_model(monkeypatch)
+    data, out = lme_file(tmp_path), tmp_path / "longmemeval-resonance.json"
+    args = ["bench", "retrieval", "--dataset", "longmemeval", "--data", str(data), "--retriever", "resonance"]
+    assert cli.main([*args, "--quiet", "--cache", str(tmp_path / "cache"), "--out", str(out)]) == 0
+    result = BenchmarkResult.read(out)
+    assert result.benchmark == "retrieval"
+    assert [row["question_id"] for row in result.rows] == ["q1", "q2", "q3_abs"]
+    assert result.rows[0]["question"] == "What breed is my dog Rex?" and result.rows[0]["retrieved"]
+    assert "per_question" not in result.metrics and "provenance" not in result.metrics
+    assert result.metrics["strict"]["n"] == 2 and result.metrics["questions"] == 3
+    strict = result.metrics["strict"]["session"]["recall_any@5"]
+    assert result.checks["session recall_any@5 (strict)"] == {
+        "value": strict,
+        "target": ">= 0.97",
+        "pass": strict >= 0.97,
+    }
+    assert set(result.checks) == {"session recall_any@5 (strict)", "session recall_all@5 (lenient)"}
+    assert all(isinstance(c["pass"], bool) for c in result.checks.values())
+    (dataset,) = result.provenance.datasets
+    assert dataset.sha256 == file_sha256(data) and dataset.name == "longmemeval_s_dev"
+    assert dataset.pinned_sha256 and not dataset.official  # a small file read as the pinned dev split
+    assert result.provenance.embedder_id == "fake-hashing-64" and result.provenance.seeds == {}
+    assert result.provenance.extra["embedding_cache"]["misses"] > 0
+    assert result.config["retrieval_config"] == dataset_config("longmemeval").to_dict()
+    recall = result.config["recall_config"]  # every candidate of a pool of up to 100 kept, in resonance order
+    assert (recall["pool"], recall["floor"], recall["memory_quota"], recall["mmr_lambda"]) == (100, -1.0, 0, 1.0)
+    assert (result.config["retriever"], result.config["roles"], result.config["limit"]) == ("resonance", "all", None)
+    table = out.with_suffix(".md").read_text()
+    for name, c in result.checks.items():
+        assert f"| {name} | {c['value']:.4f} | >= " in table and ("PASS" if c["pass"] else "FAIL") in table
+    assert table in capsys.readouterr().out
+
+
+def test_bench_retrieval_ablate_and_grid_write_one_row_per_variant(tmp_path, monkeypatch, capsys):
+    fake_model(monkeypatch)
     out = tmp_path / "locomo-hybrid.json"
     args = ["bench", "retrieval", "--dataset", "locomo", "--data", str(FIXTURE), "--quiet"]
     args += ["--set", "reply_weight=0", "--cache", str(tmp_path / "cache"), "--out", str(out)]
     assert cli.main([*args, "--ablate", "--grid", "context_weight=0,1"]) == 0
-    report = json.loads(out.read_text())
-    assert report["provenance"]["retrieval_config"]["reply_weight"] == 0.0
-    ablation = json.loads((tmp_path / "locomo-hybrid-ablation.json").read_text())
-    assert "reply_weight=0" not in ablation["variants"]  # already off: nothing to ablate
+    report = BenchmarkResult.read(out)
+    assert report.config["retrieval_config"]["reply_weight"] == 0.0 and "recall_config" not in report.config
+    assert len(report.rows) == 3 and all(row["question_id"].startswith("fixture-1:") for row in report.rows)
+    recall = report.metrics["overall"]["recall@5"]
+    assert report.checks == {"recall@5 (dialog turns)": {"value": recall, "target": ">= 0.78", "pass": recall >= 0.78}}
+    assert report.provenance.datasets[0].name == "locomo"
+    ablation = BenchmarkResult.read(tmp_path / "locomo-hybrid-ablation.json")
+    assert ablation.benchmark == "retrieval-ablation" and ablation.provenance == report.provenance
+    assert "reply_weight=0" not in ablation.metrics["variants"]  # already off: nothing to ablate
     assert {"context_weight=0", "question_weight=0", "bm25_weight=0", "names_in_dense_query=on"} <= set(
-        ablation["variants"]
+        ablation.metrics["variants"]
     )
-    assert all(v["config"][v_name.split("=")[0]] in (0.0, True) for v_name, v in ablation["variants"].items())
-    grid = json.loads((tmp_path / "locomo-hybrid-grid.json").read_text())
-    assert set(grid["variants"]) == {"context_weight=0.0", "context_weight=1.0"}
-    assert grid["leave_one_conversation_out"]["chosen_per_conversation"]
-    assert "leave one conversation out" in capsys.readouterr().out
-
-
-def test_a_session_repeated_within_a_haystack_enters_the_store_once_per_copy():
-    from lca.importers import ImportedSession
-    from protocols.bench.retrieval.stores import sessions_by
-    from tests.conftest import make_entry
-
-    first = ImportedSession("lme:q1:s1", (make_entry("lme:q1:s1", 1, "a"), make_entry("lme:q1:s1", 2, "b")))
-    again = ImportedSession("lme:q1:s1", (make_entry("lme:q1:s1", 1, "c"),))
-    grouped = sessions_by([first, again], lambda sid: sid.split(":", 2)[1])["q1"]
-    assert [s.session_id for s in grouped] == ["lme:q1:s1", "lme:q1:s1~2"]
-    assert grouped[1].entries[0].id == "lme:q1:s1~2:1" and grouped[1].entries[0].content == "c"
+    assert set(ablation.config["variants"]) == set(ablation.metrics["variants"])
+    assert all(config[name.split("=")[0]] in (0.0, True) for name, config in ablation.config["variants"].items())
+    assert ablation.metrics["default"]["recall@5"] == recall
+    grid = BenchmarkResult.read(tmp_path / "locomo-hybrid-grid.json")
+    assert grid.benchmark == "retrieval-grid" and grid.config["grid"] == ["context_weight=0,1"]
+    assert set(grid.metrics["variants"]) == {"context_weight=0.0", "context_weight=1.0"}
+    loco = grid.metrics["leave_one_conversation_out"]
+    assert set(loco["chosen_per_conversation"]) == {"fixture-1"}
+    held = grid.checks["recall@5 (dialog turns), leave one conversation out"]
+    assert held["value"] == loco["held_out"] and isinstance(held["pass"], bool)
+    printed = capsys.readouterr().out
+    assert "leave one conversation out" in printed and "| recall@5 (dialog turns) |" in printed
+    assert (tmp_path / "locomo-hybrid-grid.md").read_text() in printed

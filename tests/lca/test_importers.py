@@ -88,6 +88,38 @@ def test_longmemeval_reorders_unsorted_dates_and_counts_it(tmp_path):
     assert sessions[0].entries[0].timestamp == "2023-05-30T09:15:00"
 
 
+def test_a_session_id_repeated_within_a_haystack_is_imported_again_under_its_own_name(tmp_path):
+    record = {
+        "question_id": "q1",
+        "question_type": "multi-session",
+        "question": "?",
+        "answer": "a",
+        "question_date": "2023/05/30 (Tue) 23:40",
+        "haystack_session_ids": ["s1", "s1", "s2"],
+        "haystack_dates": ["2023/05/01 (Mon) 10:00", "2023/05/02 (Tue) 10:00", "2023/05/03 (Wed) 10:00"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+            [{"role": "user", "content": "c"}],
+            [{"role": "user", "content": "d"}],
+        ],
+        "answer_session_ids": [],
+    }
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([record]))
+    sessions, report = import_longmemeval(path)
+    assert [s.session_id for s in sessions] == ["lme:q1:s1", "lme:q1:s1~2", "lme:q1:s2"]
+    assert sessions[1].entries[0].id == "lme:q1:s1~2:1" and sessions[1].entries[0].content == "c"
+    assert sessions[1].entries[0].meta["turn_id"] == "s1_1"  # the official turn id is kept
+    assert report.repaired["longmemeval_repeated_session_id_renamed"] == 1
+    substrate_home = tmp_path / "store"
+    from lca.substrate import Substrate
+    from tests.fakes import FakeHashingEmbedder
+
+    with Substrate(substrate_home, embedder=FakeHashingEmbedder()) as substrate:
+        substrate.import_sessions(sessions)
+        assert [e.content for e in substrate.transcript.iter_entries()] == ["a", "b", "c", "d"]  # nothing merged
+
+
 def test_longmemeval_shared_sessions_import_each_session_once(tmp_path):
     base = {
         "question_type": "x",

@@ -1,6 +1,6 @@
 """The parts of ``lca bench retrieval`` (``protocols/bench/retrieval_bench.py`` registers and runs it).
 
-``config``: ``HybridConfig``, the per-dataset defaults and the ablation variants; ``ranking``: the rankers over a
-list of unit texts; ``resonance``: full recall over a real substrate; ``units``: LoCoMo's retrieval units;
-``runners``: one run over a LongMemEval or LoCoMo file; ``report``: the tables and the written report.
+``config``: the retrievers, each dataset's ``RetrievalConfig`` file and grid variants; ``stores``: one real store
+per haystack, built through the importers, and the rankings it returns; ``runners``: one run over a LongMemEval
+or LoCoMo file; ``report``: the result records (``BenchmarkResult``) and their tables.
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 from lca.params import ParameterError, coerce, split_assignment
 from lca.retrieval.config import RETRIEVAL_FIELDS, RetrievalConfig
 
-RETRIEVERS = ("bm25", "dense", "hybrid", "resonance", "legacy")
+RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
 EVALS = Path(__file__).resolve().parents[2] / "evals"
 
 

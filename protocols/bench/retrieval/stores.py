@@ -53,21 +53,14 @@ class HaystackStore:
             hits = self.substrate.search(query, k=k, mode=mode, pool=k)
         return _entries(h.pointer.entry_id for h in hits)
 
+    def recall_config(self):
+        return recall_config_for(self.chunks)
+
     def recall(self, query: str, *, as_of: datetime | None = None) -> list[str]:
         """Entry ids in the order of recall's ranked candidates (resonance score R), every candidate kept."""
-        from lca.recall import RecallConfig, RecallContext
+        from lca.recall import RecallContext
 
-        pool = min(self.chunks, 100)
-        config = RecallConfig(
-            pool=pool,
-            floor=-1.0,
-            memory_quota=0,
-            transcript_quota=pool,
-            token_budget=10**7,
-            item_char_cap=10**6,
-            mmr_lambda=1.0,
-        )
-        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config)
+        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=self.recall_config())
         return _entries(candidate.source.split("#", 1)[1].split("[", 1)[0] for candidate in result.candidates)
 
     def rank(
@@ -83,6 +76,25 @@ class HaystackStore:
     def close(self) -> None:
         self.substrate.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def recall_config_for(chunks: int):
+    """Recall as the benchmark asks it of a store of ``chunks`` chunks: every candidate of a pool of up to 100
+    ranked and kept (no floor, no quota, no budget, no MMR), so the ranking scored is recall's resonance order."""
+    from lca.recall import RecallConfig
+
+    pool = max(1, min(chunks, 100))
+    return RecallConfig(
+        pool=pool,
+        floor=-1.0,
+        floor_mode="absolute",
+        date_anchor=False,
+        memory_quota=0,
+        transcript_quota=pool,
+        token_budget=10**7,
+        item_char_cap=10**6,
+        mmr_lambda=1.0,
+    )
 
 
 class QueryMemo:
@@ -111,24 +123,9 @@ def _entries(entry_ids) -> list[str]:
 
 
 def sessions_by(sessions: Sequence[ImportedSession], key) -> dict[str, list[ImportedSession]]:
-    """Imported sessions grouped by ``key(session_id)`` (a question id, a conversation's sample id), in order.
-    A session id that repeats within a group (a LongMemEval haystack may hold one session twice, with
-    different content) gets a ``~N`` suffix on its later copies, so each enters the store as its own session."""
-    from dataclasses import replace
-
+    """Imported sessions grouped by ``key(session_id)`` (a question id, a conversation's sample id), in order
+    (the importer has already given a session id repeated within a haystack its own ``~N`` name)."""
     out: dict[str, list[ImportedSession]] = {}
     for session in sessions:
-        group = out.setdefault(key(session.session_id), [])
-        copies = sum(1 for s in group if s.session_id.split("~", 1)[0] == session.session_id)
-        if copies:
-            renamed = f"{session.session_id}~{copies + 1}"
-
-            def moved(entry_id: str | None, renamed: str = renamed, old: str = session.session_id) -> str | None:
-                return renamed + entry_id[len(old) :] if entry_id and entry_id.startswith(old) else entry_id
-
-            entries = tuple(
-                replace(e, id=moved(e.id), session_id=renamed, parent_id=moved(e.parent_id)) for e in session.entries
-            )
-            session = ImportedSession(renamed, entries)
-        group.append(session)
+        out.setdefault(key(session.session_id), []).append(session)
     return out
