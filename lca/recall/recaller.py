@@ -140,17 +140,17 @@ class Recaller:
         index = self.index
         qvec = index.query_vector(context.query)
         # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
-        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=context.as_of)
+        as_of = context.as_of or datetime.now(UTC)  # a relative date in the query is read against this moment
+        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of)
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )
         self._store_in_pool = len(hits) < cfg.pool  # the search ran out of store before it filled the pool
         if not hits:
             return [], {}
-        anchor = query_anchor(context.query, context.as_of) if cfg.date_anchor else None
+        anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
         vectors = index.vectors_for_hits(hits)
         similarity = similarity_terms([h.score for h in hits])
-        as_of = context.as_of or datetime.now(UTC)
         memories = self.memory_files()
         experience = self.experience()
         markers = context.task_markers()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import protocols.cli.common as common
@@ -50,7 +51,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     with common.open_store(args) as substrate:
-        hits = substrate.search(args.query, k=args.k, mode=args.mode)
+        as_of = datetime.fromtimestamp(common.moment(args.as_of), UTC) if args.as_of else datetime.now(UTC)
+        hits = substrate.search(args.query, k=args.k, mode=args.mode, as_of=as_of)
         if args.json:
             print(
                 json.dumps(
@@ -101,8 +103,6 @@ def recall_config(args: argparse.Namespace):
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
     from lca.recall import TERMS, RecallContext
 
     config = recall_config(args)
@@ -113,7 +113,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         channel=args.channel,
         command=args.command_name,
         public_channel=args.public,
-        as_of=datetime.fromisoformat(args.as_of) if args.as_of else None,
+        as_of=datetime.fromtimestamp(common.moment(args.as_of), UTC) if args.as_of else None,
         about_history=args.about_history,
         exact_wording=args.exact,
     )
@@ -258,6 +258,9 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("query")
     p.add_argument("-k", type=int, default=10, help="results to return (default 10)")
     p.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
+    p.add_argument(
+        "--as-of", help="the moment a relative date in the query ('last week') is read against: ISO time (default now)"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 
@@ -291,7 +294,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--floor-mode",
-        choices=["store", "absolute"],
+        choices=["store", "absolute"],  # lca.recall.floor.FLOOR_MODES (not imported: --help stays light)
         help="store: the floor follows this store's off-topic scores (default); absolute: --floor as given",
     )
     p.add_argument("--pool", type=int, help="candidate pool (default 50)")

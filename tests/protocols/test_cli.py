@@ -112,6 +112,12 @@ def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
     assert bad.returncode == 2 and "gravity" in bad.stderr
     negative = lca("recall", "cat", "--budget", "-1", store=store)
     assert negative.returncode == 2 and "token_budget" in negative.stderr
+    for command in ("recall", "search"):
+        vague = lca(command, "cat", "--as-of", "yesterday", store=store)
+        assert vague.returncode == 2 and "'yesterday' is neither epoch seconds nor an ISO 8601 time" in vague.stderr
+        assert "Traceback" not in vague.stderr
+    dated = json.loads(lca("search", "cat", "--as-of", "2023-06-01T10:00:00", "--json", store=store, check=True).stdout)
+    assert dated["hits"]
     fitted = json.loads(
         lca("calibrate-floor", "--positives", "12", "--json", "--write", store=store, check=True).stdout
     )

@@ -227,3 +227,12 @@ def test_model_strings_name_the_local_runtime_or_inspect(tmp_path):
     assert not is_local("openai/gpt-4o-mini") and not is_local("mockllm/model")
     assert Path(local_generator(f"lca-local/{gguf}").model_path) == gguf.resolve()
     assert Path(local_generator(str(gguf)).model_path) == gguf
+
+
+def test_the_recall_commands_floor_modes_are_the_recallers():
+    from lca.recall.floor import FLOOR_MODES
+    from protocols.cli import build_parser
+
+    recall = build_parser()._subparsers._group_actions[0].choices["recall"]  # type: ignore[union-attr]
+    (floor_mode,) = [a for a in recall._actions if a.dest == "floor_mode"]
+    assert list(floor_mode.choices) == list(FLOOR_MODES)
