@@ -168,11 +168,12 @@ class StoreStructure:
             found.append(order[at[sorted_keys[at] == target]])
         return np.unique(np.concatenate(found))
 
-    def query_facts(self, query: str, as_of: datetime | None) -> QueryFacts:
-        """The one speaker the query names (if exactly one), and the day a time expression points at."""
+    def query_facts(self, query: str, as_of: datetime | None, *, speakers: bool = True) -> QueryFacts:
+        """The one speaker the query names (if exactly one; looked for only when ``speakers``), and the day a
+        time expression points at."""
         from lca.temporal_anchor import temporal_anchor
 
-        named = named_speakers(query, self.speakers)
+        named = named_speakers(query, self.speakers) if speakers else []
         anchor = temporal_anchor(query, as_of.replace(tzinfo=None) if as_of is not None else None)
         return QueryFacts(
             speaker=self.speakers.index(named[0]) if len(named) == 1 else None,

@@ -51,7 +51,11 @@ def hybrid_search(
         return []
     pool = pool or max(config.pool, k)
     config = replace(config, pool=pool) if pool != config.pool else config
-    facts = structure.query_facts(query, as_of) if config.uses_signals else QueryFacts()
+    facts = (
+        structure.query_facts(query, as_of, speakers=bool(config.speaker_weight))
+        if config.speaker_weight or config.anchor_weight
+        else QueryFacts()
+    )
     qvec = index._embed_query(query) if query_vector is None else query_vector
     if not config.names_in_dense_query:
         named = named_speakers(query, structure.speakers)
@@ -67,7 +71,9 @@ def hybrid_search(
             return structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
 
     else:
-        top = structure.best_per_chunk(*index.vectors.search(qvec, pool * 3 if keyed else pool), keys=config.sentences)
+        depth = pool * 3 if keyed else pool
+        first = index.vectors.search(qvec, depth)  # the query's own dense search, reused when the frame is scored
+        top = structure.best_per_chunk(*first, keys=config.sentences)
         dense_top = np.flatnonzero(~np.isnan(top))
         dense_top = dense_top[np.lexsort((structure.tiebreak[dense_top], -top[dense_top]))][:pool]
         positive = np.flatnonzero(lexical_all > 0)
@@ -79,8 +85,14 @@ def hybrid_search(
             positions = structure.neighbourhood(positions, before, after)
         positions = positions[np.argsort(structure.tiebreak[positions])]
 
+        own: list[np.ndarray] = []  # the frame's own vectors, read once if a second query vector needs them
+
         def dense_of(vector: np.ndarray) -> np.ndarray:
-            scores, ids = index.vectors.search(vector, pool * 3 if keyed else pool)
+            if vector is not qvec and not keyed:  # feedback: the frame's cosines, no second scan of the store
+                if not own:
+                    own.append(index.vectors.reconstruct(structure.own_vector[positions]))
+                return (own[0] @ vector).astype(np.float64)
+            scores, ids = first if vector is qvec else index.vectors.search(vector, depth)
             best = structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
             missing = np.flatnonzero(np.isnan(best))
             if len(missing):
