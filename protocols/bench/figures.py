@@ -182,6 +182,41 @@ def _readme_retrieval(
     )
 
 
+def _retrieval_sentence_keys(keyed_resonance: BenchmarkResult, keyed_hybrid: BenchmarkResult) -> str:
+    """LongMemEval_S with the store option that meets its targets, and what it costs (``docs/index.md``)."""
+    any5, all5 = TARGETS["longmemeval"]
+    figures = []
+    for check in (any5, all5):
+        passed = {"resonance": keyed_resonance.checks[check]["pass"], "hybrid": keyed_hybrid.checks[check]["pass"]}
+        figures.append(
+            f"{check} {_retrieval_value(keyed_resonance, check)} with resonance recall and "
+            f"{_retrieval_value(keyed_hybrid, check)} with hybrid search "
+            f"({_retrieval_target(check, 'longmemeval', passed)})"
+        )
+    conditions = [c for c in _retrieval_conditions(keyed_resonance) if c != "with sentence keys"]
+    scope = f" ({' '.join(conditions)})" if conditions else ""
+    return (
+        f"With sentence keys (`--sentence-keys on`, a store option: over the index budget, see `docs/index.md`), "
+        f"LongMemEval_S dev{scope}: {'; '.join(figures)} "
+        f"({_source('retrieval/longmemeval-keys-resonance.json', 'retrieval/longmemeval-keys-hybrid.json')}, "
+        f"{_day(keyed_resonance)})."
+    )
+
+
+def _docs_probes(probes: BenchmarkResult) -> str:
+    """Per scenario file, the share of probes whose needed turns were all injected, per condition."""
+    parts = []
+    for path, conditions in probes.metrics.items():
+        name = Path(path).stem
+        shares = ", ".join(
+            f"{condition} {figures['gold_all']:.2f} ({figures['injected_tokens_mean']:.0f} tokens)"
+            for condition, figures in conditions.items()
+        )
+        n = next(iter(conditions.values()))["probes"]
+        parts.append(f"{name} ({n} probes): {shares}")
+    return f"{'; '.join(parts)} ({_source('probes.json')}, {_day(probes)})"
+
+
 @dataclass(frozen=True)
 class Figure:
     """A generated figure: the result files it reads (under ``results/examples/``) and its template, called
@@ -208,6 +243,12 @@ FIGURES = {
             tuple(f"retrieval/{run}.json" for run in RETRIEVAL_RUNS),
             _readme_retrieval,
             optional=("retrieval/locomo-hybrid-grid.json",),
+        ),
+        Figure("probes", ("probes.json",), _docs_probes),
+        Figure(
+            "retrieval-sentence-keys",
+            ("retrieval/longmemeval-keys-resonance.json", "retrieval/longmemeval-keys-hybrid.json"),
+            _retrieval_sentence_keys,
         ),
     )
 }
