@@ -55,8 +55,10 @@ def copy(tmp_path) -> Path:
     shutil.copy(REPO / "README.md", tmp_path / "README.md")
     shutil.copytree(REPO / "docs", tmp_path / "docs")
     (tmp_path / EXAMPLES).mkdir(parents=True)
-    for path in (REPO / EXAMPLES).glob("*.json"):
-        shutil.copy(path, tmp_path / EXAMPLES / path.name)
+    for path in (REPO / EXAMPLES).rglob("*.json"):
+        target = tmp_path / EXAMPLES / path.relative_to(REPO / EXAMPLES)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
     return tmp_path
 
 
@@ -70,7 +72,7 @@ def test_a_hand_edited_figure_fails_the_check_and_is_written_back(copy, capsys):
 
     assert main(["figures", "--check", "--root", str(copy)]) == 1
     out = capsys.readouterr().out
-    assert "README.md: figure 'readme-recall' differs" in out and "14.2 ms p50" in out and "1 of 5 figures" in out
+    assert "README.md: figure 'readme-recall' differs" in out and "14.2 ms p50" in out and f"1 of {len(FIGURES)} figures" in out
     assert "recall takes 14.2 ms p50" in readme.read_text()  # --check writes nothing
 
     assert main(["figures", "--root", str(copy)]) == 0
