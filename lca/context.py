@@ -27,6 +27,7 @@ from lca.index.store import IndexStore
 from lca.layout import StoreLayout
 from lca.memory import MemoryFile
 from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
+from lca.secrets import redacted
 from lca.transcript import TranscriptStore
 from lca.types import EntryKind, TranscriptEntry, text_digest
 
@@ -300,7 +301,7 @@ class LiveContextManager:
         )
         chosen, overflow, used, parts = [], [], 0, []
         for f in files:
-            text = f"[critical] {f.record.id}: {f.body.strip()}"
+            text = f"[critical] {f.record.id}: {redacted(f.body.strip())}"
             cost = self._tokens(text)
             if used + cost > self.window.critical_budget:
                 overflow.append(f.record.id)
@@ -443,4 +444,4 @@ class LiveContextManager:
         for item in body.get("recent_tail", []):
             lines.append(f"tail {item['entry']}: {item['text']}")
         lines.append("</handoff>")
-        return "\n".join(lines)
+        return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not

@@ -21,6 +21,7 @@ from typing import Any
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
+from lca.secrets import MARKER, redact_tree, redacted
 
 LEDGER_VERSION = 1
 
@@ -80,7 +81,7 @@ def key_terms(text: str) -> frozenset[str]:
     plural 's' folded): the membership used to scope contradiction checks and to find a dormant
     hypothesis's neighbourhood."""
     out = set()
-    for word in _WORD.findall(text):
+    for word in _WORD.findall(MARKER.sub(" ", text)):  # a redaction marker is not what a claim is about
         w = word.lower().rstrip(".")
         if len(w) < 3 or w in _STOP:
             continue
@@ -260,9 +261,11 @@ class Ledger:
     def append(
         self, kind: str, subject: str, data: Mapping[str, Any] | None = None, *, at: float | None = None
     ) -> LedgerEvent:
+        """Every string in ``data`` is stored with its credentials redacted (``lca.secrets``): the
+        ledger is derived from the transcript, which alone keeps them."""
         if kind not in EVENT_KINDS:
             raise RecordFormatError(f"unknown ledger event {kind!r}", field="kind")
-        event = LedgerEvent(kind, subject, time.time() if at is None else at, dict(data or {}))
+        event = LedgerEvent(kind, subject, time.time() if at is None else at, redact_tree(dict(data or {})))
         append_bytes(self.path, (event.to_json() + "\n").encode("utf-8"))
         return event
 
@@ -270,10 +273,13 @@ class Ledger:
     def propose(
         self, claim: str, *, type: str, sources: list[str], cycle: str, members: Iterable[str] | None = None
     ) -> LedgerEvent:
-        """A candidate enters the ledger under its stable id, its membership its key terms by default."""
+        """A candidate enters the ledger under its stable id, its membership its key terms by default.
+        The claim is stored redacted and its key terms are read from the redacted claim, so that no
+        credential survives as a lone term (the id stays that of the claim as proposed)."""
+        subject, claim = hypothesis_id(claim), redacted(claim)
         return self.append(
             "hypothesis_proposed",
-            hypothesis_id(claim),
+            subject,
             {
                 "claim": claim,
                 "type": type,

@@ -35,6 +35,7 @@ from lca.ledger import LearnedState, hypothesis_id, key_terms
 from lca.memory import SchemaRef
 from lca.ports import TextGenerator
 from lca.recall import RecallContext
+from lca.secrets import redacted
 from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry, as_utc
 
@@ -138,7 +139,8 @@ class Consolidator:
             ConsolidationTrigger.CONTEXT_PRESSURE,
         ):
             handoff_id = handoff(f"consolidation {cycle_id} before compaction")
-        result = replace(result, handoff_entry=handoff_id, seconds=time.time() - started)
+        # what the cycle reports, stores and returns holds no credential: a removed candidate is reported redacted
+        result = replace(result, handoff_entry=handoff_id, seconds=time.time() - started).redacted()
         self._record(result, session_id or (lines[-1].session_id if lines else None))
         return result
 
@@ -177,7 +179,7 @@ class Consolidator:
                         entry.session_id,
                         entry.id,
                         self._speaker(entry),
-                        " ".join(entry.content.split()),
+                        redacted(" ".join(entry.content.split())),  # no model is shown a credential
                         entry.timestamp,
                     )
                 )
@@ -285,7 +287,7 @@ class Consolidator:
         """Memories recall injected since the last cycle, as (id, first line) for the writer prompt."""
         files = self.stores.memory_files()
         return [
-            (mid, files[mid].body.strip().splitlines()[0][:200])
+            (mid, redacted(files[mid].body.strip().splitlines()[0])[:200])
             for mid in sorted(injected)
             if mid in files and files[mid].body.strip()
         ][:8]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
 from lca.consolidation.prompts import PROMPT_VERSION
 from lca.errors import LCAError
 from lca.memory import MemoryFile, MemoryRecord, MemoryType, Privacy
+from lca.secrets import redact_tree, redacted
 from lca.types import EntryKind
 
 CANDIDATE_TYPES = {
@@ -175,6 +176,28 @@ class ConsolidationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """As stored in the cycle report: every string redacted (``lca.secrets``)."""
         out = asdict(self)
         out["counts"] = self.counts
-        return out
+        return redact_tree(out)
+
+    def redacted(self) -> ConsolidationResult:
+        """The same record with every text in it redacted: a candidate removed for holding a
+        credential is still reported, as its claim with the credential replaced by a marker."""
+        return replace(
+            self,
+            candidates=tuple(_redacted_fields(c) for c in self.candidates),
+            verdicts=tuple(_redacted_fields(v) for v in self.verdicts),
+            writes=tuple(_redacted_fields(w) for w in self.writes),
+            read_back=tuple(_redacted_fields(r) for r in self.read_back),
+            failures=tuple(_redacted_fields(f) for f in self.failures),
+            experience_events=tuple(redact_tree(e) for e in self.experience_events),
+        )
+
+
+def _redacted_fields(record: Any) -> Any:
+    """A frozen dataclass with its string fields redacted."""
+    changes = {
+        f.name: redacted(getattr(record, f.name)) for f in fields(record) if isinstance(getattr(record, f.name), str)
+    }
+    return replace(record, **changes)

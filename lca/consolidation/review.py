@@ -20,7 +20,7 @@ from lca.consolidation.stores import CycleStores
 from lca.ledger import LearnedState, key_terms
 from lca.memory import Authority, MemoryFile, MemoryRecord, Privacy, SchemaRef, Supersession, TranscriptSpan
 from lca.ports import TextGenerator
-from lca.recall import contains_secret
+from lca.secrets import contains_secret, redacted
 from lca.types import SourceType, as_utc, parse_timestamp
 
 
@@ -127,7 +127,7 @@ class CandidateReview:
             "Source lines it cites:\n"
             + ("\n".join(f"[{line.number}] {line.speaker}: {line.text}" for line in cited) or "(none)"),
             "Existing memories:\n"
-            + ("\n".join(f"{m.record.id}: {' '.join(m.body.split())[:400]}" for m, _ in touched) or "(none)"),
+            + ("\n".join(f"{m.record.id}: {redacted(' '.join(m.body.split()))[:400]}" for m, _ in touched) or "(none)"),
         ]
         if refutations:
             parts.append(
@@ -301,11 +301,8 @@ class CandidateReview:
         authority: Authority = Authority.REVIEWED,
     ) -> Plan:
         mtype = CANDIDATE_TYPES[candidate.type]
-        body = (
-            candidate.claim
-            if authority is not Authority.INFERRED
-            else f"Inference (no supporting source span): {candidate.claim}"
-        )
+        claim = redacted(candidate.claim)  # a claim holding a credential is removed before this; never written
+        body = claim if authority is not Authority.INFERRED else f"Inference (no supporting source span): {claim}"
         sources_by_session: dict[str, list[str]] = {}
         for line in cited:
             sources_by_session.setdefault(line.session_id, []).append(line.entry_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lca.ports import Embedder
+from lca.secrets import redacted
 
 _SENTENCE_END = ".!?\n"
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|\n+")
@@ -133,7 +134,7 @@ def entry_chunks(entry, chunker: Chunker) -> list:
             char_start=min(piece.start, len(entry.content)),
             char_end=min(piece.end, len(entry.content)),
         )
-        text = prefix + piece.text
+        text = prefix + redacted(piece.text)  # derived text holds no credential; the pointer leads to the verbatim turn
         out.append(
             Chunk(
                 Chunk.make_id(text, pointer),
@@ -153,7 +154,7 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
     """Chunks of one memory file's body, pointing at the memory id and file."""
     from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
-    body = memory_file.body
+    body = memory_file.body  # a hand-edited memory file may hold what the write path would have redacted
     if not body.strip():
         return []
     pieces = chunker.split(body)
@@ -167,11 +168,12 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
             char_start=piece.start,
             char_end=piece.end,
         )
+        text = redacted(piece.text)
         out.append(
             Chunk(
-                Chunk.make_id(piece.text, pointer),
-                piece.text,
-                text_digest(piece.text),
+                Chunk.make_id(text, pointer),
+                text,
+                text_digest(text),
                 pointer,
                 part,
                 len(pieces),

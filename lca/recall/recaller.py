@@ -26,7 +26,7 @@ from lca.recall.terms import (
     task_term,
     temporal_term,
 )
-from lca.secrets import contains_secret
+from lca.secrets import holds_redaction, redact
 from lca.types import SourceType, as_utc
 
 # ---- the pipeline ----------------------------------------------------------------------
@@ -193,9 +193,12 @@ class Recaller:
             )
             a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
             q = task_term(tags, markers)
+            # a credential is redacted, not refused: the candidate keeps the risk term's reason and its K,
+            # and every text recall shows or logs from here on is the redacted one
+            text, secrets = redact(hit.text)  # the index holds redacted text already (chunking redacts)
             k, reasons = risk_term(
                 private_in_public=private_in_public,
-                secret=contains_secret(hit.text),
+                secret=bool(secrets) or holds_redaction(hit.text),
                 superseded=superseded,
                 expired=expired,
                 about_history=context.about_history,
@@ -216,7 +219,7 @@ class Recaller:
             }
             score = resonance_score(terms, weights)
             why_not = None
-            if {"secret or credential", "private in a public channel"} & set(reasons):
+            if "private in a public channel" in reasons:
                 why_not = f"policy filter: {', '.join(reasons)}"
             elif {"superseded", "expired"} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
@@ -228,7 +231,7 @@ class Recaller:
                     hit.pointer.key(),
                     source_type,
                     authority_key,
-                    hit.text,
+                    text,
                     hit.timestamp,
                     cosine,
                     terms,
@@ -396,7 +399,7 @@ class Recaller:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "at": time.time(),
-            "query": result.context.query,
+            "query": redact(result.context.query)[0],
             "policy": result.policy,
             "action": result.action,
             "weights": asdict(cfg.weights),

@@ -38,7 +38,7 @@ class ScoredCandidate:
     source: str  # the pointer key
     source_type: str  # memory | transcript
     authority_key: str  # the authority table row it used
-    text: str
+    text: str  # credentials redacted (lca.secrets); the source pointer leads to the verbatim transcript
     timestamp: str | None
     cosine: float
     terms: Mapping[str, float]

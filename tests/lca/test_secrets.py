@@ -1,0 +1,162 @@
+"""The credential detector and its redaction, on a corpus of credential shapes made here (random
+values from a seeded generator: no real or reusable key is written into the repository) and on
+near-misses that must stay text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lca.secrets import (
+    MARKER,
+    contains_secret,
+    find_secrets,
+    looks_random,
+    maintained_plugins,
+    redact,
+    redact_tree,
+    shannon_entropy,
+)
+
+RNG = random.Random(16)
+B62 = string.ascii_letters + string.digits
+B64 = B62 + "+/"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def draw(alphabet: str, n: int) -> str:
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+# the issue's seven shapes, then the other shapes the old hand list caught (kept caught)
+OPENAI = "sk-proj-" + draw(B62 + "-_", 20) + draw(B62, 28)
+STRIPE = "sk_live_" + draw(B62, 24)
+AWS_ID = "AKIA" + draw(string.ascii_uppercase + string.digits, 16)
+AWS_SECRET = draw(B64, 40)
+GITHUB = "ghp_" + draw(B62, 36)
+GOOGLE = "AIza" + draw(B62, 35)
+PASSWORD = "hunter2-ish"
+JWT = "eyJhbGciOiJIUzI1NiJ9." + draw(B62, 24) + "." + draw(B62 + "-_", 43)
+SLACK = "xoxb-" + draw(string.digits, 12) + "-" + draw(B62, 24)
+PEM_BODY = draw(B64, 64)
+DB_PASSWORD = "pa" + draw(B62, 10)
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+
+# (sentence with the credential, the credential as planted, the kind its marker names)
+CASES = [
+    (f"use the OpenAI key {OPENAI} for the batch job", OPENAI, "openai-key"),
+    (f"Stripe live key: {STRIPE}", STRIPE, "stripe-key"),
+    (f"the AWS access key id is {AWS_ID} in us-east-1", AWS_ID, "aws-access-key-id"),
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws-secret-key"),
+    (f"and here is the other half, on its own: {AWS_SECRET}", AWS_SECRET, "aws-secret-key"),
+    (f"my GitHub token {GITHUB} expires Friday", GITHUB, "github-token"),
+    (f"maps key {GOOGLE}, restricted to our domain", GOOGLE, "google-api-key"),
+    (f"my password is {PASSWORD} phrase, do not share it", PASSWORD, "password"),
+    (f"Password: {PASSWORD}", PASSWORD, "password"),
+    (f"the session token is {JWT}", JWT, "jwt"),
+    (f"slack bot {SLACK}", SLACK, "slack-token"),
+    (f"connect with postgres://admin:{DB_PASSWORD}@db.internal:5432/app", DB_PASSWORD, "url-password"),
+    (PEM, PEM, "private-key"),  # the whole block goes, its header too
+    ("API_KEY = abcdef123456", "abcdef123456", "api-key"),
+]
+
+SHA256 = hashlib.sha256(b"lca").hexdigest()
+NEAR_MISSES = [
+    "pneumonoultramicroscopicsilicovolcanoconiosis is a long English word",
+    f"the file's digest:\n```\n{SHA256}\n```",  # a hash, not a credential: hex is never flagged
+    f"commit {hashlib.sha1(b'lca').hexdigest()} fixed it",
+    f"session {uuid.UUID(int=RNG.getrandbits(128))} resumed",
+    "upgrade to v2.14.3-rc.1+build.20261201 before Friday",
+    "the password policy changed last week",
+    "the password is incorrect, try again",
+    "my password is too short",
+    "a token: 1500 were used; the budget is 1,200 tokens",
+    "the secret is out",
+    "the model HuggingFaceTB/SmolLM2-360M-Instruct runs on two cores",
+    "see lca/consolidation/cycle.py and tests/lca/test_consolidation_e2e.py",
+    "https://user@example.com/path and postgres://localhost:5432/app",
+    "set the password: <your password here>",
+    "the key is in TestConsolidationReadBackIsRetrievableAfterWrite",
+    "task-risk-and-desk-management-for-the-long-running-project",
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kind"), CASES, ids=[c[2] + f"-{i}" for i, c in enumerate(CASES)])
+def test_each_credential_shape_is_redacted_by_kind_never_by_value(text, secret, kind):
+    out, findings = redact(text)
+    assert secret not in out and f"[REDACTED:{kind}]" in out
+    assert [f.kind for f in findings] == [kind]
+    assert contains_secret(text) and not contains_secret(out)  # a marker is not a secret: redaction is stable
+    assert redact(out) == (out, ())
+    # the text around the credential survives
+    before = text.split(secret)[0].strip()
+    assert out.startswith(before)
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_near_misses_stay_text(text):
+    assert redact(text) == (text, ())
+    assert not contains_secret(text)
+
+
+def test_the_prose_password_keeps_the_sentence_and_loses_only_the_value():
+    assert redact("my password is hunter2-ish phrase")[0] == "my password is [REDACTED:password] phrase"
+    assert redact("the password for staging was Tr0ub4dor&3.")[0] == "the password for staging was [REDACTED:password]."
+
+
+def test_several_credentials_in_one_text_are_all_redacted_and_offsets_point_at_them():
+    text = " and ".join(c[0] for c in CASES[:8])
+    out, findings = redact(text)
+    assert len(findings) == 8
+    for case, finding in zip(CASES[:8], findings, strict=True):
+        assert text[finding.start : finding.end] == case[1]
+        assert case[1] not in out
+    assert len(MARKER.findall(out)) == 8
+
+
+def test_random_tokens_are_caught_by_entropy_and_identifiers_are_not():
+    rng = random.Random(7)
+    tokens = ["".join(rng.choice(B64) for _ in range(40)) for _ in range(500)]
+    caught = sum(looks_random(t) for t in tokens)
+    assert caught >= 495, caught  # an AWS secret access key alone: 40 random base64 characters
+    long_ones = ["".join(rng.choice(B62) for _ in range(64)) for _ in range(200)]
+    assert all(looks_random(t) for t in long_ones)
+    for word in ("ConsolidationResultRedactedToDictV2", "RashtraGauravTennisTournament2023", "A1b2" * 10):
+        assert not looks_random(word), (word, shannon_entropy(word))
+
+
+def test_the_maintained_plugins_cover_services_the_shapes_do_not_name():
+    """detect-secrets' regex plugins (a dependency) are in use: their services are caught too."""
+    assert {"twilio-api-key", "sendgrid-api-key", "gitlab-token", "npm-tokens", "pypi-token"} <= set(
+        maintained_plugins()
+    )
+    others = {
+        "twilio-api-key": "SK" + draw(string.ascii_lowercase + string.digits, 32),
+        "sendgrid-api-key": "SG." + draw(B62, 22) + "." + draw(B62, 43),
+        "gitlab-token": "glpat-" + draw(B62, 20),
+        "pypi-token": "pypi-AgEIcHlwaS5vcmc" + draw(B62, 120),
+    }
+    for kind, secret in others.items():
+        out, findings = redact(f"the deploy uses {secret} from the vault")
+        assert secret not in out and [f.kind for f in findings] == [kind], (kind, out)
+
+
+def test_redact_tree_redacts_every_string_and_keeps_keys_and_numbers():
+    tree = {"claim": f"key {STRIPE}", "n": 3, "nested": [{"raw": f"password: {PASSWORD}"}, 1.5, None], "ok": "plain"}
+    out = redact_tree(tree)
+    assert STRIPE not in json.dumps(out) and PASSWORD not in json.dumps(out)
+    assert out["n"] == 3 and out["nested"][1:] == [1.5, None] and out["ok"] == "plain"
+
+
+def test_no_false_positives_on_the_shipped_scenarios_and_fixtures():
+    """The shipped conversations hold no credential: the detector must find none there."""
+    files = sorted((REPO / "data" / "scenarios").glob("*.jsonl")) + sorted((REPO / "data" / "fixtures").glob("*"))
+    assert files
+    found = {str(path.relative_to(REPO)): find_secrets(path.read_text(encoding="utf-8")) for path in files}
+    assert {name: hits for name, hits in found.items() if hits} == {}
