@@ -21,8 +21,22 @@ from typing import Any
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, fsync_dir, write_all
 from lca.layout import SESSION_SUFFIX, StoreLayout
-from lca.types import WIRE_VERSION, EntryKind, TranscriptEntry, canonical_json, sha256_hex
+from lca.types import (
+    MAX_META_DEPTH,
+    WIRE_VERSION,
+    EntryKind,
+    TranscriptEntry,
+    canonical_json,
+    field_label,
+    sha256_hex,
+    wire_value_problem,
+)
 
+MAX_SESSION_FILE_NAME = 200
+"""Bytes a session's file name (its id percent-quoted, plus ``.jsonl``) may take: file systems stop at
+255, and a quarantined copy's name adds to it. A longer session id is refused when written."""
+
+_QUARANTINE_STEM_CHARS = 160
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
 _OPTIONAL_STR = ("parent_id", "author", "subagent_id")
 
@@ -70,8 +84,8 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
     if not isinstance(obj, dict):
         raise fail(f"expected a JSON object, got {type(obj).__name__}")
     version = obj.get("v")
-    if version != WIRE_VERSION:
-        raise fail(f"unsupported wire version {version!r} (this reader knows {WIRE_VERSION})", "v")
+    if type(version) is not int or version != WIRE_VERSION:  # true == 1 in Python; a bool is not a version
+        raise fail(f"unsupported wire version {_shown(version)} (this reader knows {WIRE_VERSION})", "v")
     for name in _REQUIRED_STR:
         if name not in obj:
             raise fail("missing", name)
@@ -80,19 +94,25 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
     for name in _OPTIONAL_STR:
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise fail(f"must be a string or null, got {type(obj[name]).__name__}", name)
+    for name, value in obj.items():
+        # before any hashing: a lone surrogate (valid in a JSON escape, not in UTF-8) cannot be encoded
+        problem = wire_value_problem(value, field_label(name), finite=False)
+        if problem is not None:
+            raise fail(problem[1], problem[0])
     if not obj["id"]:
         raise fail("must not be empty", "id")
     try:
         kind = EntryKind(obj["kind"])
     except ValueError:
         known = ", ".join(k.value for k in EntryKind)
-        raise fail(f"unknown kind {obj['kind']!r}; known: {known}", "kind") from None
+        raise fail(f"unknown kind {_shown(obj['kind'])}; known: {known}", "kind") from None
     meta = obj.get("meta", {})
     if not isinstance(meta, dict):
         raise fail("must be an object", "meta")
     unknown = set(obj) - set(_REQUIRED_STR) - set(_OPTIONAL_STR) - {"v", "meta"}
     if unknown:
-        raise fail(f"unknown field(s) {sorted(unknown)}", sorted(unknown)[0])
+        names = sorted(unknown)
+        raise fail(f"unknown field(s) {[field_label(n) for n in names[:5]]}", field_label(names[0]))
     entry = TranscriptEntry(
         id=obj["id"],
         session_id=obj["session_id"],
@@ -107,9 +127,19 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
         meta=meta,
     )
     check_entry(entry, path=path, line=line)
-    if entry.content_hash != obj["hash"]:
-        raise fail(f"content hash mismatch: stored {obj['hash']}, computed {entry.content_hash}", "hash")
+    try:
+        computed = entry.content_hash
+    except RecursionError:
+        raise fail("nested too deeply to hash", "meta") from None
+    if computed != obj["hash"]:
+        raise fail(f"content hash mismatch: stored {obj['hash']}, computed {computed}", "hash")
     return entry
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message: escaped (no control or bidi characters reach a terminal) and short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def check_entry(entry: TranscriptEntry, *, path: str | None = None, line: int | None = None) -> None:
@@ -118,6 +148,54 @@ def check_entry(entry: TranscriptEntry, *, path: str | None = None, line: int | 
         raise RecordFormatError("a subagent_turn must name its subagent", path=path, line=line, field="subagent_id")
     if entry.kind is not EntryKind.SUBAGENT_TURN and entry.subagent_id:
         raise RecordFormatError("only a subagent_turn carries a subagent_id", path=path, line=line, field="subagent_id")
+
+
+def check_new_entry(
+    entry: TranscriptEntry,
+    *,
+    path: str | None = None,
+    line: int | None = None,
+    max_bytes: int | None = None,
+) -> None:
+    """Rules for an entry about to be written (live or imported), beyond those every stored line meets.
+
+    The session id must fit a file name (``MAX_SESSION_FILE_NAME``); every string must be Unicode text;
+    numbers must be finite (a bare ``NaN`` line is no longer portable JSON); ``meta`` nests at most
+    ``MAX_META_DEPTH`` levels; and, with ``max_bytes``, the entry's wire line is at most that many bytes.
+    Lines already in a store are read without the last three rules: acknowledged history stays readable.
+    """
+
+    def fail(message: str, fld: str | None) -> RecordFormatError:
+        return RecordFormatError(message, path=path, line=line, field=fld)
+
+    check_entry(entry, path=path, line=line)
+    fields = entry.hashed_fields()
+    meta = fields.pop("meta")
+    for name in _REQUIRED_STR + _OPTIONAL_STR:
+        value = fields.get(name)
+        if name in fields and not isinstance(value, str) and (value is not None or name in _REQUIRED_STR):
+            raise fail(f"must be a string, got {type(value).__name__}", name)
+        problem = wire_value_problem(value, name)
+        if problem is not None:
+            raise fail(problem[1], problem[0])
+    if not isinstance(meta, dict):
+        raise fail("must be an object", "meta")
+    problem = wire_value_problem(meta, "meta", max_depth=MAX_META_DEPTH)
+    if problem is not None:
+        raise fail(problem[1], problem[0])
+    if not entry.session_id:
+        raise fail("must not be empty", "session_id")
+    file_name = StoreLayout(".").session_file(entry.session_id).name
+    if len(file_name) > MAX_SESSION_FILE_NAME:
+        raise fail(
+            f"too long: {len(entry.session_id)} characters, {len(file_name)} bytes as a file name "
+            f"(at most {MAX_SESSION_FILE_NAME})",
+            "session_id",
+        )
+    if max_bytes is not None:
+        size = len(encode_entry(entry))
+        if size > max_bytes:
+            raise fail(f"entry is {size:,} bytes, over the bound of {max_bytes:,} bytes (max_entry_bytes)", "content")
 
 
 def encode_entry(entry: TranscriptEntry) -> bytes:
@@ -161,7 +239,7 @@ class TranscriptStore:
         """
         by_session: dict[str, list[TranscriptEntry]] = {}
         for entry in entries:
-            check_entry(entry)
+            check_new_entry(entry)
             by_session.setdefault(entry.session_id, []).append(entry)
         appended: list[TranscriptEntry] = []
         duplicates = 0
@@ -170,6 +248,31 @@ class TranscriptStore:
             appended.extend(new)
             duplicates += dup
         return AppendResult(tuple(appended), duplicates)
+
+    def find_conflict(self, entries: Iterable[TranscriptEntry]) -> tuple[TranscriptEntry, str] | None:
+        """The first entry ``append`` would refuse as a conflict, and where its id is already recorded
+        (a session file, or earlier in ``entries``), without writing anything; None if there is none.
+
+        Lets a caller that appends many sessions refuse the whole batch before its first byte is
+        written. Holding the store's writer lock keeps the answer true until the append.
+        """
+        recorded: dict[str, dict[str, str]] = {}  # session id -> entry id -> hash, in its file
+        pending: dict[tuple[str, str], tuple[str, str]] = {}
+        for entry in entries:
+            key = (entry.session_id, entry.id)
+            if key not in pending:
+                if entry.session_id not in recorded:
+                    path = self.session_path(entry.session_id)
+                    recorded[entry.session_id] = self._scan(entry.session_id, path).ids if path.exists() else {}
+                known = recorded[entry.session_id].get(entry.id)
+                if known is None:
+                    pending[key] = (entry.content_hash, "earlier in the same import")
+                    continue
+                pending[key] = (known, f"session file {self.session_path(entry.session_id)}")
+            known_hash, where = pending[key]
+            if known_hash != entry.content_hash:
+                return entry, where
+        return None
 
     def _append_session(self, session_id: str, group: list[TranscriptEntry]) -> tuple[list[TranscriptEntry], int]:
         path = self.session_path(session_id)
@@ -270,7 +373,7 @@ class TranscriptStore:
         """Keep rejected bytes verbatim; idempotent for the same bytes at the same place."""
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = sha256_hex(data.decode("latin-1"))
-        name = f"{path.stem}.{offset}.{digest[:12]}.bin"
+        name = f"{path.stem[:_QUARANTINE_STEM_CHARS]}.{offset}.{digest[:12]}.bin"  # a long stem would overflow 255
         qfile = self.layout.quarantine_file(name)
         record = QuarantineRecord(
             session_file=path.name,
@@ -351,13 +454,13 @@ class TranscriptStore:
                         line=line_no,
                         field="session_id",
                     )
-            except (UnicodeDecodeError, json.JSONDecodeError, RecordFormatError) as exc:
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, RecordFormatError) as exc:
                 reason = (
                     str(exc)
                     if isinstance(exc, RecordFormatError)
                     else (
                         f"{path}, line {line_no if line_no is not None else '?'} (byte {line_start}): "
-                        f"not valid JSON/UTF-8: {exc}"
+                        f"{_decode_problem(exc)}"
                     )
                 )
                 if quarantine:
@@ -367,13 +470,57 @@ class TranscriptStore:
         return ReadResult(tuple(entries), tuple(malformed), start + end)
 
 
-def wire_records(path: Path) -> Iterator[tuple[int, Mapping[str, Any] | None, str | None, bytes]]:
-    """Lines of a foreign JSONL transcript: (line number, decoded object or None, error, raw bytes)."""
+def _decode_problem(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to decode"
+    return f"not valid JSON/UTF-8: {exc}"
+
+
+def _too_deep_field(raw: bytes, depth_limit: int = MAX_META_DEPTH) -> str | None:
+    """The top-level key whose value a line too deep to decode nests beyond ``depth_limit``: a scan of
+    the raw text (strings skipped), so the refusal can name the field the parser never reached."""
+    text = raw.decode("utf-8", "replace")
+    depth, in_string, escaped, start = 0, False, False, 0
+    last_string: str | None = None
+    key: str | None = None
+    for i, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string, last_string = False, text[start:i]
+        elif char == '"':
+            in_string, start = True, i + 1
+        elif char == ":" and depth == 1:
+            key = last_string
+        elif char in "[{":
+            depth += 1
+            if depth > depth_limit + 1:
+                return field_label(key) if key is not None else None
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
+def wire_records(
+    path: Path, *, max_line_bytes: int | None = None
+) -> Iterator[tuple[int, Mapping[str, Any] | None, RecordFormatError | None, bytes]]:
+    """Lines of a foreign JSONL transcript, one at a time: (line number, decoded object or None, error,
+    raw bytes). A line longer than ``max_line_bytes`` is reported without being decoded."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
+            size = len(raw.rstrip(b"\r\n"))
+            if max_line_bytes is not None and size > max_line_bytes:
+                message = f"line is {size:,} bytes, over the bound of {max_line_bytes:,} bytes (max_entry_bytes)"
+                yield number, None, RecordFormatError(message, path=str(path), line=number, field="content"), raw
+                continue
             try:
                 yield number, json.loads(raw.decode("utf-8")), None, raw
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                yield number, None, f"not valid JSON/UTF-8: {exc}", raw
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                deep = _too_deep_field(raw) if isinstance(exc, RecursionError) else None
+                error = RecordFormatError(_decode_problem(exc), path=str(path), line=number, field=deep)
+                yield number, None, error, raw

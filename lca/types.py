@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +13,67 @@ from enum import Enum
 from typing import Any
 
 WIRE_VERSION = 1
+
+MAX_META_DEPTH = 32
+"""How deeply an entry's ``meta`` may nest. Deeper values are refused when written: JSON readers
+disagree on their limits (Python's own parser stops near 1,000 levels), so a deeper line would not
+stay readable everywhere."""
+
+DEFAULT_MAX_ENTRY_BYTES = 1 << 20
+"""The largest entry an import accepts by default (1 MiB), measured as its wire line in UTF-8
+(content, meta and the other fields). An entry is chunked and embedded whole: one 50 MB entry became
+44,811 chunks and 7.7 GB of memory. Importers take ``max_entry_bytes`` to change it."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SHOWN_KEY_CHARS = 40
+
+
+def field_label(key: str) -> str:
+    """A key as it may appear in an error message: itself when short and printable, else escaped and cut."""
+    if len(key) <= _SHOWN_KEY_CHARS and key.isprintable() and not _SURROGATE.search(key):
+        return key
+    return repr(key[:_SHOWN_KEY_CHARS]) + ("..." if len(key) > _SHOWN_KEY_CHARS else "")
+
+
+def wire_value_problem(
+    value: Any, name: str, *, finite: bool = True, max_depth: int | None = None
+) -> tuple[str, str] | None:
+    """The first part of ``value`` that cannot be stored as portable UTF-8 JSON, as (field path, reason).
+
+    Refused: a lone surrogate in any string or key (not Unicode text, cannot be encoded), a key that is
+    not a string, a value JSON cannot hold, and, when ``finite``, NaN and infinities (``json`` would write
+    them as bare ``NaN``, which no strict reader accepts); with ``max_depth``, objects and lists nested
+    deeper than that. Control and bidi characters are valid text and pass: they are stored verbatim and
+    neutralised only where text is shown. Walks without recursion, so any depth is safe to check.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, name, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return where, "contains a lone surrogate: not valid Unicode text"
+        elif item is None or isinstance(item, bool | int):
+            continue
+        elif isinstance(item, float):
+            if finite and not math.isfinite(item):
+                return where, f"non-finite number {item!r} is not portable JSON"
+        elif isinstance(item, Mapping | list | tuple):
+            if max_depth is not None and depth >= max_depth:
+                return where, f"nested more than {max_depth} levels deep"
+            children: list[tuple[Any, str, int]] = []
+            if isinstance(item, Mapping):
+                for key, sub in item.items():
+                    if not isinstance(key, str):
+                        return where, f"key {key!r} is not a string"
+                    if _SURROGATE.search(key):
+                        return f"{where}.{field_label(key)}", "key contains a lone surrogate: not valid Unicode text"
+                    children.append((sub, f"{where}.{field_label(key)}", depth + 1))
+            else:
+                children.extend((sub, f"{where}[{i}]", depth + 1) for i, sub in enumerate(item))
+            stack.extend(reversed(children))
+        else:
+            return where, f"a {type(item).__name__} is not a JSON value"
+    return None
 
 
 def canonical_json(value: Any) -> str:
