@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class LCAError(Exception):
     """Base class for substrate errors a user should see as a clear message."""
@@ -11,15 +13,24 @@ class RecordFormatError(LCAError):
     """A record (transcript line, memory file, import record) broke its schema."""
 
     def __init__(
-        self, message: str, *, path: str | None = None, line: int | None = None, field: str | None = None
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        record: str | None = None,
     ) -> None:
         self.path = path
         self.line = line
         self.field = field
+        self.record = record  # a record of a file that is not line-oriented, e.g. "record 3 (question q1)"
         self.reason = message
         where = []
         if path is not None:
             where.append(str(path))
+        if record is not None:
+            where.append(record)
         if line is not None:
             where.append(f"line {line}")
         if field is not None:
@@ -57,3 +68,11 @@ class EmbeddingFailedError(LCAError):
 
 class ApprovalRequired(LCAError):
     """A procedural write or a lifecycle step that needs a named human approver came without one."""
+
+
+class DerivedStoreDamagedError(LCAError):
+    """A derived file (catalog, vectors, lexical index) cannot be read: ``lca reindex`` rebuilds it."""
+
+    def __init__(self, path: Path | str, problem: object) -> None:
+        self.path = str(path)
+        super().__init__(f"derived store damaged: {path}: {problem}; run `lca reindex` to rebuild it")

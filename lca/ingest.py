@@ -36,6 +36,7 @@ class IngestReport:
     index: AddResult = field(default_factory=AddResult)
     repairs: dict[str, int] = field(default_factory=dict)
     imports: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # inputs left out, each naming its file: the user must act
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -43,6 +44,25 @@ class IngestReport:
         out["index"] = {k: v for k, v in self.index.__dict__.items() if k != "errors"}
         out["index"]["errors"] = self.index.errors[:20]
         return out
+
+
+def watermark_problem(path: Path, mark: int) -> str | None:
+    """Why a session file no longer fits the watermark indexed up to it, or None when it does: the
+    watermark must fall at a line boundary inside the file, or the file changed below it (the
+    transcript is append-only), and reading on from it would take half a line for a torn one."""
+    if mark <= 0:
+        return None
+    size = path.stat().st_size
+    if size < mark:
+        return f"{path}: shrank below its index watermark ({size} < {mark} bytes)"
+    with open(path, "rb") as handle:
+        handle.seek(mark - 1)
+        if handle.read(1) == b"\n":
+            return None
+    return (
+        f"{path}: changed below its index watermark (byte {mark} is no longer a line boundary; "
+        "the transcript is append-only): run `lca reindex` to index it again from the start"
+    )
 
 
 def ingest_pending(
@@ -67,14 +87,16 @@ def ingest_pending(
         transcript.recover(session_id)
         key = TRANSCRIPT_MARK + session_id
         start = int(index.catalog_.watermark(key) or 0)
-        size = transcript.session_path(session_id).stat().st_size
+        path = transcript.session_path(session_id)
+        size = path.stat().st_size
         if size == start:
             continue
         if size < start:  # should never happen: the transcript only grows
-            raise RecordFormatError(
-                f"transcript shrank below its watermark ({size} < {start})",
-                path=str(transcript.session_path(session_id)),
-            )
+            raise RecordFormatError(f"transcript shrank below its watermark ({size} < {start})", path=str(path))
+        problem = watermark_problem(path, start)
+        if problem:  # reading on would quarantine half a line as if it were torn: leave it to reindex
+            out.problems.append(problem)
+            continue
         read = transcript.read(session_id, start=start)
         out.sessions_scanned += 1
         out.quarantined_lines += len(read.malformed)
@@ -95,6 +117,7 @@ def ingest_pending(
         chunks.extend(memory_chunks(memory_file, chunker))
         memory_marks[key] = digest
         out.memory_files_indexed += 1
+    out.problems.extend(f"memory file failed to load: {failure}" for failure in loaded.failures)
     failed_ids = {Path(f.path).stem for f in loaded.failures}
     for key in index.catalog_.watermarks(MEMORY_MARK):
         memory_id = key[len(MEMORY_MARK) :]

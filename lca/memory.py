@@ -240,10 +240,12 @@ class MemoryStore:
         return self.layout.memory_file(memory_id)
 
     def load(self) -> MemoryLoadResult:
-        files: list[MemoryFile] = []
+        """Every memory file, validated. Two files claiming one id: the file the write API names for that
+        id (``<id>.md``) holds it whatever sorts first, and the other is the failure, named; with no such
+        file, the first in path order holds it."""
+        parsed: list[MemoryFile] = []
         failures: list[MemoryLoadFailure] = []
         drifted: list[str] = []
-        seen: dict[str, Path] = {}
         if not self.dir.exists():
             return MemoryLoadResult((), (), ())
         for path in sorted(self.dir.rglob("*.md")):
@@ -256,15 +258,26 @@ class MemoryStore:
             except RecordFormatError as exc:
                 failures.append(MemoryLoadFailure(str(path), exc.field, exc.reason))
                 continue
-            if record.id in seen:
+            parsed.append(MemoryFile(record, body, path))
+        holders: dict[str, MemoryFile] = {}
+        for loaded in parsed:
+            held = holders.get(loaded.record.id)
+            if held is None or (loaded.path == self.path_for(loaded.record.id) != held.path):
+                holders[loaded.record.id] = loaded
+        files: list[MemoryFile] = []
+        for loaded in parsed:
+            holder = holders[loaded.record.id]
+            if loaded is not holder:
                 failures.append(
-                    MemoryLoadFailure(str(path), "id", f"duplicate id '{record.id}' (also in {seen[record.id]})")
+                    MemoryLoadFailure(
+                        str(loaded.path),
+                        "id",
+                        f"duplicate id '{loaded.record.id}' ({holder.path} holds it)",
+                    )
                 )
                 continue
-            seen[record.id] = path
-            loaded = MemoryFile(record, body, path)
-            if record.content_hash is not None and record.content_hash != loaded.computed_hash:
-                drifted.append(str(path))
+            if loaded.record.content_hash is not None and loaded.record.content_hash != loaded.computed_hash:
+                drifted.append(str(loaded.path))
             files.append(loaded)
         return MemoryLoadResult(tuple(files), tuple(failures), tuple(drifted))
 

@@ -16,15 +16,17 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lca.activation import RetrievalLog
 from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
+from lca.errors import LCAError, RecordFormatError
 from lca.experience import ExperienceLog
 from lca.fileio import atomic_write_bytes, exclusive_lock
-from lca.health import store_health
+from lca.health import acknowledge_quarantine, store_health
 from lca.importers import ImportedSession, ImportReport
 from lca.index.chunker import Chunker
 from lca.index.store import IndexStore
@@ -35,7 +37,8 @@ from lca.memory import MemoryFile, MemoryStore
 from lca.ports import Embedder, TextGenerator
 from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
 from lca.retrieval import RetrievalConfig
-from lca.transcript import AppendResult, TranscriptStore
+from lca.secrets import redacted
+from lca.transcript import AppendResult, TranscriptConflictError, TranscriptStore, check_new_entry
 from lca.types import HealthReport, SearchHit, TranscriptEntry
 
 MEMORY_RESCAN_SECONDS = 2.0
@@ -68,9 +71,14 @@ class Substrate:
         self.embedder = embedder
         self.lock_timeout = lock_timeout
         self.progress = progress
+        # a broken settings file is kept as its error: health reports it, the commands that use it refuse
+        self._settings_errors: dict[str, LCAError] = {}
         retrieval_file = self.layout.retrieval_settings
         if "retrieval" not in index_params and retrieval_file.exists():
-            index_params["retrieval"] = RetrievalConfig.from_file(retrieval_file)
+            try:
+                index_params["retrieval"] = RetrievalConfig.from_file(retrieval_file)
+            except Exception as exc:  # YAML's own errors too: every one is this file's problem
+                self._settings_errors["retrieval"] = _settings_error(retrieval_file, exc)
         self.index_params = index_params
         self.transcript = TranscriptStore(self.home)
         self.memory = MemoryStore(self.home)
@@ -79,16 +87,37 @@ class Substrate:
         self.retrievals = RetrievalLog(self.home)
         self.ledger = Ledger(self.home)
         settings = self.layout.recall_settings
-        self.recall_config = recall_config or (
-            RecallConfig.from_file(settings) if settings.exists() else RecallConfig()
-        )
+        if recall_config is None and settings.exists():
+            try:
+                recall_config = RecallConfig.from_file(settings)
+            except Exception as exc:  # as above
+                self._settings_errors["recall"] = _settings_error(settings, exc)
+        self._recall_config = recall_config or RecallConfig()
         self.token_counter = token_counter
         self.critical_budget = critical_budget
         self._index: IndexStore | None = None
         self._memory_cache: tuple[int, float, tuple[Any, ...], dict[str, MemoryFile]] | None = None
 
     @property
+    def recall_config(self) -> RecallConfig:
+        """The store's recall settings (``recall.yaml``); a broken file is refused here, naming it."""
+        if "recall" in self._settings_errors:
+            raise self._settings_errors["recall"]
+        return self._recall_config
+
+    @recall_config.setter
+    def recall_config(self, config: RecallConfig) -> None:
+        self._settings_errors.pop("recall", None)
+        self._recall_config = config
+
+    @property
     def index(self) -> IndexStore:
+        """The derived index; a broken ``retrieval.yaml`` is refused here, naming it (the ranking needs it)."""
+        if "retrieval" in self._settings_errors:
+            raise self._settings_errors["retrieval"]
+        return self._open_index()
+
+    def _open_index(self) -> IndexStore:
         if self._index is None:
             self._index = IndexStore(self.home, self.embedder, **self.index_params)
         return self._index
@@ -123,10 +152,36 @@ class Substrate:
         *,
         rejected: Sequence[tuple[int, str, bytes]] = (),
     ) -> IngestReport:
-        """Bring imported history in through the transcript, then index what is new."""
+        """Bring imported history in through the transcript, then index what is new.
+
+        All or nothing: every entry is checked first (the write rules, and no id already recorded, or
+        repeated in the import, with different content), so a refused import raises before its first
+        byte is written and leaves the store as it was. Then, under the same writer lock, the rejected
+        lines are quarantined, the sessions appended and the new entries indexed.
+        """
         started = time.perf_counter()
         out = IngestReport()
+        source = report.source if report is not None else None
         with self.writer_lock():
+            for session in sessions:
+                for entry in session.entries:
+                    check_new_entry(entry, path=source)
+            conflict = self.transcript.find_conflict(e for s in sessions for e in s.entries)
+            if conflict is not None:
+                entry, recorded = conflict
+                origin = next(
+                    (
+                        s.origins[entry.id]
+                        for s in sessions
+                        if s.session_id == entry.session_id and entry.id in s.origins
+                    ),
+                    None,
+                )
+                where = ", ".join(w for w in (source, origin, "field 'id'") if w)
+                raise TranscriptConflictError(
+                    f"{where}: entry {entry.id!r} is already recorded with different content ({recorded}); "
+                    "acknowledged history is never rewritten, so nothing was imported"
+                )
             if report is not None:
                 out.imports.append(report.to_dict())
                 for line, reason, raw in rejected:
@@ -174,8 +229,11 @@ class Substrate:
         as_of: datetime | None = None,
         config: RetrievalConfig | None = None,
     ) -> list[SearchHit]:
-        """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates."""
-        return self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
+        """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates.
+        Each hit's text has its credentials redacted (``lca.secrets``); its pointer leads to the verbatim
+        transcript."""
+        hits = self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
+        return [replace(hit, text=redacted(hit.text)) for hit in hits]
 
     def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API
@@ -218,6 +276,8 @@ class Substrate:
         import yaml
 
         path = self.layout.recall_settings
+        if "recall" in self._settings_errors:  # never overwrite a file that cannot be read: name it
+            raise self._settings_errors["recall"]
         data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
         data = dict(data or {}, **{name: value})
         config = RecallConfig.from_mapping(data, source=str(path))  # refuses a bad value before writing
@@ -278,17 +338,30 @@ class Substrate:
             writer_lock=self.writer_lock,
         )
 
-    def health(self) -> HealthReport:
-        """What the store holds, what failed, and whether its views agree (lca.health)."""
+    def health(self, *, acknowledge: bool = False, by: str | None = None) -> HealthReport:
+        """What the store holds, what failed, and whether its views agree (lca.health). A store whose
+        index or settings cannot be read is reported, not refused. ``acknowledge`` first records the
+        quarantined lines present now as reviewed (their bytes stay), under the writer lock."""
+        if acknowledge:
+            with self.writer_lock():
+                acknowledge_quarantine(self.layout, self.transcript, by=by)
+        index: IndexStore | None = None
+        index_error: LCAError | None = None
+        try:
+            index = self._open_index()
+        except LCAError as exc:  # a damaged catalog, or one of another schema: a failed check, named
+            index_error = exc
         return store_health(
             layout=self.layout,
             transcript=self.transcript,
             memory=self.memory,
-            index=self.index,
+            index=index,
             embedder=self.embedder,
             ledger=self.ledger,
             count_tokens=self.count_tokens,
             critical_budget=self.critical_budget,
+            index_error=index_error,
+            settings_errors=tuple(self._settings_errors.values()),
         )
 
     # ---- progress ----------------------------------------------------------------
@@ -305,3 +378,13 @@ class Substrate:
         from tqdm import tqdm
 
         return tqdm(items, desc=desc, unit=unit, leave=False)
+
+
+def _settings_error(path: Path, exc: Exception) -> LCAError:
+    """A settings file's error as one line that names the file (a YAML error spans several lines)."""
+    if isinstance(exc, RecordFormatError):
+        return RecordFormatError(" ".join(exc.reason.split()), path=str(path), line=exc.line, field=exc.field)
+    text = " ".join(str(exc).split())
+    if isinstance(exc, LCAError):
+        return LCAError(text if str(path) in text else f"{path}: {text}")
+    return RecordFormatError(f"cannot be read: {type(exc).__name__}: {text}", path=str(path))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
-from lca.errors import LCAError
+from lca.errors import DerivedStoreDamagedError, LCAError
 from lca.types import Chunk, SourcePointer, SourceType
 
 SCHEMA_VERSION = 2
@@ -93,25 +96,149 @@ def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
     )
 
 
+_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _named(connection: sqlite3.Connection, exc: sqlite3.DatabaseError) -> Exception:
+    """SQLite's 'this file is not a sound database' as DerivedStoreDamagedError naming the file; others as they are."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (code is not None and code & 0xFF in _DAMAGE_CODES) or str(exc).startswith(("no such table", "no such column")):
+        return DerivedStoreDamagedError(getattr(connection, "path", "catalog"), exc)
+    return exc
+
+
+class _CatalogCursor(sqlite3.Cursor):
+    """A cursor whose damage errors name the catalog file (a corrupt page can surface at any fetch)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _CatalogCursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> _CatalogCursor:
+        try:
+            return super().executemany(sql, seq_of_parameters)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
+
+
+class _CatalogConnection(sqlite3.Connection):
+    """A connection that hands out damage-naming cursors, also to its ``execute`` shortcuts."""
+
+    path: Path
+
+    def cursor(self, factory: Any = None) -> _CatalogCursor:  # type: ignore[override]
+        return super().cursor(_CatalogCursor)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _CatalogCursor:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> _CatalogCursor:
+        return self.cursor().executemany(sql, parameters)
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        return self.cursor().executescript(sql_script)
+
+
+def _writable(path: Path) -> bool:
+    """Whether SQLite may write the catalog and create its write-ahead log beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _connect(target: str, path: Path, *, uri: bool = False) -> _CatalogConnection:
+    db = sqlite3.connect(target, timeout=60.0, isolation_level=None, uri=uri, factory=_CatalogConnection)
+    db.path = path
+    return db
+
+
+def _connect_read_only(path: Path) -> _CatalogConnection:
+    """Open a catalog this process may not write (a read-only store): ``mode=ro``; when its folder is
+    read-only too and no write-ahead log is pending, as immutable (SQLite then needs no ``-shm`` file)."""
+    target = f"file:{quote(str(path.resolve()))}?mode=ro"
+    db = _connect(target, path, uri=True)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError as exc:  # no -shm beside a WAL database, and none can be made
+        db.close()
+        if path.with_name(path.name + "-wal").exists():
+            raise LCAError(
+                f"{path}: the catalog is read-only and holds an unfinished write-ahead log; "
+                "open the store once with write access (any `lca` command) to fold it in"
+            ) from exc
+    except BaseException:
+        db.close()
+        raise
+    db = _connect(target + "&immutable=1", path, uri=True)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
 class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        existing = self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
-        if existing:
-            stored = self.get_meta("schema_version")
-            if stored is not None and stored != str(SCHEMA_VERSION):
+        self.read_only = path.exists() and not _writable(path)
+        if self.read_only:  # a read-only store is still searchable: SQLite is never asked to write
+            self.db = _connect_read_only(path)
+            try:
+                if self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone() is None:
+                    raise DerivedStoreDamagedError(path, "no catalog tables")
+                self._check_schema_version()
+            except BaseException:
                 self.db.close()
-                raise LCAError(
-                    f"{path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
-                    "the index is derived: run `lca reindex` to rebuild it from the transcript"
-                )
-        self.db.executescript(_SCHEMA)
-        if self.get_meta("schema_version") is None:
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
+                raise
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = _connect(str(path), path)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            existing = self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
+            if existing:
+                self._check_schema_version()
+            self.db.executescript(_SCHEMA)
+            if self.get_meta("schema_version") is None:
+                self.set_meta("schema_version", str(SCHEMA_VERSION))
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _check_schema_version(self) -> None:
+        stored = self.get_meta("schema_version")
+        if stored is not None and stored != str(SCHEMA_VERSION):
+            raise LCAError(
+                f"{self.path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
+                "the index is derived: run `lca reindex` to rebuild it from the transcript"
+            )
 
     def close(self) -> None:
         self.db.close()

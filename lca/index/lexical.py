@@ -16,11 +16,21 @@ import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
+from lca.errors import DerivedStoreDamagedError
 from lca.fileio import fsync_dir
 
 
 def _tokenizer() -> Tokenizer:
     return Tokenizer(lower=True, stopwords="en", stemmer=Stemmer.Stemmer("english"))
+
+
+def _check_arrays(scores: dict) -> None:
+    """bm25s's sparse score matrix must hold together, or a search would index out of bounds later."""
+    data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
+    if len(indptr) == 0 or int(indptr[-1]) != len(indices) or len(data) != len(indices):
+        raise ValueError("the score arrays disagree in length")
+    if len(indices) and (int(indices.max()) >= int(scores["num_docs"]) or int(indices.min()) < 0):
+        raise ValueError("a score points past the indexed documents")
 
 
 class Bm25LexicalIndex:
@@ -107,11 +117,24 @@ class Bm25LexicalIndex:
 
     @classmethod
     def load(cls, directory: Path) -> Bm25LexicalIndex:
-        meta = json.loads((directory / "generation.json").read_text())
-        obj = cls(k1=meta["k1"], b=meta["b"])
-        obj.rows_ = np.load(directory / "rows.npy")
-        obj.generation_ = meta["generation"]
-        if (directory / "bm25").exists():
-            obj.retriever_ = bm25s.BM25.load(str(directory / "bm25"))
-            obj.tokenizer_.load_vocab(str(directory / "bm25"))
+        """The saved index. Any file here that cannot be read, or rows that do not match the documents,
+        is a damaged derived store (named), never a traceback: ``lca reindex`` rebuilds it."""
+        at = directory / "generation.json"
+        try:
+            meta = json.loads(at.read_text(encoding="utf-8"))
+            obj = cls(k1=float(meta["k1"]), b=float(meta["b"]))
+            obj.generation_ = str(meta["generation"])
+            at = directory / "rows.npy"
+            obj.rows_ = np.asarray(np.load(at, allow_pickle=False), dtype=np.int64).reshape(-1)
+            at = directory / "bm25"
+            if at.exists():
+                retriever = obj.retriever_ = bm25s.BM25.load(str(at))
+                obj.tokenizer_.load_vocab(str(at))
+                _check_arrays(retriever.scores)
+                documents = int(retriever.scores["num_docs"])
+                if documents != len(obj.rows_):
+                    at = directory / "rows.npy"
+                    raise ValueError(f"{len(obj.rows_)} rows for {documents} indexed documents")
+        except Exception as exc:  # every reader below (json, numpy, bm25s, scipy) has its own error types
+            raise DerivedStoreDamagedError(at, f"{type(exc).__name__}: {exc}") from exc
         return obj

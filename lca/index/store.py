@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from lca.errors import EmbedderMismatchError, EmbeddingFailedError, LCAError
+from lca.errors import DerivedStoreDamagedError, EmbedderMismatchError, EmbeddingFailedError, LCAError
 from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
-from lca.index.vectors import FaissVectorIndex, vector_id_for
+from lca.index.vectors import FaissVectorIndex, interrupted_saves, vector_id_for
 from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.retrieval import RetrievalConfig
@@ -75,6 +75,14 @@ class IndexConsistency:
             and not self.lexical_stale
             and self.lexical_documents == self.catalog_chunks
         )
+
+
+def interrupted_save_files(layout: StoreLayout) -> list[Path]:
+    """Files of index saves a killed writer left behind: faiss temporaries of dead processes (the next
+    ``flush`` removes them) and the lexical index's ``.tmp``/``.old`` folders (its next save does)."""
+    lexical = layout.lexical
+    partial = (lexical.with_name(lexical.name + ".tmp"), lexical.with_name(lexical.name + ".old"))
+    return interrupted_saves(layout.vectors) + [p for p in partial if p.exists()]
 
 
 class IndexStore:
@@ -154,9 +162,12 @@ class IndexStore:
             path = self.layout.vectors
             dim_text = self.catalog_.get_meta("dimension")
             if path.exists() and dim_text:
-                self._vectors = FaissVectorIndex.load(
-                    path, int(dim_text), approximate_threshold=self.approximate_threshold
-                )
+                try:
+                    self._vectors = FaissVectorIndex.load(
+                        path, int(dim_text), approximate_threshold=self.approximate_threshold
+                    )
+                except ValueError as exc:  # a file of another shape than the catalog records
+                    raise DerivedStoreDamagedError(path, exc) from exc
             else:
                 self._vectors = FaissVectorIndex(
                     int(dim_text) if dim_text else self.embedder.dimension,
@@ -364,6 +375,8 @@ class IndexStore:
             self.vectors.remove(np.asarray([v for _, v in orphans], dtype=np.int64))
             self._vectors_dirty = True
         self.dir.mkdir(parents=True, exist_ok=True)
+        for leftover in interrupted_saves(self.layout.vectors):  # a save killed before its rename
+            leftover.unlink(missing_ok=True)
         if self._vectors is not None and (self._vectors_dirty or not self.layout.vectors.exists()):
             self._vectors.save(self.layout.vectors)
             self._vectors_dirty = False
