@@ -17,7 +17,11 @@ embeds nothing.
 Each output is a ``BenchmarkResult`` (``protocols.bench.retrieval.report``): ``<out>.json`` (benchmark
 ``retrieval``: the summary figures, one row per question or item, the issue's targets as checks),
 ``<out>-ablation.json`` and ``<out>-grid.json`` (``retrieval-ablation``, ``retrieval-grid``), each with its
-markdown table beside it (``.md``).
+markdown table beside it (``.md``). A file already there is replaced, and stderr says so (``write_result``).
+The progress bar counts questions. While the run goes, what has finished is kept: at most once a minute, after
+a store is done, the records over the stores done so far go to ``<stem>.partial.json`` beside each record (its
+``config["partial"]`` says how far it got); an interrupted run (Ctrl-C) writes them once more and exits 130; a
+finished run writes its records and removes its partial files.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ def checked_config(args) -> RetrievalConfig:
         config = config.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
     config = config.with_overrides(list(getattr(args, "set", None) or []))
     retriever = args.retriever
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1, not {args.limit}")
     if getattr(args, "roles", "all") != "all" and args.dataset != "longmemeval":
         raise ValueError("--roles applies to LongMemEval (both LoCoMo speakers are users)")
     if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever != "hybrid":
@@ -105,7 +111,10 @@ def run_configs(args, config: RetrievalConfig) -> dict[str, RetrievalConfig]:
 
 
 def out_path(args) -> Path:
-    return Path(args.out.format(dataset=args.dataset, retriever=args.retriever, units=""))
+    """``--out`` with its placeholders filled; a name without ``.json`` gets it (as the ablation's and the
+    grid's records beside it do)."""
+    path = Path(args.out.format(dataset=args.dataset, retriever=args.retriever, units=""))
+    return path if path.suffix == ".json" else path.with_name(f"{path.name}.json")
 
 
 def held_out(per_variant: dict[str, dict[str, Any]], metric: str = "recall@5") -> dict[str, Any]:
@@ -133,6 +142,55 @@ def held_out(per_variant: dict[str, dict[str, Any]], metric: str = "recall@5") -
     }
 
 
+CHECKPOINT_SECONDS = 60.0  # at most one checkpoint a minute: a store is done every few seconds
+
+
+def partial_path(path: Path) -> Path:
+    """Where a record's checkpoint goes while its run is unfinished: ``<stem>.partial.json`` beside it."""
+    return path.with_name(f"{path.stem}.partial.json")
+
+
+class PartialRecords:
+    """Keeps what an unfinished run has finished: after a store is done (``__call__``, a runner's
+    ``checkpoint``) it writes, at most every ``CHECKPOINT_SECONDS``, the run's records over the stores done so
+    far to ``partial_path`` of each (``config["partial"]`` says how far it got); ``write`` does it now (on an
+    interruption). Its first write of a file goes through ``write_result``, which says so when it replaces a
+    file an earlier run left; later ones replace its own checkpoint."""
+
+    def __init__(self, records: Callable[[dict[str, dict[str, Any]], dict[str, Any]], list[tuple[Path, Any]]]):
+        self.records = records
+        self.latest: tuple[Callable[[], dict[str, dict[str, Any]]], int, int] | None = None
+        self.last_write = time.monotonic()
+        self.written: list[Path] = []
+
+    def __call__(self, snapshot: Callable[[], dict[str, dict[str, Any]]], done: int, total: int) -> None:
+        self.latest = (snapshot, done, total)
+        if time.monotonic() - self.last_write >= CHECKPOINT_SECONDS:
+            self.write()
+
+    def write(self) -> list[Path]:
+        from lca.fileio import atomic_write_bytes
+        from protocols.bench.result import write_result
+
+        if self.latest is None:
+            return []
+        snapshot, done, total = self.latest
+        for path, result in self.records(snapshot(), {"stores_done": done, "stores": total}):
+            partial = partial_path(path)
+            if partial in self.written:
+                atomic_write_bytes(partial, result.to_json().encode("utf-8"))
+            else:
+                write_result(result, partial)
+                self.written.append(partial)
+        self.last_write = time.monotonic()
+        return list(self.written)
+
+    def remove(self) -> None:
+        """The run finished: its final records supersede the checkpoints it wrote."""
+        for partial in self.written:
+            partial.unlink(missing_ok=True)
+
+
 def run_retrieval_bench(args) -> int:
     try:  # options are checked before any file is read or model loaded
         config = checked_config(args)
@@ -146,7 +204,7 @@ def run_retrieval_bench(args) -> int:
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.index.embedding_cache import CachedEmbedder
     from protocols.bench.result import build_provenance, dataset_provenance
-    from protocols.bench.retrieval.report import DATASETS, run_result, write_report
+    from protocols.bench.retrieval.report import DATASETS, write_report
     from protocols.data_paths import find_data_file
 
     path = find_data_file(DATASETS[args.dataset], args.data)
@@ -158,32 +216,61 @@ def run_retrieval_bench(args) -> int:
     embedder = CachedEmbedder(SentenceTransformerEmbedder(), args.cache, cache_queries=True)
     workdir = out_path(args).parent / "work-retrieval"
 
-    def progress(items, desc: str = f"{args.dataset} {args.retriever}"):
-        return tqdm(items, desc=desc, unit="q", disable=args.quiet)
+    def progress(questions, desc: str = f"{args.dataset} {args.retriever}"):
+        return tqdm(questions, desc=desc, unit="q", disable=args.quiet)
 
     started = time.perf_counter()
-    reports = _run(args, path, embedder, workdir, progress, configs)
-    wall_seconds = time.perf_counter() - started
-    provenance = build_provenance(
-        embedder_id=embedder.embedder_id,
-        datasets=[dataset_provenance(path, DATASETS[args.dataset])],
-        seeds={},
-        wall_seconds=wall_seconds,
-        extra={"embedding_cache": {"hits": embedder.hits, "misses": embedder.misses, "path": str(embedder.path)}},
-    )
     run_config = run_record_config(args, config)
+
+    def records(reports: dict[str, dict[str, Any]], partial: dict[str, Any] | None = None) -> list[tuple[Path, Any]]:
+        provenance = build_provenance(
+            embedder_id=embedder.embedder_id,
+            datasets=[dataset_provenance(path, DATASETS[args.dataset])],
+            seeds={},
+            wall_seconds=time.perf_counter() - started,
+            extra={"embedding_cache": {"hits": embedder.hits, "misses": embedder.misses, "path": str(embedder.path)}},
+        )
+        return run_records(args, reports, configs, run_config | ({"partial": partial} if partial else {}), provenance)
+
+    checkpoints = PartialRecords(records)
+    try:
+        reports = _run(args, path, embedder, workdir, progress, configs, checkpoint=checkpoints)
+        final = records(reports)
+    except KeyboardInterrupt:
+        kept = checkpoints.write()
+        if kept and checkpoints.latest is not None:
+            _, done, total = checkpoints.latest
+            print(
+                f"lca: interrupted after {done} of {total} stores; what finished is in {', '.join(map(str, kept))}",
+                file=sys.stderr,
+            )
+        else:
+            print("lca: interrupted before any store was done: nothing written", file=sys.stderr)
+        return 130
+    finally:
+        embedder.close()
+    for out, result in final:
+        write_report(result, out)
+    checkpoints.remove()
+    return 0
+
+
+def run_records(args, reports, configs, run_config: dict[str, Any], provenance) -> list[tuple[Path, Any]]:
+    """The run's records and where each goes: the run (``<out>``), its ablation (``<out stem>-ablation.json``)
+    and its grid (``<out stem>-grid.json``) when asked."""
+    from protocols.bench.retrieval.report import run_result
+
     out = out_path(args)
-    write_report(run_result(reports["default"], config=run_config, provenance=provenance), out)
+    written = [(out, run_result(reports["default"], config=run_config, provenance=provenance))]
     if getattr(args, "ablate", False):
         ablation = _comparison("ablation", "without ", reports, configs, run_config, provenance)
-        write_report(ablation, out.with_name(f"{out.stem}-ablation.json"))
+        written.append((out.with_name(f"{out.stem}-ablation.json"), ablation))
     if args.grid:
         grid_config = run_config | {"grid": list(args.grid)}
         locomo = args.dataset == "locomo"
         grid = _comparison("grid", "grid ", reports, configs, grid_config, provenance, leave_one_out=locomo)
-        write_report(grid, out.with_name(f"{out.stem}-grid.json"))
-    embedder.close()
-    return 0
+        written.append((out.with_name(f"{out.stem}-grid.json"), grid))
+    return written
 
 
 def run_record_config(args, config: RetrievalConfig) -> dict[str, Any]:
@@ -228,7 +315,9 @@ def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance
     )
 
 
-def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs) -> dict[str, dict[str, Any]]:
+def _run(
+    args, path: Path, embedder, workdir: Path, progress: Callable, configs, *, checkpoint: Callable | None = None
+) -> dict[str, dict[str, Any]]:
     from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
 
     options: dict[str, Any] = {"roles": args.roles} if args.dataset == "longmemeval" else {}
@@ -242,6 +331,7 @@ def _run(args, path: Path, embedder, workdir: Path, progress: Callable, configs)
         workdir=workdir,
         configs=configs,
         sentence_keys=args.sentence_keys == "on",
+        checkpoint=checkpoint,
         **options,
     )
 

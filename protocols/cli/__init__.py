@@ -2,7 +2,8 @@
 
 Every command takes ``--store`` (default ``$LCA_HOME``, else ``./.lca``); ``search`` and ``health`` print
 JSON with ``--json``; errors are one line, ``lca: error: ...``, naming the file, line, field or flag, and
-exit with status 2; ``health`` exits 1 when the store is unhealthy.
+exit with status 2; ``health`` exits 1 when the store is unhealthy. Reading commands refuse a path that holds
+no store (``StoreLayout.holds_store``) and create nothing; writing commands create one and say so on stderr.
 
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,

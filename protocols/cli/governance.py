@@ -2,7 +2,9 @@
 governed side of memory (consolidation, the approval gate, the learned-state ledger), from the shell.
 
 Nothing here imports the evaluation harness: a model string resolves through ``protocols.providers.models``
-(llama.cpp in process for local models; inspect only for a remote provider's string).
+(llama.cpp in process for local models; inspect only for a remote provider's string). ``checkpoint``,
+``schema`` and ``identity set`` write and may start a store; the others read and refuse a path that holds
+none (``protocols.cli.common.checked_store_path``).
 """
 
 from __future__ import annotations
@@ -60,13 +62,13 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         print(f"  span: {sum(m['entries'] for m in result.span.values())} entries in {len(result.span)} session(s)")
         print(f"  candidates: {counts['candidates']}; verdicts: {counts['verdicts'] or {}}")
         for verdict, candidate in zip(result.verdicts, result.candidates, strict=False):
-            print(f"   - [{verdict.verdict}] {candidate.claim[:90]}  ({verdict.reason})")
+            common.show(f"   - [{verdict.verdict}] {candidate.claim[:90]}  ({verdict.reason})")
         for write in result.writes:
-            print(f"  write: {write.action} {write.memory_id}")
+            common.show(f"  write: {write.action} {write.memory_id}")
         for back in result.read_back:
-            print(f"  read-back: {back.memory_id}: {'ok' if back.retrieved else 'FAILED'} ({back.detail})")
+            common.show(f"  read-back: {back.memory_id}: {'ok' if back.retrieved else 'FAILED'} ({back.detail})")
         for failure in result.failures:
-            print(f"  failure: {failure.stage}/{failure.kind}: {failure.message}")
+            common.show(f"  failure: {failure.stage}/{failure.kind}: {failure.message}")
         return 0
     finally:
         for generator in {id(writer): writer, id(reviewer): reviewer}.values():
@@ -85,7 +87,7 @@ def cmd_proposals(args: argparse.Namespace) -> int:
         elif not pending:
             print("no proposals wait for approval")
         for p in [] if args.json else pending:
-            print(f"{p['id']}: {p['record']['type']} {p['record']['id']} ({p['why']})\n    {p['body'][:200]}")
+            common.show(f"{p['id']}: {p['record']['type']} {p['record']['id']} ({p['why']})\n    {p['body'][:200]}")
         return 0
 
 
@@ -94,7 +96,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
     with common.open_store(args) as substrate:
         for write in approve_proposal(substrate, args.proposal, approver=args.approver):
-            print(f"{write.action}: {write.memory_id} (approved by {args.approver})")
+            common.show(f"{write.action}: {write.memory_id} (approved by {args.approver})")
         return 0
 
 
@@ -138,7 +140,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         schema = Ledger(substrate.home).schema_event(
             kinds[args.action], args.schema, description=args.description, approver=args.approver, reason=args.reason
         )
-        print(f"schema {schema.id}: {schema.state} (version {schema.version})")
+        common.show(f"schema {schema.id}: {schema.state} (version {schema.version})")
         return 0
 
 
@@ -159,11 +161,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_identity(args: argparse.Namespace) -> int:
     from lca.identity import IDENTITY_FILES, IdentityStore
 
+    args.creates_store = args.action == "set"  # show reads; set writes, and may start a store
     with common.open_store(args) as substrate:
         store = IdentityStore(substrate.home)
         if args.action == "show":
             for name in [args.name] if args.name else IDENTITY_FILES:
-                print(f"== {name} ({store.path_for(name)})\n{store.read(name) or '(empty)'}")
+                common.show(f"== {name} ({store.path_for(name)})\n{store.read(name) or '(empty)'}")
             return 0
         if not args.name or not args.file:
             raise LCAError("identity set needs NAME and --file")
@@ -204,7 +207,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per generator call (default 120)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_checkpoint)
+    p.set_defaults(func=cmd_checkpoint, creates_store=True)
 
     p = sub.add_parser("proposals", parents=[common_args], help="procedural writes waiting for a named approver")
     p.add_argument("--json", action="store_true")
@@ -236,7 +239,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--description")
     p.add_argument("--approver", help="required for establish")
     p.add_argument("--reason", help="required for deprecate")
-    p.set_defaults(func=cmd_schema)
+    p.set_defaults(func=cmd_schema, creates_store=True)
 
     p = sub.add_parser(
         "identity",

@@ -1,11 +1,17 @@
 """``lca run PROTOCOL --conditions a,b --model M``: an inspect eval_set, one task per condition.
 
-Condition parameters come from ``--params-file FILE.yaml`` (a mapping; ``weights:`` may be a nested mapping
-of resonance weights), then ``-T params="a=1;b=2"`` (the older form, still accepted), then each
-``--param NAME=VALUE`` (``weights.TERM=VALUE`` sets one weight); a later source overrides an earlier one.
-All of them are typed and checked against every listed condition's parameters before anything loads, and
-reach each task as the plain ``params`` string its task function takes (inspect identifies a task by
-plain parameters).
+Each entry of ``--conditions`` is a condition's name or a *variant* of it with its own parameters in brackets
+(``full-lca[weights.temporal=0]``, ``protocols.harness.variants``), so a baseline and its ablations run as one
+eval set: each entry is its own task, named by its label. Parameters for every condition come from
+``--params-file FILE.yaml`` (a mapping; ``weights:`` may be a nested mapping of resonance weights), then
+``-T params="a=1;b=2"`` (the older form, still accepted), then each ``--param NAME=VALUE`` (``weights.TERM=VALUE``
+sets one weight); a later source overrides an earlier one, and a variant's own parameters override them all.
+
+Everything is checked before anything loads, in this order, each failure one line and exit 2: the protocol,
+``--limit``, the condition names and labels, ``--role``, the task arguments (``-T``), every condition's
+parameters, the models (``--model``, each ``--role``: a missing provider package is named); only then are the
+datasets read and the tasks built. A condition's parameters reach its task as the plain ``params`` string its
+task function takes (inspect identifies a task by plain parameters).
 """
 
 from __future__ import annotations
@@ -15,30 +21,27 @@ import inspect as pyinspect
 import json
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import protocols.cli.common as common
 from lca.errors import LCAError, RecordFormatError
-from lca.params import ParameterError, coerce, format_assignments, parse_assignments, split_assignment
+from lca.params import ParameterError, parse_assignments, split_assignment
 
-WEIGHTS = "weights"  # the condition parameter a dotted ``weights.TERM`` name gathers into
+if TYPE_CHECKING:  # the harness is imported only when a run is asked (``lca --help`` stays light)
+    from protocols.harness.variants import Assignment, Variant
+
 PARAMS_TASK_ARG = "params"  # the task parameter that carries a condition's parameters
 RUN_ROLES = ("summarizer", "reviewer", "grader")
+SHARED_FLAGS = ("--param", "-T params", "--params-file")  # sources that give every condition a parameter
 
 
-@dataclass(frozen=True)
-class Assignment:
-    """One condition parameter as the user gave it: the flag (or file) it came from, for error messages."""
+def _assignment(flag: str, name: str, value: str) -> Assignment:
+    from protocols.harness.variants import Assignment
 
-    flag: str
-    name: str
-    value: str
-
-    @property
-    def item(self) -> str:
-        return f"{self.name}={self.value}"
+    return Assignment(flag, name, value)
 
 
 def _text(value: Any, *, flag: str, name: str) -> str:
@@ -67,81 +70,42 @@ def file_assignments(path: str | Path) -> list[Assignment]:
     for name, value in data.items():
         if isinstance(value, Mapping):
             out += [
-                Assignment(flag, f"{name}.{inner}", _text(v, flag=flag, name=f"{name}.{inner}"))
+                _assignment(flag, f"{name}.{inner}", _text(v, flag=flag, name=f"{name}.{inner}"))
                 for inner, v in value.items()
             ]
         else:
-            out.append(Assignment(flag, str(name), _text(value, flag=flag, name=str(name))))
+            out.append(_assignment(flag, str(name), _text(value, flag=flag, name=str(name))))
     return out
 
 
 def gather_assignments(
     *, params: Iterable[str] | None = None, params_file: str | None = None, legacy_spec: str | None = None
 ) -> dict[str, Assignment]:
-    """The condition parameters of one run by name: the file's, then ``-T params=...``'s, then
-    ``--param``'s, a later one overriding an earlier one of the same name."""
+    """The condition parameters of one run, given to every condition, by name: the file's, then
+    ``-T params=...``'s, then ``--param``'s, a later one overriding an earlier one of the same name."""
     gathered: dict[str, Assignment] = {}
     sources: list[Assignment] = file_assignments(params_file) if params_file else []
     for part in filter(None, (p.strip() for p in (legacy_spec or "").split(";"))):
-        sources.append(Assignment("-T params", *split_assignment(part, flag="-T params")))
+        sources.append(_assignment("-T params", *split_assignment(part, flag="-T params")))
     given = parse_assignments(params, flag="--param")  # malformed items and repeated names fail here
-    sources += [Assignment("--param", name, value) for name, value in given.items()]
+    sources += [_assignment("--param", name, value) for name, value in given.items()]
     for assignment in sources:
         gathered[assignment.name] = assignment
     return gathered
 
 
 def condition_params(condition: str, assignments: Mapping[str, Assignment]) -> dict[str, Any]:
-    """The typed parameters ``assignments`` give ``condition``: every name must be one of its constructor's
-    parameters (typed by its default); ``weights.TERM`` names are gathered into its ``weights`` string."""
-    from conditions.recall import parse_weights
-    from lca.recall import TERMS, ResonanceWeights
-    from protocols.harness.solvers import condition_parameter_types
+    """The typed parameters ``assignments`` give ``condition`` (``protocols.harness.variants.condition_params``)."""
+    from protocols.harness.variants import condition_params as typed
 
-    types = condition_parameter_types(condition)
-    out: dict[str, Any] = {}
-    weights: dict[str, float] = {}
-    for assignment in assignments.values():
-        name, _, term = assignment.name.partition(".")
-        if name not in types:
-            raise ParameterError(
-                assignment.flag,
-                assignment.item,
-                f"condition '{condition}' has no parameter '{name}'; it takes: {', '.join(types)}",
-            )
-        if term and name != WEIGHTS:
-            raise ParameterError(
-                assignment.flag, assignment.item, f"only '{WEIGHTS}' takes dotted names ({WEIGHTS}.TERM=VALUE)"
-            )
-        if name != WEIGHTS:
-            if ";" in assignment.value:
-                raise ParameterError(
-                    assignment.flag,
-                    assignment.item,
-                    "a value may not hold ';' (it separates parameters in the task's params string)",
-                )
-            out[name] = coerce(assignment.value, types[name], flag=assignment.flag, item=assignment.item)
-            continue
-        try:
-            if term:
-                if term not in TERMS:
-                    raise LCAError(f"unknown weight '{term}'; known: {', '.join(TERMS)}")
-                given = {term: coerce(assignment.value, float, flag=WEIGHTS, item=term)}
-            else:
-                given = parse_weights(assignment.value)
-            ResonanceWeights().with_overrides(given)  # a negative or non-finite weight is refused now
-        except LCAError as exc:
-            reason = exc.reason if isinstance(exc, ParameterError) else str(exc)
-            raise ParameterError(assignment.flag, assignment.item, reason) from None
-        weights = {**weights, **given} if term else {**given, **weights}  # a dotted weight beats the string
-    if weights:
-        out[WEIGHTS] = ",".join(format_assignments(weights))
-    return out
+    return typed(condition, assignments)
 
 
 def params_spec(params: Mapping[str, Any]) -> str:
     """Typed condition parameters as the task's ``params`` string (``name=value`` joined by ';')."""
-    return ";".join(format_assignments(params))
+    from protocols.harness.variants import params_spec as spec
+
+    return spec(params)
 
 
 def task_parameter_types(task_fn) -> dict[str, type]:
@@ -153,6 +117,67 @@ def task_parameter_types(task_fn) -> dict[str, type]:
     return out
 
 
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task of a run, every argument checked: the variant's label (the task's ``condition``), the typed
+    task arguments and the condition's parameters as the task's ``params`` string (empty: its defaults)."""
+
+    label: str
+    task_args: dict[str, Any] = field(default_factory=dict)
+    params: str = ""
+
+    def build(self, task_fn):
+        return task_fn(
+            condition=self.label, **self.task_args, **({PARAMS_TASK_ARG: self.params} if self.params else {})
+        )
+
+
+def _variant_params(variant: Variant, shared: Mapping[str, Assignment], variants: list[Variant]) -> dict[str, Any]:
+    """A variant's typed parameters; a parameter given to every condition that one of them lacks is refused
+    with the bracketed form that gives it to those that take it."""
+    from protocols.harness.variants import condition_parameter_types, variant_params
+
+    try:
+        return variant_params(variant, shared.values())
+    except ParameterError as exc:
+        if exc.flag.startswith(SHARED_FLAGS) and "has no parameter" in exc.reason and len(variants) > 1:
+            name = exc.item.partition("=")[0].partition(".")[0]
+            takers = [v for v in variants if name in condition_parameter_types(v.condition)]
+            if takers:
+                example = f"{takers[0].condition}[{exc.item}]"
+                raise ParameterError(
+                    exc.flag, exc.item, f"{exc.reason}; to give it to some conditions only, write e.g. '{example}'"
+                ) from None
+        raise
+
+
+def plan_tasks(
+    task_fn,
+    conditions: list[str],
+    *,
+    task_args: Iterable[str] | None = None,
+    params: Iterable[str] | None = None,
+    params_file: str | None = None,
+) -> list[PlannedTask]:
+    """Every task of a run, checked without loading anything: the condition names and variant labels
+    (distinct), the task arguments (``-T``, typed by the task function) and each condition's parameters
+    (typed by its constructor, then the condition built from them)."""
+    from protocols.harness.variants import checked_condition, params_spec, parse_variants
+
+    variants = parse_variants(conditions)
+    known = task_parameter_types(task_fn)
+    known.pop("condition", None)  # --conditions sets it
+    typed = parse_assignments(task_args, flag="-T", known=known)
+    legacy = typed.pop(PARAMS_TASK_ARG, None)
+    gathered = gather_assignments(params=params, params_file=params_file, legacy_spec=legacy)
+    planned = []
+    for variant in variants:
+        resolved = _variant_params(variant, gathered, variants)
+        checked_condition(variant.label, variant.condition, resolved)
+        planned.append(PlannedTask(variant.label, dict(typed), params_spec(resolved)))
+    return planned
+
+
 def build_tasks(
     task_fn,
     conditions: list[str],
@@ -161,38 +186,33 @@ def build_tasks(
     params: Iterable[str] | None = None,
     params_file: str | None = None,
 ) -> list:
-    """One inspect Task per condition, every argument checked before any task (or dataset) is built."""
-    from conditions import condition_class
-
-    for name in conditions:
-        condition_class(name)  # refuses unknown names with the list
-    known = task_parameter_types(task_fn)
-    known.pop("condition", None)  # --conditions sets it
-    typed = parse_assignments(task_args, flag="-T", known=known)
-    legacy = typed.pop(PARAMS_TASK_ARG, None)
-    gathered = gather_assignments(params=params, params_file=params_file, legacy_spec=legacy)
-    specs = {name: params_spec(condition_params(name, gathered)) for name in conditions}
-    return [
-        task_fn(condition=name, **typed, **({PARAMS_TASK_ARG: specs[name]} if gathered else {})) for name in conditions
-    ]
+    """One inspect Task per condition, every argument checked (``plan_tasks``) before any task (or dataset)
+    is built."""
+    planned = plan_tasks(task_fn, conditions, task_args=task_args, params=params, params_file=params_file)
+    return [task.build(task_fn) for task in planned]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from inspect_ai import eval_set
-
     from conditions import available_conditions
     from protocols.evals import protocol_task
+    from protocols.harness.variants import split_conditions
     from protocols.providers.models import resolve_model
 
     task_fn = protocol_task(args.protocol)
-    names = [c.strip() for c in args.conditions.split(",") if c.strip()]
-    if not names:
+    common.at_least(args.limit, 1, flag="--limit")
+    common.at_least(args.retry_attempts, 0, flag="--retry-attempts")
+    entries = split_conditions(args.conditions)
+    if not entries:
         raise LCAError(f"--conditions is empty; known: {', '.join(available_conditions())}")
     roles = parse_assignments(args.role, flag="--role", known={role: str for role in RUN_ROLES})
-    tasks = build_tasks(task_fn, names, task_args=args.task_arg, params=args.param, params_file=args.params_file)
+    planned = plan_tasks(task_fn, entries, task_args=args.task_arg, params=args.param, params_file=args.params_file)
     resolve_model(args.model)
     for role_model in roles.values():
         resolve_model(role_model)
+    tasks = [task.build(task_fn) for task in planned]
+
+    from inspect_ai import eval_set
+
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     log_dir = Path(args.log_dir or f"results/logs/{args.protocol}-{stamp}")
     ok, logs = eval_set(
@@ -210,9 +230,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         for result in log.results.scores if log.results else []:
             for metric_name, metric in result.metrics.items():
                 scores[f"{result.scorer}/{result.name}/{metric_name}"] = round(metric.value, 4)
+        metadata = log.eval.metadata or {}
         summary.append(
             {
                 "task": log.eval.task,
+                "condition": metadata.get("condition_label", metadata.get("condition")),
+                "condition_params": metadata.get("condition_params"),
                 "status": log.status,
                 "samples": log.results.completed_samples if log.results else 0,
                 "scores": scores,
@@ -251,7 +274,12 @@ def listing() -> str:
     lines += ["", "conditions:", *(row(name, text) for name, text in conditions)]
     lines += [
         "",
-        "condition parameters (checked against every listed condition before anything loads):",
+        "condition variants (each its own task of the eval set, named by its label):",
+        "  --conditions 'full-lca,full-lca[weights.temporal=0]'   a baseline and its ablation in one run;",
+        "                             bracketed NAME=VALUE items (',' or ';' between them) apply to that entry",
+        "                             alone and override the parameters below",
+        "",
+        "condition parameters for every listed condition (checked before anything loads):",
         "  --param NAME=VALUE         repeatable; weights.TERM=VALUE sets one resonance weight",
         "  --params-file FILE.yaml    a mapping of NAME: VALUE; 'weights:' may be a nested mapping",
         '  -T params="A=1;B=2"        the older form, still accepted',
@@ -280,7 +308,12 @@ def add_parser(sub) -> None:
         formatter_class=_ListingHelpFormatter,
     )
     p.add_argument("protocol", metavar="PROTOCOL", help="a registered protocol (listed below)")
-    p.add_argument("--conditions", required=True, help="comma-separated condition names (listed below)")
+    p.add_argument(
+        "--conditions",
+        required=True,
+        help="comma-separated condition names (listed below), each optionally with its own parameters: "
+        "NAME[PARAM=VALUE,...]",
+    )
     p.add_argument("--model", required=True, help="any inspect model string, e.g. lca-local/smollm2")
     p.add_argument(
         "--role",
@@ -300,7 +333,7 @@ def add_parser(sub) -> None:
         metavar="FILE.yaml",
         help="condition parameters as a YAML mapping; 'weights:' may be a nested mapping of terms",
     )
-    p.add_argument("--limit", type=int, help="samples per task")
+    p.add_argument("--limit", type=int, help="samples per task (at least 1)")
     p.add_argument(
         "-T",
         dest="task_arg",

@@ -13,22 +13,42 @@ SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "cali
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
+    import sys
 
+    from lca.errors import LCAError
+    from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
+    from lca.types import DEFAULT_MAX_ENTRY_BYTES
+
+    # the file is read and checked before the store is opened: a refused file leaves the store untouched
+    rejected: list[tuple[int, str, bytes]] = []
+    max_entry_bytes = getattr(args, "max_entry_bytes", None)
+    if max_entry_bytes is not None and max_entry_bytes < 1:
+        raise LCAError(f"--max-entry-bytes must be at least 1, not {max_entry_bytes}")
+    max_entry_bytes = max_entry_bytes or DEFAULT_MAX_ENTRY_BYTES
+    if args.path is not None:
+        if args.format == "locomo":
+            sessions, imported = import_locomo(
+                args.path, sample_ids=args.sample or None, max_entry_bytes=max_entry_bytes
+            )
+        elif args.format == "longmemeval":
+            sessions, imported = import_longmemeval(
+                args.path,
+                question_ids=args.question or None,
+                share_sessions=args.share_sessions,
+                limit=args.limit,
+                max_entry_bytes=max_entry_bytes,
+            )
+        else:
+            sessions, imported, rejected = import_transcript_jsonl(args.path, max_entry_bytes=max_entry_bytes)
     with common.open_store(args, progress=not args.quiet) as substrate:
         if args.path is None:
             report = substrate.ingest()
         else:
-            rejected = ()
-            if args.format == "locomo":
-                sessions, imported = import_locomo(args.path, sample_ids=args.sample or None)
-            elif args.format == "longmemeval":
-                sessions, imported = import_longmemeval(
-                    args.path, question_ids=args.question or None, share_sessions=args.share_sessions, limit=args.limit
-                )
-            else:
-                sessions, imported, rejected = import_transcript_jsonl(args.path)
             report = substrate.import_sessions(sessions, imported, rejected=rejected)
+        for _, reason, _ in rejected[:20]:
+            print(f"lca: quarantined: {reason}", file=sys.stderr)
+        if len(rejected) > 20:
+            print(f"lca: quarantined: ... and {len(rejected) - 20} more line(s): see `lca health`", file=sys.stderr)
         out = report.to_dict()
         if args.json:
             print(json.dumps(out, indent=2))
@@ -46,10 +66,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                     print(f"  {item['source']}: repaired {item['repaired']}, unparsed {len(item['unparsed'])}")
             if out["quarantined_lines"]:
                 print(f"  {out['quarantined_lines']} line(s) quarantined: see `lca health`")
-        return 0 if not out["index"]["failed_chunks"] else 1
+        for problem in out["problems"]:  # inputs left out (a memory file that fails to load, ...): exit 1
+            print(f"lca: not indexed: {common.terminal_safe(problem)}", file=sys.stderr)
+        return 0 if not out["index"]["failed_chunks"] and not out["problems"] else 1
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    common.at_least(args.k, 1, flag="-k")
     with common.open_store(args) as substrate:
         as_of = datetime.fromtimestamp(common.moment(args.as_of), UTC) if args.as_of else datetime.now(UTC)
         hits = substrate.search(args.query, k=args.k, mode=args.mode, as_of=as_of)
@@ -70,7 +93,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 print("no results")
             for rank, hit in enumerate(hits, 1):
                 text = " ".join(hit.text.split())
-                print(
+                common.show(
                     f"{rank:>2}. {hit.score:.4f}  {hit.pointer.key()}  {hit.timestamp or ''}\n    "
                     f"{text[:300]}{'...' if len(text) > 300 else ''}"
                 )
@@ -151,7 +174,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 )
             )
             return 0
-        print(result.block, end="")
+        common.show(result.block, end="")
         if args.explain:
             w = config.weights
             print(
@@ -159,16 +182,22 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 + ", ".join(f"{t}={getattr(w, t):g}" for t in TERMS)
                 + f"; tilt bound {w.tilt_bound:g}"
             )
-            print(result.floor_detail or "no floor applied")
+            common.show(
+                (result.floor_detail or "no floor applied")
+                + "; the floor is held against each candidate's raw cosine (the 'cosine' column), not against S"
+            )
             if result.whole_history:
                 print("the whole history fits the budget: the floor held none of it back")
-            header = f"{'rank':>4} {'score':>7} " + " ".join(f"{t[:5]:>6}" for t in TERMS) + "  source / why not"
-            print(header)
+            # the cosine sits beside the similarity term's contribution (S times its weight): the floor reads it
+            columns = [f"{t[:5]:>6}" + (f" {'cosine':>6}" if t == "similarity" else "") for t in TERMS]
+            print(f"{'rank':>4} {'score':>7} " + " ".join(columns) + "  source / why not")
             for rank, c in enumerate(result.candidates, 1):
                 contrib = c.contribution(w)
-                cells = " ".join(f"{contrib[t]:>6.3f}" for t in TERMS)
+                cells = " ".join(
+                    f"{contrib[t]:>6.3f}" + (f" {c.cosine:>6.3f}" if t == "similarity" else "") for t in TERMS
+                )
                 status = "INJECTED" if c.injected else c.why_not
-                print(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
+                common.show(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
         return 0
 
 
@@ -194,7 +223,7 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
             print(f"  off-topic quantiles {result.negative_quantiles}")
             print(f"  on-topic quantiles  {result.positive_quantiles}")
             for score, query, source in result.highest_negatives[:3]:
-                print(f"  highest off-topic: {score:.3f} {query!r} -> {source}")
+                common.show(f"  highest off-topic: {score:.3f} {query!r} -> {source}")
             if args.write:
                 print(f"  written to {StoreLayout(substrate.home).recall_settings}")
         return 0
@@ -202,23 +231,23 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     with common.open_store(args) as substrate:
-        report = substrate.health()
+        report = substrate.health(acknowledge=args.acknowledge)
         if args.json:
             print(json.dumps(report.to_dict(), indent=2, default=str))
         else:
-            print(f"store {report.store}: {'healthy' if report.healthy else 'UNHEALTHY'}")
+            common.show(f"store {report.store}: {'healthy' if report.healthy else 'UNHEALTHY'}")
             for check in report.checks:
-                print(f"  [{check.status.value:>4}] {check.name}: {check.detail}")
+                common.show(f"  [{check.status.value:>4}] {check.name}: {check.detail}")
                 if check.name == "memory_files":
                     for failure in check.data.get("failed", []):
-                        print(f"         {failure}")
+                        common.show(f"         {failure}")
         return 0 if report.healthy else 1
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     with common.open_store(args, progress=not args.quiet) as substrate:
         report = substrate.reindex().to_dict()
-        print(
+        common.show(
             f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
             f"{report['entries_indexed']} transcript entries and {report['memory_files_indexed']} memory files "
             f"in {report['seconds']:.1f} s"
@@ -237,6 +266,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument("path", nargs="?", help="file to import (plain, .gz or .xz)")
     p.add_argument(
+        "--max-entry-bytes",
+        type=int,
+        help="the largest entry an import accepts, in bytes of its stored line (default 1 MiB); a larger one is "
+        "quarantined and named",
+    )
+    p.add_argument(
         "--format",
         choices=["transcript", "locomo", "longmemeval"],
         default="transcript",
@@ -252,7 +287,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_ingest)
+    p.set_defaults(func=cmd_ingest, creates_store=True)  # the one store command that creates a store
 
     p = sub.add_parser("search", parents=[common_args], help="hybrid search with source pointers")
     p.add_argument("query")
@@ -325,6 +360,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("health", parents=[common_args], help="the store's report on itself; exit 1 when unhealthy")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--acknowledge",
+        action="store_true",
+        help="record the quarantined lines listed now as reviewed, so they stop keeping health on warning or "
+        "failed (their bytes stay in quarantine/; later ones still count)",
+    )
     p.set_defaults(func=cmd_health)
 
     p = sub.add_parser(

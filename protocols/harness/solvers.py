@@ -18,9 +18,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition, condition_class
+from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition
 from lca.params import parse_assignments
 from lca.types import TranscriptEntry
+from protocols.harness.variants import condition_parameter_types
 from protocols.providers.models import InspectRoleGenerator
 
 PACKET_KEY = "lca_packet"
@@ -111,17 +112,6 @@ class SharedRoleCalls:
 
 
 SHARED_ROLE_CALLS = SharedRoleCalls()
-
-
-def condition_parameter_types(condition: str) -> dict[str, type]:
-    """The parameters a condition takes, typed by its constructor's defaults (unknown names are refused)."""
-    import inspect as pyinspect
-
-    return {
-        name: type(p.default)
-        for name, p in pyinspect.signature(condition_class(condition).__init__).parameters.items()
-        if name != "self"
-    }
 
 
 def parse_params(condition: str, spec: str) -> dict[str, Any]:

@@ -41,34 +41,42 @@ def condition_task(
     scorers: Callable[[], list],
 ):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
-    datasets). A bad condition name or parameter is refused first, before the dataset is even loaded.
-    Its metadata records the protocol and its version, the condition and its resolved parameters, the
-    dataset, its sha256 and which pinned official file it is (if any), the seed, the code revision,
-    the embedder and when the task was made; the Task's own ``version`` is the protocol's."""
+    datasets). ``condition`` is a registered name or a variant label (``full-lca[weights.temporal=0]``,
+    ``protocols.harness.variants``), whose bracketed parameters override ``params``; the task is named
+    ``<protocol>-<label>``, so variants of one condition are distinct tasks of one eval set. A bad condition
+    name or parameter is refused first, before the dataset is even loaded. Its metadata records the
+    protocol and its version, the condition, its label and its resolved parameters, the dataset, its
+    sha256 and which pinned official file it is (if any), the seed, the code revision, the embedder and
+    when the task was made; the Task's own ``version`` is the protocol's."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
     from inspect_ai.solver import generate
 
-    from conditions import build_condition
     from lca.provenance import code_version
     from protocols.harness.solvers import parse_params, replay_condition
+    from protocols.harness.variants import checked_condition, parse_variant, spec_assignments, variant_params
 
-    parsed = parse_params(condition, params)
-    resolved = build_condition(condition, **parsed).get_params()
+    variant = parse_variant(condition)
+    parsed = parse_params(variant.condition, params)
+    if variant.assignments:
+        shared = spec_assignments(params, flag=f"condition '{variant.condition}' parameter")
+        parsed = variant_params(variant, shared)
+    resolved = checked_condition(variant.label, variant.condition, parsed).get_params()
     samples, sha256, metadata = load()
     pinned = {d.sha256: d.name for d in meta.datasets if d.sha256}
     return Task(
         dataset=MemoryDataset(list(samples), name=dataset_name),
-        solver=[replay_condition(condition, parsed, seed), generate()],
+        solver=[replay_condition(variant.condition, parsed, seed), generate()],
         scorer=scorers(),
         config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
-        name=f"{meta.name}-{condition}",
+        name=f"{meta.name}-{variant.label}",
         version=meta.version,
         metadata={
             "protocol": meta.name,
             "version": meta.version,
-            "condition": condition,
+            "condition": variant.condition,
+            "condition_label": variant.label,
             "condition_params": resolved,
             "dataset": str(dataset),
             "dataset_sha256": sha256,

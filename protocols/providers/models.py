@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,15 +75,50 @@ def local_generator(model: str | None, **runtime_args: Any):
     return LlamaCppGenerator(None if model in (None, "", DEFAULT_NAME) else model, **runtime_args)
 
 
+def provider_message(exc: BaseException) -> str:
+    """A provider's error as one plain line. inspect's prerequisite errors carry rich markup
+    (``[bold]ERROR[/bold]``) and blank lines meant for its console; a terminal shows the tags literally."""
+    message = getattr(exc, "message", None)  # inspect's PrerequisiteError keeps its (markup) text here
+    if isinstance(message, str):
+        try:
+            from rich.text import Text
+
+            text = Text.from_markup(message).plain
+        except Exception:  # not markup after all (a stray '[/...]'): drop only the known style tags
+            text = _STYLE_TAG.sub("", message)
+    else:
+        text = str(exc)
+    text = " ".join(text.split())
+    return text.removeprefix("ERROR: ").strip() or type(exc).__name__
+
+
+_STYLE_TAG = re.compile(r"\[/?(?:bold|italic|underline|dim|red|green|blue|yellow|cyan|magenta|white)?\]")
+_PIP_INSTALL = re.compile(r"pip install ((?:[A-Za-z0-9_.\-\[\],<>=!~]+ ?)+)")
+
+
 def resolve_model(model: str, **model_args: Any):
     """The inspect Model for a model string, failing before any work starts when it cannot be
-    resolved (with the provider's message)."""
+    resolved: a missing provider package is named with the command that installs it; any other
+    provider error is given as one plain line."""
     from inspect_ai.model import get_model
 
     try:
         return get_model(model, **model_args)
-    except Exception as exc:  # any provider error: report it as given
-        raise LCAError(f"model '{model}' cannot be resolved: {exc}") from None
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "").split(".")[0] or "the provider's package"
+        raise LCAError(
+            f"model '{model}' needs the Python package '{package}', which is not installed: pip install {package}"
+        ) from None
+    except Exception as exc:  # any other provider error: report it as given, in one line
+        text = provider_message(exc)
+        missing = _PIP_INSTALL.search(text)
+        if missing and "requires optional dependencies" in text:
+            packages = missing.group(1).strip()
+            raise LCAError(
+                f"model '{model}' needs the Python package(s) {packages}, which is not installed: "
+                f"pip install {packages}"
+            ) from None
+        raise LCAError(f"model '{model}' cannot be resolved: {text}") from None
 
 
 class InspectRoleGenerator:

@@ -1,14 +1,20 @@
 """One retrieval run over a dataset file, through real stores: LongMemEval (session and turn recall by the
 official metrics, one store per question's haystack) and LoCoMo (evidence recall@k over dialog turns, one
 store per conversation). Each store is built once and asked under every configuration given (the run's,
-and an ablation's or a grid's variants), so a variant costs a search, not a rebuild."""
+and an ablation's or a grid's variants), so a variant costs a search, not a rebuild.
+
+``progress`` wraps the questions (a bar counts questions, not stores). ``checkpoint``, when given, is called
+after each store is done with ``(snapshot, done, total)``: ``snapshot()`` builds the reports of the stores
+done so far (only when called: a caller keeps the latest and writes it when it likes), ``done`` and ``total``
+count stores, so an interrupted run can keep what finished."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +23,8 @@ from protocols.bench.retrieval.stores import HaystackStore, QueryMemo, sessions_
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, parse_evidence_ids
 
 TOP_IDS = 10  # retrieved unit ids kept in each per-item row
+Reports = dict[str, dict[str, Any]]  # one report per configuration name
+Checkpoint = Callable[[Callable[[], Reports], int, int], None]
 
 
 def run_longmemeval(
@@ -30,7 +38,8 @@ def run_longmemeval(
     configs: Mapping[str, RetrievalConfig],
     sentence_keys: bool = False,
     roles: str = "all",
-) -> dict[str, dict[str, Any]]:
+    checkpoint: Checkpoint | None = None,
+) -> Reports:
     """One report per configuration name. ``roles="user"`` builds each store from the user turns alone (the
     official retrieval units; the assistant's turns are not in the store at all), ``"all"`` from every turn as
     an agent's store holds them."""
@@ -52,7 +61,7 @@ def run_longmemeval(
     first = next(iter(configs.values()))
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
-    for record in progress(records):
+    for done, record in enumerate(progress(records), 1):  # one question, and one store, per record
         qid = str(record["question_id"])
         units = question_units(record, "turn")
         position = {
@@ -93,7 +102,20 @@ def run_longmemeval(
                 )
         finally:
             store.close()
+        if checkpoint is not None:
+            checkpoint(_finished(results, seconds, _longmemeval_summary), done, len(records))
     return {name: _longmemeval_summary(results[name], seconds[name]) for name in configs}
+
+
+def _finished(
+    rows: Mapping[str, list[dict[str, Any]]],
+    seconds: Mapping[str, list[float]],
+    summary: Callable[[list[dict[str, Any]], list[float]], dict[str, Any]],
+) -> Callable[[], Reports]:
+    """The reports over the rows each configuration holds now, built only when called (rows added later,
+    by a store still being asked, are left out)."""
+    counts = {name: len(rows[name]) for name in rows}
+    return lambda: {name: summary(rows[name][: counts[name]], list(seconds[name][: counts[name]])) for name in rows}
 
 
 def _longmemeval_summary(results: list[dict[str, Any]], seconds: list[float]) -> dict[str, Any]:
@@ -166,9 +188,11 @@ def run_locomo(
     configs: Mapping[str, RetrievalConfig],
     sentence_keys: bool = False,
     ks=(1, 5, 10, 25),
-) -> dict[str, dict[str, Any]]:
+    checkpoint: Checkpoint | None = None,
+) -> Reports:
     """Evidence recall@k per item over dialog turns, one report per configuration name. LoCoMo questions
-    carry no date: only absolute dates in a question anchor it."""
+    carry no date: only absolute dates in a question anchor it. ``progress`` counts questions (one
+    conversation holds about 200): each conversation's store is built when its first question comes."""
     from lca.importers import import_locomo, load_official_json
 
     embedder = QueryMemo(embedder)
@@ -181,19 +205,24 @@ def run_locomo(
     per_item: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     unparsed = 0
-    for record in progress(records):
-        sample = str(record["sample_id"])
-        dia_of = {e.id: str(e.meta.get("dia_id")) for s in by_sample.get(sample, []) for e in s.entries}
-        known = set(dia_of.values())
-        store = HaystackStore(
-            workdir / "locomo", by_sample.get(sample, []), embedder, config=first, sentence_keys=sentence_keys
-        )
-        try:
-            for number, qa in enumerate(record["qa"]):
-                evidence, missed = _evidence(qa, known)
-                unparsed += missed
-                if not evidence:
-                    continue
+    questions = [(record, number, qa) for record in records for number, qa in enumerate(record["qa"])]
+    conversations = sum(1 for record in records if record["qa"])
+    store: HaystackStore | None = None
+    dia_of: dict[str, str] = {}
+    known: set[str] = set()
+    done = 0
+    try:
+        for index, (record, number, qa) in enumerate(progress(questions)):
+            sample = str(record["sample_id"])
+            if store is None:
+                dia_of = {e.id: str(e.meta.get("dia_id")) for s in by_sample.get(sample, []) for e in s.entries}
+                known = set(dia_of.values())
+                store = HaystackStore(
+                    workdir / "locomo", by_sample.get(sample, []), embedder, config=first, sentence_keys=sentence_keys
+                )
+            evidence, missed = _evidence(qa, known)
+            unparsed += missed
+            if evidence:
                 question = str(qa["question"])
                 for name, config in configs.items():
                     started = time.perf_counter()
@@ -211,6 +240,14 @@ def run_locomo(
                     for k in ks:
                         row[f"recall@{k}"] = len(evidence & set(ranking[:k])) / len(evidence)
                     per_item[name].append(row)
-        finally:
+            if index + 1 == len(questions) or questions[index + 1][0] is not record:  # its last question
+                store.close()
+                store = None
+                done += 1
+                if checkpoint is not None:
+                    summary = partial(locomo_summary, unparsed=unparsed, ks=ks)
+                    checkpoint(_finished(per_item, seconds, summary), done, conversations)
+    finally:
+        if store is not None:
             store.close()
     return {name: locomo_summary(per_item[name], seconds[name], unparsed, ks) for name in configs}
