@@ -72,7 +72,11 @@ def test_a_hand_edited_figure_fails_the_check_and_is_written_back(copy, capsys):
 
     assert main(["figures", "--check", "--root", str(copy)]) == 1
     out = capsys.readouterr().out
-    assert "README.md: figure 'readme-recall' differs" in out and "14.2 ms p50" in out and f"1 of {len(FIGURES)} figures" in out
+    assert (
+        "README.md: figure 'readme-recall' differs" in out
+        and "14.2 ms p50" in out
+        and f"1 of {len(FIGURES)} figures" in out
+    )
     assert "recall takes 14.2 ms p50" in readme.read_text()  # --check writes nothing
 
     assert main(["figures", "--root", str(copy)]) == 0
