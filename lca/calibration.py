@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lca.index.vectors import vector_id_for
+from lca.params import ParameterError
 from lca.recall.floor import load_queries as floor_queries
 from lca.types import text_digest
 
@@ -96,6 +97,10 @@ def calibrate_floor(
 ) -> FloorCalibration:
     if not negatives:
         raise ValueError("calibration needs at least one off-topic query")
+    if not 0.0 <= quantile <= 1.0:  # also refuses nan, which compares false with everything
+        raise ParameterError("--quantile", str(quantile), "must be a number from 0 to 1")
+    if positives < 1:
+        raise ParameterError("--positives", str(positives), "must be at least 1")
     neg_scores: list[tuple[float, str, str]] = []
     for query in negatives:
         hits = index.search(query, k=1, mode="dense")

@@ -155,3 +155,26 @@ def test_ingest_refuses_a_bound_below_one_byte(tmp_path, capsys):
     assert main(["ingest", "--store", str(tmp_path / "s"), "--max-entry-bytes", "0", str(tmp_path / "x.jsonl")]) == 2
     assert "--max-entry-bytes must be at least 1, not 0" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--quantile", "nan"), ("--quantile", "1.5"), ("--positives", "0")])
+def test_calibrate_floor_refuses_a_quantile_outside_0_1_and_no_positives(tmp_path, capsys, flag, value):
+    from protocols.cli import main
+    from tests.fakes import FakeHashingEmbedder
+
+    home = tmp_path / "s"
+    from lca.substrate import Substrate
+    from tests.conftest import make_entry
+
+    with Substrate(home, embedder=FakeHashingEmbedder()) as substrate:
+        substrate.append([make_entry("s", 1, "a turn about the garden")])
+    import lca.index.embedders as embedders
+
+    original = embedders.SentenceTransformerEmbedder
+    embedders.SentenceTransformerEmbedder = lambda *a, **k: FakeHashingEmbedder()  # type: ignore[assignment]
+    try:
+        assert main(["calibrate-floor", "--store", str(home), flag, value]) == 2
+    finally:
+        embedders.SentenceTransformerEmbedder = original  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert f"{flag} '{value}'" in err and "Traceback" not in err
