@@ -280,6 +280,7 @@ def _plugins() -> tuple[_Plugin, ...]:
     except ImportError:
         return ()
     out = []
+    plugin: Any  # a detect-secrets plugin class
     for secret_type, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
         denylist = getattr(plugin, "denylist", None)  # a regex-based plugin's compiled patterns, a class attribute
         if plugin.__name__ in _UNUSED_PLUGINS or not isinstance(denylist, tuple | list):

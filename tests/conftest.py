@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from lca.memory import Authority, MemoryRecord, MemoryType, Privacy  # noqa: E402
 from lca.types import EntryKind, TranscriptEntry  # noqa: E402
 from tests.fakes import FakeHashingEmbedder  # noqa: E402
 
@@ -25,6 +27,18 @@ def make_entry(session: str, n: int, content: str | None = None, **kw) -> Transc
         timestamp=kw.pop("timestamp", f"2026-01-01T00:00:{n % 60:02d}"),
         content=content if content is not None else f"entry {n} of {session}",
         **kw,
+    )
+
+
+def make_fact(memory_id: str, *, critical: bool = False) -> MemoryRecord:
+    """A reviewed, private fact record: the memory most store tests need."""
+    return MemoryRecord(
+        id=memory_id,
+        type=MemoryType.FACT,
+        created=datetime(2026, 1, 1),
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+        critical=critical,
     )
 
 

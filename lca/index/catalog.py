@@ -7,7 +7,8 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -107,40 +108,40 @@ def _named(connection: sqlite3.Connection, exc: sqlite3.DatabaseError) -> Except
     return exc
 
 
+@contextmanager
+def _damage_named(connection: sqlite3.Connection) -> Iterator[None]:
+    """Re-raise SQLite's damage errors as DerivedStoreDamagedError naming the file (the SQLite error stays as
+    the context); every other error passes as it is."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise _named(connection, exc)  # noqa: B904
+
+
 class _CatalogCursor(sqlite3.Cursor):
     """A cursor whose damage errors name the catalog file (a corrupt page can surface at any fetch)."""
 
     def execute(self, sql: str, parameters: Any = (), /) -> _CatalogCursor:
-        try:
+        with _damage_named(self.connection):
             return super().execute(sql, parameters)
-        except sqlite3.DatabaseError as exc:
-            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
 
     def executemany(self, sql: str, seq_of_parameters: Any, /) -> _CatalogCursor:
-        try:
+        with _damage_named(self.connection):
             return super().executemany(sql, seq_of_parameters)
-        except sqlite3.DatabaseError as exc:
-            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
 
     def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
-        try:
+        with _damage_named(self.connection):
             return super().executescript(sql_script)
-        except sqlite3.DatabaseError as exc:
-            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
 
     def fetchone(self) -> Any:
-        try:
+        with _damage_named(self.connection):
             return super().fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
 
     def fetchall(self) -> list[Any]:
-        try:
+        with _damage_named(self.connection):
             return super().fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise _named(self.connection, exc)  # noqa: B904 (the SQLite error stays as the context)
 
-    def __next__(self) -> Any:
+    def __next__(self) -> Any:  # per row: a plain try costs nothing, a context manager would
         try:
             return super().__next__()
         except sqlite3.DatabaseError as exc:

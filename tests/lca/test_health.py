@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
 
 from lca.health import consolidation_check, store_health
@@ -12,10 +10,11 @@ from lca.index.store import IndexStore
 from lca.ingest import IngestReport, ingest_pending
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
-from lca.memory import Authority, MemoryRecord, MemoryStore, MemoryType, Privacy
+from lca.memory import MemoryStore
 from lca.transcript import TranscriptStore
 from lca.types import HealthStatus
 from tests.conftest import make_entry
+from tests.conftest import make_fact as fact
 from tests.fakes import FakeHashingEmbedder
 
 
@@ -53,17 +52,6 @@ def parts(tmp_path):
     p = Parts(tmp_path)
     yield p
     p.index.close()
-
-
-def fact(memory_id: str, *, critical: bool = False) -> MemoryRecord:
-    return MemoryRecord(
-        id=memory_id,
-        type=MemoryType.FACT,
-        created=datetime(2026, 1, 1),
-        authority=Authority.REVIEWED,
-        privacy=Privacy.PRIVATE,
-        critical=critical,
-    )
 
 
 def test_a_fresh_store_is_healthy_and_says_it_is_empty(parts):

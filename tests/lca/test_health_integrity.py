@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +21,11 @@ import protocols.cli as cli
 import protocols.cli.common as cli_common
 from lca.errors import RecordFormatError
 from lca.index.chunker import Chunker, entry_chunks
-from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.substrate import Substrate
 from lca.transcript import encode_entry
 from lca.types import HealthStatus
 from tests.conftest import make_entry
+from tests.conftest import make_fact as fact
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,16 +62,6 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def health(home: Path):
     with open_home(home) as s:
         return s.health()
-
-
-def fact(memory_id: str) -> MemoryRecord:
-    return MemoryRecord(
-        id=memory_id,
-        type=MemoryType.FACT,
-        created=datetime(2026, 1, 1),
-        authority=Authority.REVIEWED,
-        privacy=Privacy.PRIVATE,
-    )
 
 
 def search_ids(home: Path, query: str) -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import numpy as np
 import pytest
 import yaml
@@ -12,10 +10,10 @@ import lca.substrate as substrate_module
 from lca.errors import RecordFormatError
 from lca.health import store_health
 from lca.importers import ImportedSession
-from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.recall import RecallConfig, RecallContext
 from lca.substrate import Substrate
 from tests.conftest import make_entry
+from tests.conftest import make_fact as fact
 from tests.fakes import FakeHashingEmbedder
 
 LINES = [
@@ -31,16 +29,6 @@ LINES = [
 def store(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as s:
         yield s
-
-
-def fact(memory_id: str) -> MemoryRecord:
-    return MemoryRecord(
-        id=memory_id,
-        type=MemoryType.FACT,
-        created=datetime(2026, 1, 1),
-        authority=Authority.REVIEWED,
-        privacy=Privacy.PRIVATE,
-    )
 
 
 def test_reindex_deletes_the_derived_index_and_restores_the_same_results(store):
