@@ -76,8 +76,7 @@ def hybrid_search(
         top = structure.best_per_chunk(*first, keys=config.sentences)
         dense_top = np.flatnonzero(~np.isnan(top))
         dense_top = dense_top[np.lexsort((structure.tiebreak[dense_top], -top[dense_top]))][:pool]
-        positive = np.flatnonzero(lexical_all > 0)
-        lexical_top = positive[np.lexsort((structure.tiebreak[positive], -lexical_all[positive]))][:pool]
+        lexical_top = _best(lexical_all, np.flatnonzero(lexical_all > 0), structure.tiebreak, pool)
         positions = np.union1d(dense_top, lexical_top)
         if config.context_weight or config.reply_weight:
             before = max(config.context_before if config.context_weight else 0, 1 if config.reply_weight else 0)
@@ -131,3 +130,13 @@ def hybrid_search(
             )
         )
     return hits
+
+
+def _best(scores: np.ndarray, candidates: np.ndarray, tiebreak: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` candidates of highest score, ties by ``tiebreak``: a partition first, so a common query term
+    matching thousands of chunks sorts only the few at or above the k-th score."""
+    if len(candidates) > k:
+        values = scores[candidates]
+        kth = np.partition(values, len(values) - k)[len(values) - k]
+        candidates = candidates[values >= kth]  # every tie at the threshold stays for the ordering below
+    return candidates[np.lexsort((tiebreak[candidates], -scores[candidates]))][:k]
