@@ -81,11 +81,13 @@ class Recaller:
         self._floor: StoreFloor | None = None  # the floor the last recall applied
         self._store_in_pool = False  # the last search returned the whole store
         self._whole = False  # the last recall let the whole history past the floor
+        self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole = None, False, False
+        self._token_counts = {}
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
@@ -126,11 +128,16 @@ class Recaller:
         self._whole = True
         return [replace(c, why_not=None) if c.chunk_id in refused else c for c in scored]
 
+    def _tokens(self, rendered: str) -> int:
+        if rendered not in self._token_counts:
+            self._token_counts[rendered] = self.count_tokens(rendered)
+        return self._token_counts[rendered]
+
     def _fits(self, candidates: list[ScoredCandidate], cfg: RecallConfig, budget: int) -> bool:
         """Whether all ``candidates``, rendered and trimmed as injected, fit ``budget`` together."""
         tokens = 0
         for number, c in enumerate(candidates, 1):
-            tokens += self.count_tokens(self._render_item(number, c, _trim(c.text, cfg.item_char_cap)[0]))
+            tokens += self._tokens(self._render_item(number, c, _trim(c.text, cfg.item_char_cap)[0]))
             if tokens > budget:
                 return False
         return True
@@ -292,7 +299,7 @@ class Recaller:
                 )
                 continue
             text, trimmed = _trim(best.text, cfg.item_char_cap)
-            cost = self.count_tokens(self._render_item(len(chosen) + 1, best, text))
+            cost = self._tokens(self._render_item(len(chosen) + 1, best, text))
             if tokens + cost > budget:
                 decided[best.chunk_id] = replace(
                     best, why_not=f"token budget: needs {cost}, {budget - tokens} of {budget} left"
@@ -336,7 +343,7 @@ class Recaller:
                 continue
             text, trimmed = _trim(c.text, cfg.item_char_cap)
             item = replace(c, wildcard=True)
-            cost = self.count_tokens(self._render_item(len(chosen) + 1, item, text))
+            cost = self._tokens(self._render_item(len(chosen) + 1, item, text))
             if tokens + cost > budget:
                 decided[c.chunk_id] = replace(c, why_not=f"token budget (wildcard): needs {cost}")
                 continue
