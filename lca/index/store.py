@@ -451,7 +451,10 @@ class IndexStore:
 
     def vectors_for_hits(self, hits: Sequence[SearchHit]) -> dict[str, np.ndarray]:
         """Each hit's stored vector (as the index holds it), by chunk id."""
-        return {h.chunk_id: self.vectors.index_.reconstruct(vector_id_for(text_digest(h.text))) for h in hits}
+        if not hits:
+            return {}
+        ids = np.asarray([vector_id_for(text_digest(h.text)) for h in hits], dtype=np.int64)
+        return dict(zip((h.chunk_id for h in hits), self.vectors.reconstruct(ids), strict=True))  # one batched read
 
     def _structure(self) -> StoreStructure:
         """What the catalog knows of every chunk, per catalog generation (one scan when it moves)."""

@@ -162,7 +162,8 @@ class Recaller:
         experience = self.experience()
         markers = context.task_markers()
         weights = cfg.weights
-        history = self.retrievals.by_target() if self.retrievals is not None else {}
+        uses_history = weights.activation > 0 or cfg.wildcard_mode != "precision"
+        history = self.retrievals.by_target() if self.retrievals is not None and uses_history else {}
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         out: list[ScoredCandidate] = []
