@@ -214,7 +214,7 @@ class Recaller:
                 outside_role=outside_role,
             )
             act = 0.0
-            if weights.activation > 0 or cfg.wildcard_mode != "precision":
+            if uses_history:
                 act = activation_term(base_level_activation(history.get(hit.pointer.key(), []), now_s))
             terms = {
                 "similarity": s,
