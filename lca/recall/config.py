@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import RecordFormatError
+from lca.params import ParameterError
 from lca.recall.floor import FLOOR_MODES
+from lca.retrieval.config import RetrievalConfig
 
 DEFAULT_AUTHORITY = {
     "memory:approved": 1.0,
@@ -86,6 +88,7 @@ class RecallConfig:
     policy: str = "fixed-k"
     wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
     authority_table: Mapping[str, float] | None = None  # overrides DEFAULT_AUTHORITY rows
+    retrieval: RetrievalConfig | None = None  # the ranking S comes from; None: the store's own (retrieval.yaml)
 
     def __post_init__(self) -> None:
         checks = {
@@ -124,6 +127,10 @@ class RecallConfig:
         for name in ("date_anchor", "fit_budget"):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
+        if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):
+            raise RecordFormatError(
+                f"expected a RetrievalConfig, got {type(self.retrieval).__name__}", field="retrieval"
+            )
         if self.policy not in POLICIES:
             raise RecordFormatError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}", field="policy")
 
@@ -149,6 +156,14 @@ class RecallConfig:
         if unknown:
             raise RecordFormatError(f"unknown setting(s) {sorted(unknown)}", path=source, field=sorted(unknown)[0])
         weights = ResonanceWeights.from_mapping(data.pop("weights", {}) or {}, source=source)
+        retrieval = data.pop("retrieval", None)
+        if retrieval is not None:
+            if not isinstance(retrieval, Mapping):
+                raise RecordFormatError("expected a mapping of RetrievalConfig fields", path=source, field="retrieval")
+            try:
+                data["retrieval"] = RetrievalConfig.from_mapping(retrieval, source=f"{source or 'recall'}: retrieval")
+            except ParameterError as exc:
+                raise RecordFormatError(exc.reason, path=source, field=f"retrieval.{exc.item}") from None
         try:
             return cls(weights=weights, **data)
         except RecordFormatError as exc:

@@ -148,7 +148,9 @@ class Recaller:
         qvec = index.query_vector(context.query)
         # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
         as_of = context.as_of or datetime.now(UTC)  # a relative date in the query is read against this moment
-        hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of)
+        hits = index.search(
+            context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval
+        )
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )

@@ -36,7 +36,7 @@ from typing import Any
 from lca.params import ParameterError
 from lca.retrieval import RetrievalConfig
 from protocols.bench.registry import Benchmark
-from protocols.bench.retrieval.config import RETRIEVERS, dataset_config, grid_variants
+from protocols.bench.retrieval.config import RETRIEVERS, AskedConfig, dataset_config, grid_variants, with_assignments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--set",
         action="append",
         metavar="NAME=VALUE",
-        help="override one field of the RetrievalConfig, e.g. bm25_weight=0.3 or context_weight=0 "
-        "(an unknown name is refused with the list of every field); repeatable",
+        help="override one setting: a RetrievalConfig field (bm25_weight=0.3, context_weight=0) or, with "
+        "--retriever resonance, a resonance weight (weights.temporal=0) or RecallConfig field (recall.mmr_lambda=0.7); "
+        "an unknown name is refused with the list of every name; repeatable",
     )
     parser.add_argument(
         "--sentence-keys",
@@ -68,13 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ablate",
         action="store_true",
-        help="hybrid: ask the stores again once per part that is on, with it off; writes <out>-ablation.json and .md",
+        help="hybrid or resonance: ask the stores again once per part that is on, with it off (resonance: each "
+        "resonance term too); writes <out>-ablation.json and .md",
     )
     parser.add_argument(
         "--grid",
         action="append",
         metavar="NAME=V1,V2",
-        help="hybrid: every combination of these values; writes <out>-grid.json (LoCoMo: with the held-out figure)",
+        help="hybrid or resonance: every combination of these values (names as --set takes); writes "
+        "<out>-grid.json (LoCoMo: with the held-out figure)",
     )
     parser.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
     parser.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
@@ -82,31 +85,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true")
 
 
-def checked_config(args) -> RetrievalConfig:
-    """The run's RetrievalConfig: the dataset's file (or ``--config``), ``--fusion``, then each ``--set`` (which
-    wins over ``--fusion``). Options that do not apply to the run are refused (``ValueError`` or
-    ``ParameterError``) before any file is read or model loaded."""
-    config = RetrievalConfig.from_file(args.config) if getattr(args, "config", None) else dataset_config(args.dataset)
+def checked_config(args) -> AskedConfig:
+    """The run's settings: the dataset's RetrievalConfig file (or ``--config``), ``--fusion``, then each
+    ``--set`` (which wins over ``--fusion``; recall's names only for ``resonance``). Options that do not apply
+    to the run are refused (``ValueError`` or ``ParameterError``) before any file is read or model loaded."""
+    ranking = RetrievalConfig.from_file(args.config) if getattr(args, "config", None) else dataset_config(args.dataset)
     if getattr(args, "fusion", None):
-        config = config.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
-    config = config.with_overrides(list(getattr(args, "set", None) or []))
+        ranking = ranking.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
     retriever = args.retriever
+    resonance = retriever == "resonance"
+    config = with_assignments(AskedConfig(ranking), getattr(args, "set", None), resonance=resonance)
     if getattr(args, "limit", None) is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, not {args.limit}")
     if getattr(args, "roles", "all") != "all" and args.dataset != "longmemeval":
         raise ValueError("--roles applies to LongMemEval (both LoCoMo speakers are users)")
-    if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever != "hybrid":
-        raise ValueError("--ablate and --grid vary the hybrid's RetrievalConfig: they need --retriever hybrid")
+    if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever not in ("hybrid", "resonance"):
+        raise ValueError(
+            "--ablate and --grid vary the hybrid's RetrievalConfig (and recall's settings): they need --retriever "
+            "hybrid or resonance"
+        )
     return config
 
 
-def run_configs(args, config: RetrievalConfig) -> dict[str, RetrievalConfig]:
+def run_configs(args, config: AskedConfig) -> dict[str, AskedConfig]:
     """The configurations one pass over the stores asks: the run's, then any ablation or grid variant."""
+    resonance = args.retriever == "resonance"
     configs = {"default": config}
     if getattr(args, "ablate", False):
         keyed = getattr(args, "sentence_keys", "off") == "on"
-        configs |= {f"without {name}": variant for name, variant in config.ablations(sentence_keys=keyed).items()}
-    configs |= {f"grid {name}": variant for name, variant in grid_variants(config, args.grid).items()}
+        variants = config.ablations(sentence_keys=keyed, resonance=resonance)
+        configs |= {f"without {name}": variant for name, variant in variants.items()}
+    grid = grid_variants(config, getattr(args, "grid", None), resonance=resonance)
+    configs |= {f"grid {name}": variant for name, variant in grid.items()}
     return configs
 
 
@@ -273,30 +283,35 @@ def run_records(args, reports, configs, run_config: dict[str, Any], provenance) 
     return written
 
 
-def run_record_config(args, config: RetrievalConfig) -> dict[str, Any]:
+def run_record_config(args, config: AskedConfig) -> dict[str, Any]:
     """What a run asked, as its record's ``config``: the dataset, the retriever, the full RetrievalConfig, how
     the stores were built and, for ``resonance``, the RecallConfig recall is asked with."""
     out: dict[str, Any] = {
         "dataset": args.dataset,
         "retriever": args.retriever,
-        "retrieval_config": config.to_dict(),
+        "retrieval_config": config.retrieval.to_dict(),
         "sentence_keys": args.sentence_keys == "on",
         "roles": args.roles,
         "limit": args.limit,
     }
     if args.retriever == "resonance":
-        out["recall_config"] = bench_recall_config()
+        out["recall_config"] = bench_recall_config(config)
         out["recall_pool"] = "each store's: min(its chunks, 100)"
+        out["recall_set"] = dict(config.recall)
     return out
 
 
-def bench_recall_config(pool: int = 100) -> dict[str, Any]:
+def bench_recall_config(config: AskedConfig | None = None, pool: int = 100) -> dict[str, Any]:
     """The RecallConfig the resonance retriever asks each store's recall with (``HaystackStore.recall_config``)
-    for a store of ``pool`` chunks or more; a smaller store's pool is its number of chunks."""
+    for a store of ``pool`` chunks or more, with the run's recall settings; a smaller store's pool is its
+    number of chunks. Its ``retrieval`` is left out: the record's ``retrieval_config`` is it."""
     from protocols.bench.result import jsonable
-    from protocols.bench.retrieval.stores import recall_config_for
+    from protocols.bench.retrieval.config import recall_config_for
 
-    return jsonable(recall_config_for(pool))
+    base = recall_config_for(pool)
+    recall = jsonable(config.recall_config(base) if config is not None else base)
+    recall.pop("retrieval", None)
+    return recall
 
 
 def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance, *, leave_one_out: bool = False):

@@ -3,8 +3,11 @@ real store built through the importers, and its ranking is the store's own."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import lzma
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,10 +19,10 @@ from lca.recall import RecallContext
 from lca.retrieval import RetrievalConfig
 from lca.substrate import Substrate
 from protocols.bench.result import BenchmarkResult
-from protocols.bench.retrieval.config import dataset_config, grid_variants
+from protocols.bench.retrieval.config import AskedConfig, dataset_config, grid_variants
 from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
 from protocols.bench.retrieval.stores import HaystackStore
-from protocols.bench.retrieval_bench import held_out
+from protocols.bench.retrieval_bench import add_arguments, held_out
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +37,7 @@ def run(runner, path, retriever, tmp_path, configs=None, **kw):
         limit=None,
         progress=lambda x: x,
         workdir=tmp_path / "work",
-        configs=configs or {"default": RetrievalConfig()},
+        configs=configs or {"default": AskedConfig(RetrievalConfig())},
         **kw,
     )
 
@@ -134,7 +137,7 @@ def locomo_record() -> dict:
 
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid", "resonance"])
 def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path, retriever):
-    configs = {"default": dataset_config("longmemeval"), "rrf": RetrievalConfig()}
+    configs = {"default": AskedConfig(dataset_config("longmemeval")), "rrf": AskedConfig(RetrievalConfig())}
     reports = run(run_longmemeval, lme_file(tmp_path), retriever, tmp_path, configs)
     report = reports["default"]
     assert report["strict"]["n"] == 2 and report["lenient"]["n"] == 2 and report["questions"] == 3
@@ -152,7 +155,7 @@ def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path,
 
 
 def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
-    report = run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": dataset_config("locomo")})["default"]
+    report = run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
     assert report["items"] == 3 and report["overall"]["recall@25"] == 1.0
     assert set(report["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
     row = report["per_item"][0]
@@ -162,7 +165,7 @@ def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
 def test_locomo_recall_counts_evidence_ids_that_name_no_turn(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([locomo_record()]))
-    report = run(run_locomo, path, "hybrid", tmp_path, {"default": dataset_config("locomo")})["default"]
+    report = run(run_locomo, path, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
     assert report["items"] == 2
     assert report["unparsed_evidence_ids"] == 2  # "D9:99" names no turn, "D" is malformed; both counted
     assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
@@ -189,9 +192,53 @@ def test_the_benchmarks_ranking_is_the_stores_search_and_recall(tmp_path):
             assert store.rank(query, "bm25") == list(
                 dict.fromkeys(h.pointer.entry_id for h in reference.search(query, k=100, mode="lexical", pool=100))
             )
+        # a resonance run's recall settings reach recall: the same as asking the store's recall with them
+        asked = AskedConfig(replace(config, bm25_weight=0.0), {"weights.temporal": 0.0, "recall.mmr_lambda": 0.5})
+        changed = replace(
+            store.recall_config(),
+            mmr_lambda=0.5,
+            weights=replace(store.recall_config().weights, temporal=0.0),
+            retrieval=replace(config, bm25_weight=0.0),
+        )
+        assert store.recall_config(asked) == changed
+        for query in ("Which climbing gym does Ben go to?", "tax forms"):
+            recall = reference.recall(RecallContext(query=query), config=changed)
+            recalled = list(dict.fromkeys(c.source.split("#", 1)[1].split("[", 1)[0] for c in recall.candidates))
+            assert store.rank(query, "resonance", config=asked)[: len(recalled)] == recalled
     finally:
         store.close()
         reference.close()
+
+
+def test_resonance_runs_set_grid_and_ablate_recall_settings():
+    from protocols.bench.retrieval_bench import checked_config, run_configs
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    base = ["--dataset", "locomo", "--retriever", "resonance"]
+    args = parser.parse_args([*base, "--set", "weights.temporal=0", "--set", "recall.mmr_lambda=0.5", "--ablate"])
+    asked = checked_config(args)
+    assert asked.recall == {"weights.temporal": 0.0, "recall.mmr_lambda": 0.5}
+    configs = run_configs(args, asked)
+    # each resonance term that is on gets its own row; temporal is already off, similarity is never ablated
+    assert {"without weights.experience=0", "without weights.authority=0", "without weights.risk=0"} <= set(configs)
+    assert "without weights.temporal=0" not in configs and "without weights.similarity=0" not in configs
+    assert configs["without weights.risk=0"].recall["recall.mmr_lambda"] == 0.5  # the run's settings kept
+    assert configs["without bm25_weight=0"].retrieval.bm25_weight == 0.0
+    grid = grid_variants(asked, ["weights.authority=0,0.2"], resonance=True)
+    assert grid["weights.authority=0.2"].recall["weights.authority"] == 0.2
+    for bad, reason in (
+        (["--set", "weights.bogus=1"], "unknown name 'weights.bogus'"),
+        (["--set", "temporal=0"], "a resonance weight is set as weights.temporal"),
+        (["--set", "weights.risk=-1"], ">= 0"),
+        (["--set", "recall.policy=sometimes"], "unknown policy"),
+        (["--set", "weights.risk=1", "--set", "weights.risk=2"], "given twice"),
+    ):
+        with pytest.raises(ParameterError, match=re.escape(reason)):
+            checked_config(parser.parse_args([*base, *bad]))
+    hybrid = parser.parse_args(["--dataset", "locomo", "--set", "weights.temporal=0"])
+    with pytest.raises(ParameterError, match="only --retriever resonance ranks by"):
+        checked_config(hybrid)
 
 
 def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
@@ -204,7 +251,7 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
     assert cli.main([*base, "--set", "bogus=1"]) == 2
     assert "unknown name 'bogus'; known: anchor_weight" in capsys.readouterr().err
     assert cli.main([*base, "--retriever", "dense", "--ablate"]) == 2
-    assert "--retriever hybrid" in capsys.readouterr().err
+    assert "--retriever hybrid or resonance" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the benchmark-only ranker is gone: argparse refuses the choice
         cli.main([*base, "--retriever", "legacy"])
     assert "invalid choice: 'legacy'" in capsys.readouterr().err
@@ -228,7 +275,7 @@ def test_grid_variants_cross_the_listed_values():
         "bm25_weight=1.0,fusion=z",
         "bm25_weight=1.0,fusion=rrf",
     }
-    assert variants["bm25_weight=0.5,fusion=rrf"].bm25_weight == 0.5
+    assert variants["bm25_weight=0.5,fusion=rrf"].retrieval.bm25_weight == 0.5
     with pytest.raises(ParameterError, match="unknown name 'bogus'"):
         grid_variants(RetrievalConfig(), ["bogus=1,2"])
 

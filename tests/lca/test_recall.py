@@ -67,6 +67,40 @@ def test_weights_and_settings_are_validated_by_name(tmp_path):
     path.write_text("pool: 20\nfloor: 0.4\nweights:\n  experience: 0\n")
     loaded = RecallConfig.from_file(path)
     assert loaded.pool == 20 and loaded.floor == 0.4 and loaded.weights.experience == 0.0
+    assert loaded.retrieval is None  # the store's own ranking settings
+    path.write_text("retrieval:\n  bm25_weight: 0\n  fusion: rrf\n")
+    loaded = RecallConfig.from_file(path)
+    assert (loaded.retrieval.bm25_weight, loaded.retrieval.fusion) == (0.0, "rrf")
+    for text, field in (("retrieval:\n  bm25: 1\n", "retrieval.bm25"), ("retrieval: [1]\n", "retrieval")):
+        path.write_text(text)
+        with pytest.raises(RecordFormatError) as info:
+            RecallConfig.from_file(path)
+        assert info.value.field == field and str(path) in str(info.value)
+
+
+def test_recall_ranks_by_its_configs_retrieval_settings_when_given(store):
+    """S comes from the one ranking path; a RecallConfig's ``retrieval`` replaces the store's settings for it."""
+    from lca.retrieval import RetrievalConfig
+
+    texts = [
+        "the quarterly budget review is on Friday",
+        "budget budget budget spreadsheet totals",
+        "we moved the review of costs to next week",
+        "lunch was a sandwich by the river",
+    ]
+    store.append([make_entry("s", n, text) for n, text in enumerate(texts, 1)])
+    store.ingest()
+    query = "budget review"
+    rankings = []
+    for retrieval in (RetrievalConfig(bm25_weight=0.0), RetrievalConfig(dense_weight=0.0, bm25_weight=1.0)):
+        hits = store.search(query, k=10, pool=50, config=retrieval)
+        result = store.recall(query, config=replace(LOW_FLOOR, retrieval=retrieval, mmr_lambda=1.0))
+        s_of = {c.source: c.terms["similarity"] for c in result.candidates}
+        ordered = sorted(s_of, key=s_of.get, reverse=True)
+        assert [c.source.split("#", 1)[1] for c in result.candidates] and len(ordered) == len(hits)
+        assert [h.pointer.entry_id for h in hits] == [src.split("#", 1)[1].split("[", 1)[0] for src in ordered]
+        rankings.append(ordered)
+    assert rankings[0] != rankings[1]  # the two settings rank differently, so the check above could fail
 
 
 @settings(max_examples=300, deadline=None)

@@ -377,6 +377,7 @@ def locomo_file(tmp_path: Path, conversations: int = 2) -> Path:
 
 def test_the_retrieval_progress_counts_questions_not_conversations(tmp_path):
     from lca.retrieval import RetrievalConfig
+    from protocols.bench.retrieval.config import AskedConfig
     from protocols.bench.retrieval.runners import run_locomo
 
     path = locomo_file(tmp_path)
@@ -395,7 +396,7 @@ def test_the_retrieval_progress_counts_questions_not_conversations(tmp_path):
         limit=None,
         progress=progress,
         workdir=tmp_path / "work",
-        configs={"default": RetrievalConfig()},
+        configs={"default": AskedConfig(RetrievalConfig())},
         checkpoint=lambda snapshot, done, total: checkpoints.append((snapshot, done, total)),
     )["default"]
     questions = sum(len(r["qa"]) for r in json.loads(path.read_text()))

@@ -149,7 +149,7 @@ def ablation_table(
     default, variants = result.metrics["default"], result.metrics["variants"]
     names = list(default)
     lines = [
-        *_heading(result, f"hybrid {title}"),
+        *_heading(result, f"{result.config.get('retriever', 'hybrid')} {title}"),
         "",
         note,
         "",

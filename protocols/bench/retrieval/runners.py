@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lca.retrieval import RetrievalConfig
+from protocols.bench.retrieval.config import AskedConfig
 from protocols.bench.retrieval.stores import HaystackStore, QueryMemo, sessions_by
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, parse_evidence_ids
 
@@ -35,7 +35,7 @@ def run_longmemeval(
     limit: int | None,
     progress,
     workdir: Path,
-    configs: Mapping[str, RetrievalConfig],
+    configs: Mapping[str, AskedConfig],
     sentence_keys: bool = False,
     roles: str = "all",
     checkpoint: Checkpoint | None = None,
@@ -58,7 +58,7 @@ def run_longmemeval(
             for s in sessions
         ]
     by_question = sessions_by(sessions, lambda sid: sid.split(":", 2)[1])
-    first = next(iter(configs.values()))
+    first = next(iter(configs.values())).retrieval
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     for done, record in enumerate(progress(records), 1):  # one question, and one store, per record
@@ -185,7 +185,7 @@ def run_locomo(
     limit: int | None,
     progress,
     workdir: Path,
-    configs: Mapping[str, RetrievalConfig],
+    configs: Mapping[str, AskedConfig],
     sentence_keys: bool = False,
     ks=(1, 5, 10, 25),
     checkpoint: Checkpoint | None = None,
@@ -201,7 +201,7 @@ def run_locomo(
         records = records[:limit]
     sessions, _ = import_locomo(path, sample_ids=[str(r["sample_id"]) for r in records])
     by_sample = sessions_by(sessions, lambda sid: sid.split(":", 2)[1])
-    first = next(iter(configs.values()))
+    first = next(iter(configs.values())).retrieval
     per_item: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     unparsed = 0

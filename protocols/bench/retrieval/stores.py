@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lca.importers import ImportedSession
 from lca.retrieval import RetrievalConfig
+from protocols.bench.retrieval.config import AskedConfig, recall_config_for
 
 MODES = {"bm25": "lexical", "dense": "dense", "hybrid": "hybrid", "resonance": "hybrid"}
 
@@ -53,48 +54,35 @@ class HaystackStore:
             hits = self.substrate.search(query, k=k, mode=mode, pool=k)
         return _entries(h.pointer.entry_id for h in hits)
 
-    def recall_config(self):
-        return recall_config_for(self.chunks)
+    def recall_config(self, asked: AskedConfig | None = None):
+        """The bench's recall settings for this store; with ``asked``, its recall changes and ranking too."""
+        base = recall_config_for(self.chunks)
+        return asked.recall_config(base) if asked is not None else base
 
-    def recall(self, query: str, *, as_of: datetime | None = None) -> list[str]:
+    def recall(self, query: str, *, as_of: datetime | None = None, asked: AskedConfig | None = None) -> list[str]:
         """Entry ids in the order of recall's ranked candidates (resonance score R), every candidate kept."""
         from lca.recall import RecallContext
 
-        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=self.recall_config())
+        config = self.recall_config(asked)
+        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config)
         return _entries(candidate.source.split("#", 1)[1].split("[", 1)[0] for candidate in result.candidates)
 
     def rank(
-        self, query: str, retriever: str, *, as_of: datetime | None = None, config: RetrievalConfig | None = None
+        self, query: str, retriever: str, *, as_of: datetime | None = None, config: AskedConfig | None = None
     ) -> list[str]:
-        hybrid = self.search(query, retriever, as_of=as_of, config=config)
+        """Entry ids, best first: the store's search under ``config``'s ranking, or for ``resonance`` its
+        recall under ``config`` (ranking and recall settings) followed by the rest in search order."""
+        ranking = config.retrieval if config is not None else None
+        hybrid = self.search(query, retriever, as_of=as_of, config=ranking)
         if retriever != "resonance":
             return hybrid
-        head = self.recall(query, as_of=as_of)
+        head = self.recall(query, as_of=as_of, asked=config)
         seen = set(head)
         return head + [e for e in hybrid if e not in seen]
 
     def close(self) -> None:
         self.substrate.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def recall_config_for(chunks: int):
-    """Recall as the benchmark asks it of a store of ``chunks`` chunks: every candidate of a pool of up to 100
-    ranked and kept (no floor, no quota, no budget, no MMR), so the ranking scored is recall's resonance order."""
-    from lca.recall import RecallConfig
-
-    pool = max(1, min(chunks, 100))
-    return RecallConfig(
-        pool=pool,
-        floor=-1.0,
-        floor_mode="absolute",
-        date_anchor=False,
-        memory_quota=0,
-        transcript_quota=pool,
-        token_budget=10**7,
-        item_char_cap=10**6,
-        mmr_lambda=1.0,
-    )
 
 
 class QueryMemo:

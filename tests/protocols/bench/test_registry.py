@@ -138,7 +138,7 @@ def test_retrieval_set_parses_through_the_one_parameter_language():
     parse = benchmark("retrieval").parser().parse_args
     config = checked_config(
         parse(["--dataset", "locomo", "--fusion", "rrf", "--set", "fusion=z", "--set", "bm25-weight=0.25"])
-    )
+    ).retrieval
     assert (config.fusion, config.bm25_weight, config.question_weight) == ("z", 0.25, 2.0)  # --set wins; defaults
     from lca.params import ParameterError
 
