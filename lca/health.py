@@ -32,6 +32,9 @@ from lca.types import HealthCheck, HealthReport, HealthStatus, canonical_json
 OK, WARN, FAIL = HealthStatus.OK, HealthStatus.WARN, HealthStatus.FAIL
 ACKNOWLEDGED_FILE = "acknowledged.jsonl"  # in the quarantine folder: what a person reviewed, and when
 TORN_REASON = "torn final line"  # how lca.transcript begins the reason of a quarantined torn tail
+# Share of chunks repeating another chunk's text above which health warns (a conversation imported twice is 0.5;
+# real stores sit near 0.01), checked once a store holds enough chunks for a share to mean anything.
+DUPLICATE_RATIO_WARN, DUPLICATE_MIN_CHUNKS = 0.25, 20
 
 Key = tuple[str, int, str]  # (file, offset or line, sha256): one quarantined record or unreadable log line
 
@@ -311,17 +314,14 @@ def _index_checks(index: IndexStore, embedder: Embedder, view: _TranscriptView) 
             },
         )
     )
-    ratio = 1.0 - stats["distinct_texts"] / stats["chunks"] if stats["chunks"] else 0.0
-    stats["duplicate_ratio"] = ratio
-    checks.append(
-        HealthCheck(
-            "duplicates",
-            OK,
-            f"duplicate ratio {ratio:.4f}: {stats['chunks']} chunks over {stats['distinct_texts']} "
-            "distinct texts (one vector per distinct text)",
-            {"duplicate_ratio": ratio},
-        )
-    )
+    chunks, distinct = stats["chunks"], stats["distinct_texts"]
+    stats["duplicate_ratio"] = ratio = 1.0 - distinct / chunks if chunks else 0.0
+    many = ratio > DUPLICATE_RATIO_WARN and chunks >= DUPLICATE_MIN_CHUNKS
+    detail = f"duplicate ratio {ratio:.4f}: {chunks} chunks over {distinct} distinct texts (one vector per text)"
+    if many:
+        detail += f"; above {DUPLICATE_RATIO_WARN}: was the same conversation ingested twice (that gives 0.5)?"
+    data = {"duplicate_ratio": ratio, "chunks": chunks, "distinct_texts": distinct}
+    checks.append(HealthCheck("duplicates", WARN if many else OK, detail, {**data, "warn_above": DUPLICATE_RATIO_WARN}))
 
     # consistency: index vs catalog vs transcript
     consistency = index.consistency()

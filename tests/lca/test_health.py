@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lca.health import consolidation_check, store_health
+from lca.health import DUPLICATE_MIN_CHUNKS, DUPLICATE_RATIO_WARN, consolidation_check, store_health
 from lca.index.chunker import Chunker
 from lca.index.store import IndexStore
 from lca.ingest import IngestReport, ingest_pending
@@ -109,6 +109,58 @@ def test_a_store_last_written_by_other_code_is_a_warning(parts):
     parts.index.catalog_.set_meta("last_writer_version", "lca 0.0.0-elsewhere")
     check = parts.health().check("code_version")
     assert check.status is HealthStatus.WARN and check.data["last_writer"] == "lca 0.0.0-elsewhere"
+
+
+# ---- duplicates: one vector per distinct text, and a warning when too many chunks repeat one ------------------
+def topic(n: int) -> str:
+    return f"turn {n}: the {['garden', 'invoice', 'deploy', 'recipe', 'vet'][n % 5]} plan, item number {n}"
+
+
+def test_a_store_of_distinct_turns_reports_its_duplicate_ratio_as_ok(parts):
+    parts.transcript.append([make_entry("s1", n, topic(n)) for n in range(1, 31)])
+    parts.ingest()
+    check = parts.health().check("duplicates")
+    assert check.status is HealthStatus.OK and check.data["chunks"] == 30 and check.data["distinct_texts"] == 30
+    assert check.detail.startswith("duplicate ratio 0.0000: 30 chunks over 30 distinct texts")
+
+
+def test_a_conversation_ingested_twice_warns_with_the_ratio_and_the_counts(parts):
+    turns = [topic(n) for n in range(1, 16)]
+    parts.transcript.append([make_entry("first", n, text) for n, text in enumerate(turns, 1)])
+    parts.transcript.append([make_entry("again", n, text) for n, text in enumerate(turns, 1)])
+    parts.ingest()
+    report = parts.health()
+    check = report.check("duplicates")
+    assert check.status is HealthStatus.WARN and report.healthy  # a warning, not a failure
+    assert check.data == {
+        "duplicate_ratio": 0.5,
+        "chunks": 30,
+        "distinct_texts": 15,
+        "warn_above": DUPLICATE_RATIO_WARN,
+    }
+    assert "duplicate ratio 0.5000: 30 chunks over 15 distinct texts" in check.detail
+    assert f"above {DUPLICATE_RATIO_WARN}" in check.detail and report.counts["duplicate_ratio"] == 0.5
+
+
+@pytest.mark.parametrize(("distinct", "copies", "status"), [(15, 5, HealthStatus.OK), (14, 6, HealthStatus.WARN)])
+def test_the_duplicate_warning_starts_above_the_threshold(parts, distinct, copies, status):
+    """20 chunks: 5 copies is a ratio of exactly 0.25 (not above it), 6 copies is 0.30."""
+    texts = [topic(n) for n in range(distinct)] + [topic(0)] * copies
+    parts.transcript.append([make_entry("s1", n, text) for n, text in enumerate(texts, 1)])
+    parts.ingest()
+    check = parts.health().check("duplicates")
+    assert check.data["chunks"] == DUPLICATE_MIN_CHUNKS == 20 and DUPLICATE_RATIO_WARN == 0.25
+    assert check.status is status and check.data["duplicate_ratio"] == pytest.approx(copies / 20)
+
+
+def test_a_store_too_small_for_a_share_to_mean_anything_does_not_warn(parts):
+    parts.transcript.append(
+        [make_entry("a", 1, "ok thanks"), make_entry("b", 1, "ok thanks"), make_entry("c", 1, "hi")]
+    )
+    parts.ingest()
+    check = parts.health().check("duplicates")
+    assert DUPLICATE_RATIO_WARN < check.data["duplicate_ratio"] == pytest.approx(1 / 3)
+    assert check.status is HealthStatus.OK and check.data["chunks"] < DUPLICATE_MIN_CHUNKS
 
 
 # ---- consolidation, from the ledger alone ------------------------------------------------------
