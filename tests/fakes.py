@@ -76,19 +76,24 @@ class FakeFlakyEmbedder(FakeHashingEmbedder):
 
 class FakeScriptedGenerator:
     """A TextGenerator that answers from a script: ``respond(messages) -> str`` or a list of replies
-    consumed in order. Records every call, so tests can check what each stage was (not) shown."""
+    consumed in order. Records every call, so tests can check what each stage was (not) shown, and the
+    JSON schema each call asked for (``schemas``, None where none was given)."""
 
     def __init__(self, respond, *, model_id: str = "fake-scripted") -> None:
         self._respond = respond
         self._model_id = model_id
         self.calls: list[list[dict[str, str]]] = []
+        self.schemas: list[dict | None] = []
 
     @property
     def model_id(self) -> str:
         return self._model_id
 
-    def generate(self, messages, *, max_tokens: int = 256, temperature: float = 0.0, seed=None) -> str:
+    def generate(
+        self, messages, *, max_tokens: int = 256, temperature: float = 0.0, seed=None, json_schema=None
+    ) -> str:
         self.calls.append([dict(m) for m in messages])
+        self.schemas.append(None if json_schema is None else dict(json_schema))
         if callable(self._respond):
             reply = self._respond(messages)
         else:
@@ -96,3 +101,10 @@ class FakeScriptedGenerator:
         if isinstance(reply, BaseException):
             raise reply
         return reply
+
+
+class FakeSchemalessGenerator(FakeScriptedGenerator):
+    """A generator written before the ``json_schema`` keyword: it refuses it like any unknown keyword."""
+
+    def generate(self, messages, *, max_tokens: int = 256, temperature: float = 0.0, seed=None) -> str:
+        return super().generate(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)

@@ -11,8 +11,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lca.consolidation.parsing import REFUSAL, failure_kind, parse_writer_output
-from lca.consolidation.prompts import WRITER_DEMO, WRITER_PREVENTED, WRITER_SYSTEM, WRITER_TASK, with_demos
+from lca.consolidation.parsing import (
+    REFUSAL,
+    echoes_example,
+    failure_kind,
+    parse_writer_output,
+    writer_said_nothing,
+)
+from lca.consolidation.prompts import (
+    WRITER_DEMO,
+    WRITER_DEMO_CLAIMS,
+    WRITER_PREVENTED,
+    WRITER_SYSTEM,
+    WRITER_TASK,
+    with_demos,
+    writer_schema,
+)
 from lca.consolidation.records import (
     CANDIDATE_TYPES,
     SKIPPED_KINDS,
@@ -30,6 +44,7 @@ from lca.consolidation.review import CandidateReview
 from lca.consolidation.stores import CycleStores
 from lca.consolidation.writing import PlanWriter
 from lca.errors import LCAError
+from lca.experience import count_on_memory, experience_of, source_key, turn_event
 from lca.fileio import atomic_write_bytes
 from lca.ledger import LearnedState, hypothesis_id, key_terms
 from lca.memory import SchemaRef
@@ -105,7 +120,6 @@ class Consolidator:
             self.stores, self.reviewer, self.config, schema_stamp=schema_stamp, now=self.now, say=self._say
         )
         plans = [review.review(c, lines, state, failures) for c in candidates]
-        events = self._experience(lines, prevented, failures, injected)
         writes: list[Write] = []
         read_back: list[ReadBack] = []
         if plans:
@@ -115,6 +129,9 @@ class Consolidator:
                 ).apply(plans, drifted, failures, cycle_id)
             self._index(failures)
             read_back = self._read_back(writes, failures)
+        # after the writes: a counter bump is not lost to an update written from an earlier read, and the
+        # span's approvals and corrections reach the memories this cycle wrote from the turns they name
+        events = self._experience(lines, prevented, failures, injected)
         result = ConsolidationResult(
             cycle_id,
             trigger.value,
@@ -181,6 +198,7 @@ class Consolidator:
                         self._speaker(entry),
                         redacted(" ".join(entry.content.split())),  # no model is shown a credential
                         entry.timestamp,
+                        entry.meta,
                     )
                 )
         return lines, marks
@@ -218,28 +236,45 @@ class Consolidator:
             system = WRITER_SYSTEM + (WRITER_PREVENTED if in_use else "")
             messages = with_demos(system, (WRITER_DEMO,), "\n\n".join(parts))
             self._say(f"identify: window {w + 1}")
+            schema = writer_schema([line.number for line in window], [mid for mid, _ in in_use])
             try:
                 text = self.writer.generate(
-                    messages, max_tokens=self.config.writer_max_tokens, temperature=0.0, seed=self.config.seed
+                    messages,
+                    max_tokens=self.config.writer_max_tokens,
+                    temperature=0.0,
+                    seed=self.config.seed,
+                    json_schema=schema,
                 )
             except Exception as exc:  # the generator's failure is the cycle's record, never a crash
                 failures.append(Failure("extract", failure_kind(exc), f"window {w + 1}: {exc}"))
                 continue
             found, prevented_here, unparsed = parse_writer_output(text)
-            if not found and not prevented_here and text.strip().upper().strip(".") != "NONE":
+            if not found and not prevented_here and not writer_said_nothing(text):
                 kind = "refused" if REFUSAL.search(text) else "malformed"
                 failures.append(
                     Failure(
                         "extract",
                         kind,
-                        f"window {w + 1}: no line in the form "
-                        f"'TYPE | statement | line numbers' ({unparsed} other line(s))",
+                        f"window {w + 1}: no readable candidate (JSON per the writer's schema, or lines "
+                        f"'TYPE | statement | line numbers'; {unparsed} part(s) not read)",
                         raw=text,
                     )
                 )
                 continue
             prevented.extend(prevented_here)
+            window_texts = [line.text for line in window]
             for kind, statement, numbers in found:
+                if echoes_example(statement, window_texts, WRITER_DEMO_CLAIMS):
+                    failures.append(
+                        Failure(
+                            "extract",
+                            "echoed_example",
+                            f"window {w + 1}: a candidate repeats the prompt's worked example, not the "
+                            "conversation: dropped",
+                            raw=statement,
+                        )
+                    )
+                    continue
                 cited = [by_number[n] for n in numbers if n in by_number]
                 cand = Candidate(
                     hypothesis_id(statement),
@@ -333,7 +368,7 @@ class Consolidator:
                 )
         return out
 
-    # -- experience: hits and prevented mistakes
+    # -- experience: hits, prevented mistakes, and the span's explicit approvals and corrections
     def _experience(
         self,
         lines: Sequence[SpanLine],
@@ -344,35 +379,58 @@ class Consolidator:
         events: list[dict[str, Any]] = []
         files = self.stores.memory_files()
         by_number = {line.number: line for line in lines}
-        for memory_id, _, number, what in prevented:
-            line = by_number.get(number)
-            if memory_id not in files or line is None:
-                failures.append(
-                    Failure(
-                        "prevented",
-                        "unknown_memory" if memory_id not in files else "malformed",
-                        f"prevented-mistake claim for '{memory_id}' at line {number} names no "
-                        "known memory or line: not counted",
+        experience, memory = self.stores.experience, self.stores.memory
+        with self.stores.writer_lock():  # the counters are written into the memory files
+            for memory_id, _, number, what in prevented:
+                line = by_number.get(number)
+                if memory_id not in files or line is None:
+                    failures.append(
+                        Failure(
+                            "prevented",
+                            "unknown_memory" if memory_id not in files else "malformed",
+                            f"prevented-mistake claim for '{memory_id}' at line {number} names no "
+                            "known memory or line: not counted",
+                        )
                     )
-                )
-                continue
-            span = f"{line.session_id}#{line.entry_id}"
-            self.stores.experience.record(f"memory:{memory_id}", "prevented_mistake", span=span)
-            events.append({"memory": memory_id, "kind": "prevented_mistake", "span": span, "what": what})
-        assistant_terms = key_terms(" ".join(line.text for line in lines if line.speaker == "assistant"))
-        for memory_id in sorted(injected):
-            memory = files.get(memory_id)
-            if memory is None:
-                continue
-            terms = key_terms(memory.body)
-            if terms and len(terms & assistant_terms) / len(terms) >= 0.5:
-                self.stores.experience.record(f"memory:{memory_id}", "used")
+                    continue
+                span = source_key(line.session_id, line.entry_id)
+                recorded = experience.record(f"memory:{memory_id}", "prevented_mistake", span=span)
+                count_on_memory(memory, recorded, applied_at=self.now)
+                events.append({"memory": memory_id, "kind": "prevented_mistake", "span": span, "what": what})
+            assistant_terms = key_terms(" ".join(line.text for line in lines if line.speaker == "assistant"))
+            for memory_id in sorted(injected):
+                memory_file = files.get(memory_id)
+                if memory_file is None:
+                    continue
+                terms = key_terms(memory_file.body)
+                if terms and len(terms & assistant_terms) / len(terms) >= 0.5:
+                    count_on_memory(memory, experience.record(f"memory:{memory_id}", "used"), applied_at=self.now)
+                    events.append(
+                        {
+                            "memory": memory_id,
+                            "kind": "used",
+                            "span": None,
+                            "what": "injected and echoed by the assistant in this span",
+                        }
+                    )
+            # approvals and corrections the span shows: most were recorded when their turn was appended
+            # (lca.substrate); record_new adds only what is new, e.g. a memory written from the corrected turn
+            try:
+                turns = [t for t in (turn_event(x.session_id, x.entry_id, x.meta) for x in lines) if t is not None]
+            except LCAError as exc:
+                failures.append(Failure("experience", "malformed", str(exc)))
+                turns = []
+            observed = experience_of(turns, files, transcript=self.stores.transcript)
+            for event in experience.record_new(observed):
+                source, _, name = event.target.partition(":")
+                what = "an explicit approval" if event.kind == "approved" else "an explicit correction"
                 events.append(
                     {
-                        "memory": memory_id,
-                        "kind": "used",
-                        "span": None,
-                        "what": "injected and echoed by the assistant in this span",
+                        "memory": name if source == "memory" else None,
+                        "target": event.target,
+                        "kind": event.kind,
+                        "span": event.span,
+                        "what": f"{what} in the span",
                     }
                 )
         return events

@@ -1,7 +1,14 @@
-"""Reading the writer's and the reviewer's answers, and the mechanical checks beside them."""
+"""Reading the writer's and the reviewer's answers, and the mechanical checks beside them.
+
+Answers are JSON (``prompts``: the schemas the generator is held to); the older line format
+(``TYPE | statement | line numbers``; ``REASONING: ... VERDICT: ...``) is still read, for models
+without constrained decoding and for earlier records. Either way the answer is untrusted text: what does
+not fit is counted, never raised.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -12,11 +19,15 @@ from lca.ledger import key_terms
 REFUSAL = re.compile(r"\b(i can(?:no|')t|i am unable|i'm unable|i won't|as an ai)\b", re.IGNORECASE)
 _NUMBERS = re.compile(r"\d+")
 _FIELD = re.compile(r"^\s*\**\s*(REASONING|SUPPORTED|CONTRADICTS|VERDICT)\s*\**\s*:\s*(.*)$", re.IGNORECASE)
+# strict=False: a raw newline or tab inside a string is read (a grammar's string rule lets a model write one)
+_DECODER = json.JSONDecoder(strict=False)
 
 
 def parse_writer_output(text: str) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, int, str]], int]:
-    """Candidate lines (type, statement, line numbers), prevented lines (memory id, line, what), and
-    the count of non-empty lines that fit neither form."""
+    """Candidates (type, statement, line numbers), prevented claims (memory id, what, line, what), and
+    the count of parts that fit neither form: JSON items, or lines of the line format."""
+    if _looks_like_json(text):
+        return _parse_writer_json(text)
     candidates: list[tuple[str, str, list[int]]] = []
     prevented: list[tuple[str, str, int, str]] = []
     unparsed = 0
@@ -41,8 +52,92 @@ def parse_writer_output(text: str) -> tuple[list[tuple[str, str, list[int]]], li
     return candidates, prevented, unparsed
 
 
+def writer_said_nothing(text: str) -> bool:
+    """The writer's explicit "nothing worth remembering": ``NONE``, or JSON with an empty list of memories."""
+    if text.strip().upper().strip(".") == "NONE":
+        return True
+    answer = _json_object(text) if _looks_like_json(text) else None
+    return answer is not None and answer.get("memories") == [] and not answer.get("prevented")
+
+
+def _looks_like_json(text: str) -> bool:
+    stripped = text.strip()
+    return stripped.startswith("{") or stripped.startswith("```")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The answer as a JSON object (a Markdown code fence around it is allowed), or None."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").strip()
+        stripped = stripped[len("json") :] if stripped.lower().startswith("json") else stripped
+    try:
+        value = _DECODER.decode(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+_ITEM_START = re.compile(r"\{\s*\"(?:type|memory)\"")
+
+
+def _json_items(text: str) -> tuple[list[Any], list[Any], int]:
+    """The ``memories`` and ``prevented`` items of a writer answer. An answer cut short (the token
+    budget ends inside the JSON) keeps the items that were complete; the cut tail counts as one part
+    not read."""
+    answer = _json_object(text)
+    if answer is not None:
+        memories, prevented = answer.get("memories", []), answer.get("prevented", [])
+        extra = len(set(answer) - {"memories", "prevented"})
+        if not isinstance(memories, list) or not isinstance(prevented, list):
+            return [], [], 1 + extra
+        return memories, prevented, extra
+    memories, prevented = [], []
+    position = 0
+    while (match := _ITEM_START.search(text, position)) is not None:
+        try:
+            item, end = _DECODER.raw_decode(text, match.start())
+        except ValueError:
+            break
+        (prevented if isinstance(item, dict) and "memory" in item else memories).append(item)
+        position = end
+    return memories, prevented, 1
+
+
+def _parse_writer_json(text: str) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, int, str]], int]:
+    memories, prevented_items, unparsed = _json_items(text)
+    candidates: list[tuple[str, str, list[int]]] = []
+    prevented: list[tuple[str, str, int, str]] = []
+    for item in memories:
+        kind = str(item.get("type", "")).strip().lower() if isinstance(item, dict) else ""
+        claim = item.get("claim") if isinstance(item, dict) else None
+        lines = item.get("lines") if isinstance(item, dict) else None
+        if (
+            kind in CANDIDATE_TYPES
+            and isinstance(claim, str)
+            and claim.strip()
+            and isinstance(lines, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
+        ):
+            candidates.append((kind, " ".join(claim.split()), list(lines)))  # one line, as the line format gives
+        else:
+            unparsed += 1
+    for item in prevented_items:
+        memory = item.get("memory") if isinstance(item, dict) else None
+        line = item.get("line") if isinstance(item, dict) else None
+        what = item.get("what") if isinstance(item, dict) else None
+        if isinstance(memory, str) and isinstance(line, int) and not isinstance(line, bool) and isinstance(what, str):
+            prevented.append((memory, what, line, what))
+        else:
+            unparsed += 1
+    return candidates, prevented, unparsed
+
+
 def parse_review(text: str) -> dict[str, Any] | None:
-    """The reviewer's fields, or None when SUPPORTED or VERDICT is missing or unreadable."""
+    """The reviewer's fields, or None when SUPPORTED or VERDICT is missing or unreadable (JSON or
+    the line format)."""
+    if _looks_like_json(text):
+        return _parse_review_json(text)
     fields: dict[str, str] = {}
     order: list[str] = []
     current = None
@@ -74,6 +169,31 @@ def parse_review(text: str) -> dict[str, Any] | None:
     }
 
 
+def _parse_review_json(text: str) -> dict[str, Any] | None:
+    answer = _json_object(text)
+    if answer is None:
+        return None
+    said = answer.get("verdict")
+    verdict = said.strip().lower() if isinstance(said, str) else None
+    supported = answer.get("supported")
+    if isinstance(supported, str):  # "yes"/"no", as the line format says it
+        supported = {"yes": True, "true": True, "no": False, "false": False}.get(supported.strip().lower())
+    if verdict not in ("accept", "reject", "supersede") or not isinstance(supported, bool):
+        return None
+    contradicts = answer.get("contradicts")
+    contradicts = contradicts.strip().strip("`'\".") if isinstance(contradicts, str) else None
+    if contradicts is not None and contradicts.lower() in ("", "none", "no", "n/a", "-"):
+        contradicts = None
+    reasoning = answer.get("reasoning")
+    return {
+        "verdict": verdict,
+        "supported": supported,
+        "contradicts": contradicts,
+        "reasoning": " ".join(reasoning.split()) if isinstance(reasoning, str) else "",
+        "reasoning_first": next(iter(answer)) == "reasoning",
+    }
+
+
 def lexical_support(claim: str, lines: Sequence[str]) -> float:
     """Share of the claim's key terms found in the cited lines: a mechanical floor under the reviewer."""
     terms = key_terms(claim)
@@ -81,6 +201,16 @@ def lexical_support(claim: str, lines: Sequence[str]) -> float:
         return 0.0
     source = key_terms(" ".join(lines))
     return len(terms & source) / len(terms)
+
+
+def echoes_example(claim: str, window: Sequence[str], example_claims: Sequence[str]) -> bool:
+    """Whether a candidate repeats the prompt's worked example rather than the conversation: at least half
+    of its key terms come from an example claim and appear nowhere in the window it was written from."""
+    terms = key_terms(claim)
+    if not terms:
+        return False
+    absent = terms - key_terms(" ".join(window))
+    return any(len(absent & key_terms(example)) * 2 >= len(terms) for example in example_claims)
 
 
 def failure_kind(exc: Exception) -> str:

@@ -1,23 +1,40 @@
-"""The writer's and the reviewer's prompts (versioned: a change here changes PROMPT_VERSION).
+"""The writer's and the reviewer's prompts and answer schemas (versioned: a change here changes PROMPT_VERSION).
 
 Each prompt carries a worked example as a prior exchange: small local models follow a shown
 format far more reliably than a described one (SmolLM2-135M ignores the description alone).
+Both answers are JSON, and each call passes its JSON schema to the generator (``json_schema``), so a
+runtime with constrained decoding cannot answer in another shape. The schemas are built per call:
+the writer may cite only the line numbers of its window and name only the memories it was shown in
+use; the reviewer may name as contradicted only the memories it was shown. The parsers
+(``lca.consolidation.parsing``) still read the older line format, for models and records without JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-PROMPT_VERSION = "consolidation-prompts/2"
+PROMPT_VERSION = "consolidation-prompts/3"
+
+WRITER_TYPES = ("fact", "decision", "lesson", "preference", "rule")
+REVIEWER_VERDICTS = ("accept", "reject", "supersede")
+NO_CONTRADICTION = "none"
+MAX_CANDIDATES_PER_WINDOW = 5  # with MAX_CLAIM_CHARS, what fits the writer's token budget
+MAX_CLAIM_CHARS = 160
+MAX_CITED_LINES = 4
+MAX_REASONING_CHARS = 200
 
 WRITER_SYSTEM = (
     "You extract memories from conversations: facts about the user or the work, decisions, lessons "
-    "learned, preferences, and rules the assistant must follow. Answer only with lines of the form: "
-    "TYPE | statement | line numbers. TYPE is one of: fact, decision, lesson, preference, rule. "
-    "Write NONE if nothing is worth remembering."
+    "learned, preferences, and rules the assistant must follow. Answer only with JSON: "
+    '{"memories": [{"type": TYPE, "claim": one sentence that stands alone, "lines": [line numbers that say it]}]}. '
+    "TYPE is one of: fact, decision, lesson, preference, rule. "
+    'Answer {"memories": []} if nothing is worth remembering.'
 )
 WRITER_PREVENTED = (
-    " If a memory in use changed what the assistant did, add a line: prevented | memory id | line number | what changed"
+    ' If a memory in use changed what the assistant did, also add "prevented": '
+    '[{"memory": memory id, "line": line number, "what": what changed}].'
 )
 WRITER_DEMO = (
     (
@@ -25,34 +42,111 @@ WRITER_DEMO = (
         "[2] assistant: Congratulations to Mia!\n[3] user: From now on, always answer me in French.\n\n"
         "List what is worth remembering."
     ),
-    "fact | Mia, the user's daughter, starts school in Porto in September. | 1\n"
-    "rule | Always answer the user in French. | 3",
+    json.dumps(
+        {
+            "memories": [
+                {
+                    "type": "fact",
+                    "claim": "Mia, the user's daughter, starts school in Porto in September.",
+                    "lines": [1],
+                },
+                {"type": "rule", "claim": "Always answer the user in French.", "lines": [3]},
+            ]
+        }
+    ),
 )
 WRITER_TASK = "List what is worth remembering."
+# the claims of the worked example: a small model with nothing to say copies them (cycle: dropped as echoes)
+WRITER_DEMO_CLAIMS = tuple(item["claim"] for item in json.loads(WRITER_DEMO[1])["memories"])
 REVIEWER_SYSTEM = (
     "You are a strict reviewer of memory writes. Your job is to find reasons to reject a candidate memory, "
     "not to agree with it. You see only the candidate, the source lines it cites, and existing memories."
 )
-REVIEWER_INSTRUCTIONS = """Answer in exactly this form, reasoning first:
-REASONING: <why the candidate might be wrong, unsupported, or in conflict>
-SUPPORTED: yes or no (yes only if the source lines say the candidate)
-CONTRADICTS: none, or the id of an existing memory that says something incompatible
-VERDICT: accept, reject, or supersede (supersede: the candidate is newer and replaces the memory it contradicts)"""
+REVIEWER_INSTRUCTIONS = """Answer only with JSON, its fields in this order: REASONING first, then SUPPORTED, CONTRADICTS, VERDICT last:
+{"reasoning": why the candidate might be wrong, unsupported, or in conflict,
+ "supported": true only if the source lines say the candidate, else false,
+ "contradicts": "none", or the id of an existing memory that says something incompatible,
+ "verdict": "accept", "reject", or "supersede" (supersede: the candidate is newer and replaces the memory it contradicts)}"""
 REVIEWER_DEMOS = (
     (
         "Candidate (fact): Mia starts school in Lisbon.\nSource lines it cites:\n[1] user: My daughter Mia starts "
-        "school in Porto in September.\nExisting memories:\n(none)\n\nAnswer with REASONING, SUPPORTED, CONTRADICTS, "
-        "VERDICT.",
-        "REASONING: The source says Porto, not Lisbon.\nSUPPORTED: no\nCONTRADICTS: none\nVERDICT: reject",
+        "school in Porto in September.\nExisting memories:\n(none)\n\nAnswer with JSON: reasoning, supported, "
+        "contradicts, verdict.",
+        json.dumps(
+            {
+                "reasoning": "The source says Porto, not Lisbon.",
+                "supported": False,
+                "contradicts": NO_CONTRADICTION,
+                "verdict": "reject",
+            }
+        ),
     ),
     (
         "Candidate (preference): The user likes green tea.\nSource lines it cites:\n[4] user: I always drink green "
-        "tea, I love it.\nExisting memories:\nm-coffee: The user drinks coffee every morning.\n\nAnswer with "
-        "REASONING, SUPPORTED, CONTRADICTS, VERDICT.",
-        "REASONING: The source says the user loves green tea. Drinking coffee does not exclude it.\n"
-        "SUPPORTED: yes\nCONTRADICTS: none\nVERDICT: accept",
+        "tea, I love it.\nExisting memories:\nm-coffee: The user drinks coffee every morning.\n\nAnswer with JSON: "
+        "reasoning, supported, contradicts, verdict.",
+        json.dumps(
+            {
+                "reasoning": "The source says the user loves green tea. Drinking coffee does not exclude it.",
+                "supported": True,
+                "contradicts": NO_CONTRADICTION,
+                "verdict": "accept",
+            }
+        ),
     ),
 )
+
+
+def writer_schema(line_numbers: Sequence[int], memories_in_use: Sequence[str] = ()) -> dict[str, Any]:
+    """The writer's answer for one window: candidates citing only that window's lines; ``prevented``
+    (optional) only when memories were in use, naming only those."""
+    lines = {"enum": sorted(set(line_numbers))}
+    candidate = {
+        "type": "object",
+        "properties": {
+            "type": {"enum": list(WRITER_TYPES)},
+            "claim": {"type": "string", "minLength": 8, "maxLength": MAX_CLAIM_CHARS},
+            "lines": {"type": "array", "items": lines, "minItems": 1, "maxItems": MAX_CITED_LINES},
+        },
+        "required": ["type", "claim", "lines"],
+        "additionalProperties": False,
+    }
+    properties: dict[str, Any] = {
+        "memories": {"type": "array", "items": candidate, "maxItems": MAX_CANDIDATES_PER_WINDOW}
+    }
+    if memories_in_use:
+        properties["prevented"] = {
+            "type": "array",
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "memory": {"enum": sorted(set(memories_in_use))},
+                    "line": lines,
+                    "what": {"type": "string", "minLength": 3, "maxLength": MAX_CLAIM_CHARS},
+                },
+                "required": ["memory", "line", "what"],
+                "additionalProperties": False,
+            },
+        }
+    return {"type": "object", "properties": properties, "required": ["memories"], "additionalProperties": False}
+
+
+def reviewer_schema(shown_memories: Sequence[str]) -> dict[str, Any]:
+    """The reviewer's verdict, reasoning first; it can name as contradicted only a memory it was shown,
+    and without any shown there is nothing to supersede."""
+    verdicts = list(REVIEWER_VERDICTS) if shown_memories else [v for v in REVIEWER_VERDICTS if v != "supersede"]
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string", "maxLength": MAX_REASONING_CHARS},
+            "supported": {"type": "boolean"},
+            "contradicts": {"enum": [NO_CONTRADICTION, *sorted(set(shown_memories))]},
+            "verdict": {"enum": verdicts},
+        },
+        "required": ["reasoning", "supported", "contradicts", "verdict"],
+        "additionalProperties": False,
+    }
 
 
 def with_demos(system: str, demos: Sequence[tuple[str, str]], task: str) -> list[dict[str, str]]:

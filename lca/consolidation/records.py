@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
@@ -67,6 +68,8 @@ class SpanLine:
     speaker: str
     text: str
     timestamp: str
+    # the entry's meta (scenario events, channel, role): never shown to a model; not part of equality
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from lca.consolidation.parsing import REFUSAL, failure_kind, lexical_support, parse_review, slug
-from lca.consolidation.prompts import REVIEWER_DEMOS, REVIEWER_INSTRUCTIONS, REVIEWER_SYSTEM, with_demos
+from lca.consolidation.prompts import (
+    REVIEWER_DEMOS,
+    REVIEWER_INSTRUCTIONS,
+    REVIEWER_SYSTEM,
+    reviewer_schema,
+    with_demos,
+)
 from lca.consolidation.records import CANDIDATE_TYPES, Candidate, ConsolidationConfig, Failure, Plan, SpanLine, Verdict
 from lca.consolidation.stores import CycleStores
+from lca.experience import ObservedEvent, source_key
 from lca.ledger import LearnedState, key_terms
 from lca.memory import Authority, MemoryFile, MemoryRecord, Privacy, SchemaRef, Supersession, TranscriptSpan
 from lca.ports import TextGenerator
@@ -137,7 +144,13 @@ class CandidateReview:
         messages = with_demos(REVIEWER_SYSTEM, REVIEWER_DEMOS, "\n\n".join(parts))
         self.say(f"verify: {candidate.claim[:50]}")
         try:
-            raw = self.reviewer.generate(messages, max_tokens=cfg.reviewer_max_tokens, temperature=0.0, seed=cfg.seed)
+            raw = self.reviewer.generate(
+                messages,
+                max_tokens=cfg.reviewer_max_tokens,
+                temperature=0.0,
+                seed=cfg.seed,
+                json_schema=reviewer_schema(touched_ids),
+            )
         except Exception as exc:  # the generator's failure is the cycle's record, never a crash
             failures.append(Failure("verify", failure_kind(exc), str(exc), candidate=candidate.id))
             return Plan(
@@ -155,7 +168,9 @@ class CandidateReview:
         review = parse_review(raw)
         if review is None:
             kind = "refused" if REFUSAL.search(raw) else "malformed"
-            failures.append(Failure("verify", kind, "reviewer output lacks SUPPORTED or VERDICT", candidate.id, raw))
+            failures.append(
+                Failure("verify", kind, "reviewer output lacks a readable supported or verdict", candidate.id, raw)
+            )
             return Plan(
                 candidate,
                 Verdict(
@@ -216,6 +231,7 @@ class CandidateReview:
         if contradicted is not None:
             if review["verdict"] == "supersede" and supported:
                 if self.newer(cited, contradicted):
+                    self.record_contradicted(contradicted, cited)
                     return self.plan(
                         candidate,
                         Verdict(
@@ -237,6 +253,7 @@ class CandidateReview:
             plan = Plan(candidate, Verdict(verdict="reject", reason=reason, **common))
             if supported:  # the transcript holds evidence against the memory: never silent
                 plan.conflict_on = contradicted
+                self.record_contradicted(contradicted, cited)
             return plan
         if review["verdict"] == "reject":
             said = " ".join(review["reasoning"].split())[:160] or "no reasoning given"
@@ -267,6 +284,13 @@ class CandidateReview:
             update,
             None,
         )
+
+    def record_contradicted(self, memory: MemoryFile, cited: Sequence[SpanLine]) -> None:
+        """E learns the verdict against a memory that lost (superseded, or marked in conflict with
+        supported evidence): ``contradicted``, citing the latest line of that evidence; once per line."""
+        line = max(cited, key=lambda c: c.number)
+        span = source_key(line.session_id, line.entry_id)
+        self.stores.experience.record_new([ObservedEvent(f"memory:{memory.record.id}", "contradicted", span)])
 
     def newer(self, cited: Sequence[SpanLine], memory: MemoryFile) -> bool:
         """Is the candidate's evidence at least as recent as the memory's? Compared by the times of the

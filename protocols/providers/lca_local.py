@@ -13,8 +13,10 @@ checked at every generated token). ``generator`` may pass an already-built ``Tex
 (tests, or sharing one loaded model); the provider then never closes it.
 
 Generate config: ``max_tokens`` (256 when unset), ``temperature`` (0.0, greedy, when unset),
-``seed`` (the model arg ``seed`` when unset) and ``stop_seqs`` (applied to the returned text;
-the tokens after a stop sequence were still generated and are counted) are honoured. Other
+``seed`` (the model arg ``seed`` when unset), ``stop_seqs`` (applied to the returned text;
+the tokens after a stop sequence were still generated and are counted) and ``response_schema``
+(decoding constrained to its JSON schema by a llama.cpp grammar: the answer is JSON of that shape,
+unless ``max_tokens`` cuts it) are honoured. Other
 sampling options (top_p, top_k, penalties, logprobs, several choices, ...) are not supported
 by the runtime: each is warned about once and ignored. Tool definitions are refused (the
 model cannot call tools); tool calls and results already in the conversation are rendered as
@@ -76,7 +78,6 @@ _UNSUPPORTED = (
     "logprobs",
     "top_logprobs",
     "prompt_logprobs",
-    "response_schema",
 )
 # the runtime's message when the conversation does not fit n_ctx (lca.generators.LlamaCppGenerator.generate)
 _CONTEXT_FULL = re.compile(r"^the conversation is (\d+) tokens; the context of .* holds (\d+) \(n_ctx\)")
@@ -141,6 +142,13 @@ def sampling_args(config: GenerateConfig, *, default_seed: int = DEFAULT_SEED) -
         "temperature": DEFAULT_TEMPERATURE if config.temperature is None else config.temperature,
         "seed": default_seed if config.seed is None else config.seed,
     }
+
+
+def json_schema_of(config: GenerateConfig) -> dict[str, Any] | None:
+    """The JSON schema of the config's ``response_schema`` as a plain dict (None without one)."""
+    if config.response_schema is None:
+        return None
+    return config.response_schema.json_schema.model_dump(mode="json", exclude_none=True)
 
 
 def cut_at_stop_sequence(text: str, stop_seqs: list[str] | None) -> tuple[str, bool]:
@@ -216,7 +224,10 @@ class LCALocalAPI(ModelAPI):
             )
         self._warn_unsupported(config)
         messages = to_generator_messages(input)
-        sampling = sampling_args(config, default_seed=self.seed)
+        sampling: dict[str, Any] = sampling_args(config, default_seed=self.seed)
+        schema = json_schema_of(config)
+        if schema is not None:  # passed only when asked: an injected generator without the keyword still works
+            sampling["json_schema"] = schema
         request = {
             "model": self.model_id,
             "path": str(getattr(self.generator, "path", "")) or None,
@@ -301,7 +312,7 @@ class LCALocalAPI(ModelAPI):
                 self._warned.add(name)
                 logger.warning(
                     "%s: generate config '%s' is not supported by the llama.cpp runtime and is "
-                    "ignored (supported: max_tokens, temperature, seed, stop_seqs)",
+                    "ignored (supported: max_tokens, temperature, seed, stop_seqs, response_schema)",
                     PROVIDER,
                     name,
                 )

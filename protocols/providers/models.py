@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -123,7 +123,9 @@ def resolve_model(model: str, **model_args: Any):
 
 class InspectRoleGenerator:
     """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
-    identical calls (model, prompt, settings, ``epoch``) are made once per process."""
+    identical calls (model, prompt, settings, ``epoch``) are made once per process. A ``json_schema``
+    becomes inspect's ``response_schema`` (structured output where the provider has it; the
+    ``lca-local`` provider turns it into a grammar)."""
 
     def __init__(
         self,
@@ -153,12 +155,18 @@ class InspectRoleGenerator:
         max_tokens: int = 256,
         temperature: float = 0.0,
         seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
     ) -> str:
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
 
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
         chat = [kinds[m["role"]](content=m["content"]) for m in messages]
-        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        config = GenerateConfig(
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            response_schema=None if json_schema is None else self.response_schema(json_schema),
+        )
         self.calls += 1
 
         def call() -> str:
@@ -172,7 +180,16 @@ class InspectRoleGenerator:
             return call()
         key = hashlib.sha256(
             json.dumps(
-                [self.model_id, repr(self.model.config), list(messages), max_tokens, temperature, seed, self.epoch],
+                [
+                    self.model_id,
+                    repr(self.model.config),
+                    list(messages),
+                    max_tokens,
+                    temperature,
+                    seed,
+                    self.epoch,
+                    None if json_schema is None else dict(json_schema),
+                ],
                 sort_keys=True,
                 default=str,
             ).encode("utf-8")
@@ -180,6 +197,24 @@ class InspectRoleGenerator:
         text, was_shared = self.shared.run(key, call)
         self.shared_calls += was_shared
         return text
+
+    def response_schema(self, json_schema: Mapping[str, Any]):
+        """inspect's ``ResponseSchema`` for a JSON schema, named after the role. inspect's ``JSONSchema`` keeps
+        the common keywords (type, properties, required, enum, items, min/maxLength, ...); a keyword it has
+        no field for (``minItems``, ``maxItems``) does not reach the provider, so callers check the answer."""
+        from inspect_ai.model import ResponseSchema
+        from inspect_ai.util import JSONSchema
+
+        if not isinstance(json_schema, Mapping):
+            raise LCAError(f"json_schema must be a mapping (a JSON schema object), got {type(json_schema).__name__}")
+        name = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{self.role}_answer")
+        try:
+            schema = JSONSchema.model_validate(dict(json_schema))
+        except Exception as exc:  # pydantic's ValidationError: name the schema, not a traceback
+            raise LCAError(
+                f"{self.role} model {self.model_id}: json_schema is not a JSON schema inspect reads: {exc}"
+            ) from None
+        return ResponseSchema(name=name, json_schema=schema)
 
 
 class EventLoopThread:
