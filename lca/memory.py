@@ -335,4 +335,7 @@ class MemoryStore:
                 "last_applied": applied_at or current.record.last_applied,
             }
         )
-        return self._write(updated, current.body)  # counters are not content: no approval needed
+        # counters are not content: no approval needed, and the stored hash is kept as it is (not
+        # restamped), so a file edited by hand stays reported as drift after its use is counted
+        atomic_write_bytes(current.path, render_memory(updated, current.body).encode("utf-8"))
+        return MemoryFile(updated, current.body, current.path)

@@ -24,7 +24,7 @@ from typing import Any
 from lca.activation import RetrievalLog
 from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
 from lca.errors import LCAError, RecordFormatError
-from lca.experience import ExperienceLog
+from lca.experience import ExperienceLog, experience_of, turn_events
 from lca.fileio import atomic_write_bytes, exclusive_lock
 from lca.health import acknowledge_quarantine, store_health
 from lca.importers import ImportedSession, ImportReport
@@ -138,9 +138,14 @@ class Substrate:
 
     # ---- writes ------------------------------------------------------------------
     def append(self, entries: Iterable[TranscriptEntry], *, index: bool = True) -> AppendResult:
-        """Durably append live entries; index them unless told not to."""
+        """Durably append live entries; index them unless told not to. The approvals and corrections
+        they carry are recorded in the experience log (lca.experience; a malformed one is refused first)."""
+        entries = list(entries)
+        turns = turn_events(entries)
         with self.writer_lock():
             result = self.transcript.append(entries)
+            if turns:
+                self.experience.record_new(experience_of(turns, self.memory_files(), transcript=self.transcript))
             if index:
                 self._ingest_locked(IngestReport())
             return result
@@ -293,6 +298,7 @@ class Substrate:
             config=config or self.recall_config,
             log_path=self.layout.recall_log,
             retrievals=self.retrievals,
+            entry_meta=self.transcript.entry_meta,
         )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
