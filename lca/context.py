@@ -5,8 +5,10 @@ standing identity, the always-loaded critical set (its own budget), recalled ite
 and a sliding window of recent turns. Older turns leave the window only after they are
 verified to be in the transcript and in the index, lowest risk and oldest first, and
 every prune is logged with its reason; pruned turns stay recallable. Past a pressure
-threshold a structured handoff is written into the transcript (never instead of it)
-and replayed at the next session start.
+threshold, when turns are pruned and at session end a handoff with content (lca.handoff) is
+written into the transcript (never instead of it) and replayed at the next session start. When
+the protected turns alone overflow the window, an emergency compaction keeps the newest that fit
+(still persist-before-prune) instead of failing.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lca.errors import LCAError, RecordFormatError
+from lca.handoff import HandoffNotes, build_handoff, handoff_pointers, render_handoff
 from lca.identity import IdentityStore
 from lca.index.store import IndexStore
 from lca.layout import StoreLayout
 from lca.memory import MemoryFile
+from lca.ports import TextGenerator
 from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
-from lca.secrets import redacted
+from lca.secrets import redact_tree, redacted
 from lca.transcript import TranscriptStore
 from lca.types import EntryKind, TranscriptEntry, text_digest
 
@@ -93,21 +97,7 @@ class PruneRecord:
     tokens: int
     reason: str
     at: float
-
-
-@dataclass(frozen=True)
-class HandoffNotes:
-    """What the host (or its summarizer) knows that the transcript does not say in one place."""
-
-    objective: str = ""
-    open_threads: tuple[str, ...] = ()
-    files_touched: tuple[str, ...] = ()
-    decisions: tuple[str, ...] = ()
-    role_state: str = ""
-    next_actions: tuple[str, ...] = ()
-    risks_and_constraints: tuple[str, ...] = ()
-    non_claims: tuple[str, ...] = ()
-    must_not_lose: tuple[str, ...] = ()
+    emergency: bool = False  # pruned by an emergency compaction: protected turns overflowed the window
 
 
 @dataclass(frozen=True)
@@ -122,6 +112,7 @@ class WorkingSet:
     critical_overflow: tuple[str, ...]
     pressure: float
     handoff_entry: str | None = None
+    emergency_compaction: bool = False  # protected turns overflowed: the newest that fit were kept
 
 
 PROTECT_META = "protect"  # meta flag a host sets on explicit instructions or high-risk task context
@@ -191,6 +182,7 @@ class LiveContextManager:
         identity: str | None = None,
         recent_floor: int = 2,
         consolidate: Callable[[str], Any] | None = None,
+        summarizer: TextGenerator | None = None,
     ) -> None:
         self.substrate = substrate
         self.window = window
@@ -208,6 +200,7 @@ class LiveContextManager:
         self.consolidate = consolidate
         self._last_pressure = 0.0
         self.triggers_fired: list[str] = []
+        self.summarizer = summarizer  # writes the handoffs at compaction and session end (lca.handoff)
 
     # ---- turns -------------------------------------------------------------------
     def add(self, entry: TranscriptEntry) -> None:
@@ -243,7 +236,7 @@ class LiveContextManager:
         live_tokens = sum(self._tokens(self._render_turn(e)["content"]) for e in self.live)
         if live_tokens > recent_budget:  # turns are about to leave the window: consolidate first
             self._fire("pre_compaction")
-        kept, pruned_now = self._slide(recent_budget)
+        kept, pruned_now, emergency = self._slide(recent_budget)
         recent_tokens = sum(self._tokens(self._render_turn(e)["content"]) for e in kept)
         system = "\n\n".join(part for part in (self.identity, critical_text, recall.block) if part)
         messages = ([{"role": "system", "content": system}] if system else []) + [self._render_turn(e) for e in kept]
@@ -253,8 +246,10 @@ class LiveContextManager:
             self._fire("context_pressure")
         self._last_pressure = pressure
         handoff = None
-        if pressure >= self.window.pressure_threshold or pruned_now:
-            handoff = self.write_handoff(notes or HandoffNotes(), reason=f"context pressure {pressure:.2f}")
+        if (pressure >= self.window.pressure_threshold and self.live) or pruned_now:
+            # the summarizer is asked when turns leave the window; pressure alone gets mechanical notes
+            reason = "emergency compaction" if emergency else f"context pressure {pressure:.2f}"
+            handoff = self.write_handoff(notes or self.compose_handoff(use_model=bool(pruned_now)), reason=reason)
         return WorkingSet(
             tuple(messages),
             {
@@ -273,12 +268,29 @@ class LiveContextManager:
             overflow,
             pressure,
             handoff,
+            emergency,
         )
 
     def end_session(self, notes: HandoffNotes | None = None) -> str:
         """Session end: the fixed consolidation trigger fires, then a handoff for the next session."""
         self._fire("session_end")
-        return self.write_handoff(notes or HandoffNotes(), reason="session end")
+        return self.write_handoff(notes or self.compose_handoff(), reason="session end")
+
+    def compose_handoff(self, *, use_model: bool = True) -> HandoffNotes:
+        """Handoff notes over this session's turns (the transcript's and the live window's), written by
+        the summarizer when there is one, else (or when it fails) mechanically; see lca.handoff."""
+        transcript = self.substrate.transcript
+        path = transcript.session_path(self.session_id)
+        entries = list(transcript.read(self.session_id).entries) if path.exists() else []
+        seen = {e.id for e in entries}
+        entries += [e for e in self.live if e.id not in seen]
+        return build_handoff(
+            entries,
+            transcript=transcript,
+            generator=self.summarizer if use_model else None,
+            constraint=lambda e: classify_turn(e).label in ("instruction", "host_protected"),
+            filler=lambda e: classify_turn(e).label == "chatter",
+        )
 
     def _fire(self, trigger: str) -> None:
         self.triggers_fired.append(trigger)
@@ -311,8 +323,11 @@ class LiveContextManager:
             parts.append(text)
         return "\n".join(parts), tuple(chosen), tuple(overflow), used
 
-    def _slide(self, budget: int) -> tuple[list[TranscriptEntry], list[PruneRecord]]:
-        """Keep the newest turns that fit; prune the rest, lowest risk and oldest first, after verifying."""
+    def _slide(self, budget: int) -> tuple[list[TranscriptEntry], list[PruneRecord], bool]:
+        """Keep the newest turns that fit; prune the rest, lowest risk and oldest first, after verifying.
+        If the protected turns alone overflow, an emergency compaction keeps the newest of them that fit
+        (a turn that alone does not fit is pruned, older smaller ones may still fit), each pruned one
+        verified in the transcript and the index first; the third value says whether it happened."""
         costs = {e.id: self._tokens(self._render_turn(e)["content"]) for e in self.live}
         total = sum(costs.values())
         classes = {e.id: classify_turn(e) for e in self.live}
@@ -345,16 +360,36 @@ class LiveContextManager:
                 time.time(),
             )
             pruned.append(record)
-        if total > budget:
-            raise LCAError(
-                f"the protected turns alone need {total} tokens; {budget} are left in the window "
-                f"(usable {self.window.usable}); raise the window or the reserve split"
-            )
         gone = {p.entry_id for p in pruned}
+        emergency = total > budget
+        if emergency:
+            remaining = [e for e in self.live if e.id not in gone]
+            fitting, used = set(), 0
+            for entry in reversed(remaining):  # the newest protected turns first
+                if used + costs[entry.id] <= budget:
+                    fitting.add(entry.id)
+                    used += costs[entry.id]
+            if indexed is None:
+                indexed = self.substrate.index.catalog_.indexed_entry_ids()
+            for entry in remaining:
+                if entry.id in fitting:
+                    continue
+                self._verify_persisted(entry, recorded, indexed)  # persist-before-prune holds here too
+                record = PruneRecord(
+                    entry.id,
+                    entry.session_id,
+                    costs[entry.id],
+                    f"emergency compaction: the protected turns need {total} tokens, {budget} are left "
+                    f"(usable {self.window.usable}); {classes[entry.id].label}, verified in transcript and index",
+                    time.time(),
+                    emergency=True,
+                )
+                pruned.append(record)
+                gone.add(entry.id)
         self.live = [e for e in self.live if e.id not in gone]
         self.pruned.extend(pruned)
         self._log_prunes(pruned)
-        return list(self.live), pruned
+        return list(self.live), pruned, emergency
 
     def _verify_persisted(
         self, entry: TranscriptEntry, recorded: dict[str, dict[str, str]], indexed: set[tuple[str, str]]
@@ -390,7 +425,7 @@ class LiveContextManager:
         """Append a structured handoff to the transcript; it points into history, it never replaces it.
         ``at`` dates it on the history's clock (a replay); then its id is derived from its content,
         so replaying the same history writes the same handoff."""
-        body: dict[str, Any] = asdict(notes)
+        body: dict[str, Any] = redact_tree(asdict(notes))
         body["reason"] = reason
         body["recent_tail"] = [
             {"entry": e.id, "session": e.session_id, "text": e.content[:400]} for e in self.live[-tail:]
@@ -424,24 +459,5 @@ class LiveContextManager:
         entry = self.latest_handoff(self.substrate, self.agent_id)
         return self.render_handoff(entry) if entry is not None else ""
 
-    @staticmethod
-    def render_handoff(entry: TranscriptEntry) -> str:
-        """A handoff entry as the text the working set carries."""
-        body = json.loads(entry.content)
-        lines = [f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})>"]
-        for key in (
-            "objective",
-            "open_threads",
-            "decisions",
-            "next_actions",
-            "risks_and_constraints",
-            "must_not_lose",
-            "non_claims",
-        ):
-            value = body.get(key)
-            if value:
-                lines.append(f"{key}: {value if isinstance(value, str) else '; '.join(value)}")
-        for item in body.get("recent_tail", []):
-            lines.append(f"tail {item['entry']}: {item['text']}")
-        lines.append("</handoff>")
-        return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not
+    render_handoff = staticmethod(render_handoff)  # lca.handoff: the host's notes, the items, the tail
+    handoff_pointers = staticmethod(handoff_pointers)  # the turns an injected handoff rests on

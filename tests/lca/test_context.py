@@ -6,7 +6,7 @@ from datetime import datetime
 import pytest
 
 from lca.context import ContextWindow, HandoffNotes, LiveContextManager, PersistenceNotVerifiedError
-from lca.errors import LCAError, RecordFormatError
+from lca.errors import RecordFormatError
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.recall import RecallConfig
 from lca.substrate import Substrate
@@ -78,12 +78,16 @@ def test_pruning_an_unpersisted_turn_fails_loudly(substrate):
         m.build("status")
 
 
-def test_protected_turns_that_cannot_fit_are_an_error_not_a_silent_cut(substrate):
+def test_protected_turns_that_cannot_fit_are_compacted_in_an_emergency_not_a_silent_cut(substrate):
+    # it used to raise; now the newest protected turns that fit stay and the cut is recorded
+    # (more in tests/lca/test_emergency_compaction.py)
     m = manager(substrate, total=60)
     m.add(turn(1, words=50, meta={"protect": True}))
     m.add(turn(2, words=10))
-    with pytest.raises(LCAError, match="protected turns alone need"):
-        m.build("status")
+    ws = m.build("status")
+    assert ws.emergency_compaction and ws.live_entries == ("live:2",)
+    assert [(p.entry_id, p.emergency) for p in ws.pruned] == [("live:1", True)]
+    assert "emergency compaction" in ws.pruned[0].reason
 
 
 def test_critical_set_is_chosen_by_weight_and_overflow_is_reported(substrate):

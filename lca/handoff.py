@@ -1,0 +1,414 @@
+"""Handoff notes with content: what a session was after, what is still open, what was decided, what
+is in force, what was not done or not verified, and what comes next, each item pointing at the
+transcript turns ("session#entry") that show it.
+
+The summarizer role writes them as JSON from the session's numbered lines; every pointer is then
+checked against the transcript and an item whose pointers do not all resolve is dropped (and
+counted). When there is no model, the call fails, or nothing survives the check, the notes are
+built mechanically from the transcript's structure (turn kinds and the host's event markers), never
+from any wording of a particular scenario. A handoff is written into the transcript next to the
+turns it summarizes; it never replaces them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lca.errors import LCAError
+from lca.ledger import key_terms
+from lca.ports import TextGenerator
+from lca.secrets import redacted
+from lca.transcript import TranscriptStore
+from lca.types import EntryKind, TranscriptEntry
+
+SECTIONS = ("objective", "open_threads", "decisions", "constraints", "non_claims", "next_actions")
+HOST_FIELDS = (  # the host's own notes, in the order they are shown
+    "objective",
+    "open_threads",
+    "decisions",
+    "next_actions",
+    "risks_and_constraints",
+    "must_not_lose",
+    "non_claims",
+)
+CONVERSATION_KINDS = frozenset(
+    {EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN, EntryKind.TOOL_CALL, EntryKind.TOOL_RESULT, EntryKind.SUBAGENT_TURN}
+)
+ITEM_CHARS = 240  # an item's text is a pointer's caption, not a copy of the turn
+MAX_ITEMS = 5  # per section: the handoff shares the window with recall
+MIN_SUPPORT = 1 / 3  # share of an item's key terms its cited turns must hold (a copied example holds none)
+
+
+@dataclass(frozen=True)
+class HandoffItem:
+    """One thing the next session must know, with the transcript turns that show it."""
+
+    section: str  # one of SECTIONS
+    text: str
+    pointers: tuple[str, ...]  # "session#entry" keys, each resolved in the transcript
+
+
+@dataclass(frozen=True)
+class HandoffNotes:
+    """What the host (or its summarizer) knows that the transcript does not say in one place.
+    The plain fields are the host's own words; ``items`` are checked against the transcript."""
+
+    objective: str = ""
+    open_threads: tuple[str, ...] = ()
+    files_touched: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    role_state: str = ""
+    next_actions: tuple[str, ...] = ()
+    risks_and_constraints: tuple[str, ...] = ()
+    non_claims: tuple[str, ...] = ()
+    must_not_lose: tuple[str, ...] = ()
+    items: tuple[HandoffItem, ...] = ()
+    built_by: str = ""  # "model" | "mechanical" | "" (the host wrote the notes itself)
+    dropped: int = 0  # items dropped by the pointer check (the model's, and mechanical ones on unpersisted turns)
+    dropped_reasons: tuple[str, ...] = ()
+    fallback: str = ""  # why the notes were built mechanically, when a model was asked
+
+
+def pointer_key(entry: TranscriptEntry) -> str:
+    return f"{entry.session_id}#{entry.id}"
+
+
+class TranscriptPointers:
+    """Resolves "session#entry" keys against the transcript, reading each session once."""
+
+    def __init__(self, transcript: TranscriptStore, known: Sequence[TranscriptEntry] = ()) -> None:
+        self.transcript = transcript
+        self._sessions: dict[str, dict[str, TranscriptEntry] | None] = {}
+        self._known = {pointer_key(e): e for e in known}
+
+    def entry(self, key: str) -> TranscriptEntry | None:
+        session, sep, entry_id = str(key).partition("#")
+        if not sep or not session or not entry_id:
+            return None
+        if session not in self._sessions:
+            try:
+                path = self.transcript.session_path(session)
+                read = self.transcript.read(session).entries if path.exists() else None
+            except LCAError:
+                read = None
+            self._sessions[session] = {e.id: e for e in read} if read is not None else None
+        entries = self._sessions[session]
+        return entries.get(entry_id) if entries is not None else None
+
+    def resolves(self, key: str) -> bool:
+        return self.entry(key) is not None
+
+    def text_of(self, key: str) -> str:
+        known = self._known.get(key) or self.entry(key)
+        return known.content if known is not None else ""
+
+
+def _caption(text: str, chars: int = ITEM_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    return redacted(flat if len(flat) <= chars else flat[: chars - 3].rstrip() + "...")
+
+
+def _event(entry: TranscriptEntry) -> Mapping[str, Any]:
+    event = entry.meta.get("event") if isinstance(entry.meta, Mapping) else None
+    return event if isinstance(event, Mapping) else {}
+
+
+# ---- the model's handoff ---------------------------------------------------------------------
+MAX_CITED = 4  # lines an item may cite: a small model otherwise counts 1, 2, 3, ... until its budget ends
+_ITEM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "maxLength": ITEM_CHARS},
+        "lines": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": MAX_CITED},
+    },
+    "required": ["text", "lines"],
+}
+HANDOFF_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "objective": _ITEM_SCHEMA,
+        **{s: {"type": "array", "items": _ITEM_SCHEMA, "maxItems": MAX_ITEMS} for s in SECTIONS[1:]},
+    },
+    "required": list(SECTIONS),
+}
+HANDOFF_SYSTEM = (
+    "You write the handoff notes a colleague needs to continue this work in a new session. Read the numbered "
+    "conversation lines and answer with one JSON object with the keys objective, open_threads, decisions, "
+    "constraints, non_claims, next_actions. objective is one item; the others are lists of items (an empty list "
+    'when there is nothing). An item is {"text": "...", "lines": [numbers of the lines that show it]}. '
+    "open_threads: questions or requests not answered or not finished. decisions: choices made (say which earlier "
+    "choice a decision replaces). constraints: rules and limits in force. non_claims: what was said would be done "
+    "or checked but is not shown done or verified. next_actions: what to do next. Cite only the numbers of lines "
+    "shown, use the words of the lines you cite, and do not repeat an item in two sections. Write only the JSON."
+)
+
+
+def _numbered_lines(entries: Sequence[TranscriptEntry], max_lines: int) -> tuple[list[str], dict[int, str]]:
+    """The session as "[n] speaker: text" lines (the newest ``max_lines``), events noted, credentials redacted."""
+    shown = [e for e in entries if e.kind in CONVERSATION_KINDS and e.content.strip()][-max_lines:]
+    numbers = {pointer_key(e): n for n, e in enumerate(shown, 1)}
+    lines, keys = [], {}
+    for n, entry in enumerate(shown, 1):
+        speaker = {"user_turn": "user", "assistant_turn": "assistant"}.get(entry.kind.value, entry.kind.value)
+        event, note = _event(entry), ""
+        target = numbers.get(str(event.get("of", "")))
+        where = f"line {target}" if target else "an earlier turn"
+        if event.get("type") == "supersedes":
+            note = f" (replaces {where})"
+        elif event.get("type") == "correction":
+            note = f" (corrects {where}" + (f": {event['right']}" if event.get("right") else "") + ")"
+        elif event.get("type") == "approval":
+            note = f" (approves {where})"
+        elif event.get("type") == "interruption":
+            note = " (the work was interrupted here)"
+        lines.append(f"[{n}] {speaker}: {_caption(entry.content, 600)}{redacted(note)}")
+        keys[n] = pointer_key(entry)
+    return lines, keys
+
+
+def _parse_json_object(text: str) -> dict[str, Any] | None:
+    text = (text or "").strip()
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _checked_items(
+    answer: Mapping[str, Any], keys: Mapping[int, str], pointers: TranscriptPointers
+) -> tuple[list[HandoffItem], list[str]]:
+    """The model's items whose every pointer resolves in the transcript and whose cited turns hold a
+    third of the item's key terms, each text once; the others as drop reasons."""
+    items: list[HandoffItem] = []
+    drops: list[str] = []
+    seen: dict[str, str] = {}  # the same text again in another section is a degenerate answer, not a second item
+    for section in SECTIONS:
+        raw = answer.get(section)
+        listed = [] if raw is None else raw if isinstance(raw, list) else [raw]
+        kept = 0
+        for i, item in enumerate(listed, 1):
+            where = f"{section}[{i}]"
+            text = item.get("text") if isinstance(item, Mapping) else item
+            if not isinstance(text, str) or not text.strip():
+                drops.append(f"{where}: no text")
+                continue
+            cited: list[str] = []
+            bad = None
+            lines = item.get("lines", []) if isinstance(item, Mapping) else []
+            keys_given = item.get("pointers", []) if isinstance(item, Mapping) else []
+            for line in lines if isinstance(lines, list) else [lines]:
+                number = line if isinstance(line, int) and not isinstance(line, bool) else None
+                if number is None and isinstance(line, str) and line.strip().isdigit():
+                    number = int(line)
+                if number is None or number not in keys:
+                    bad = f"line {line!r} is not a shown line"
+                    break
+                cited.append(keys[number])
+            for key in keys_given if isinstance(keys_given, list) else [keys_given]:
+                if bad is None and not (isinstance(key, str) and pointers.resolves(key)):
+                    bad = f"pointer {str(key)[:80]!r} is not in the transcript"
+                cited.append(str(key))
+            if bad is None and not cited:
+                bad = "cites no line"
+            if bad is None and any(not pointers.resolves(k) for k in cited):
+                bad = "a cited line is not in the transcript"
+            if bad is None:
+                terms = key_terms(text)
+                held = key_terms(" ".join(pointers.text_of(k) for k in cited))
+                support = len(terms & held) / len(terms) if terms else 0.0
+                if support < MIN_SUPPORT:
+                    bad = f"its cited lines hold {support:.0%} of its key terms"
+                else:  # a cited line sharing no key term with the item does not show it: not a pointer
+                    cited = [k for k in cited if key_terms(pointers.text_of(k)) & terms]
+            said = " ".join(text.lower().split())
+            if bad is None and said in seen:
+                bad = f"repeats the {seen[said]} item"
+            if bad is not None:
+                drops.append(redacted(f"{where}: {bad}"))
+                continue
+            if kept >= (1 if section == "objective" else MAX_ITEMS):
+                drops.append(f"{where}: over the {MAX_ITEMS}-item limit")
+                continue
+            kept += 1
+            seen[said] = section
+            items.append(HandoffItem(section, _caption(text), tuple(dict.fromkeys(cited))))
+    return items, drops
+
+
+def _ask_model(generator: TextGenerator, messages: list[dict[str, str]], max_tokens: int) -> str:
+    """With the JSON schema when the generator takes one (constrained decoding), else without it."""
+    try:
+        return generator.generate(messages, max_tokens=max_tokens, json_schema=HANDOFF_SCHEMA)
+    except TypeError:
+        return generator.generate(messages, max_tokens=max_tokens)
+
+
+# ---- the mechanical handoff ------------------------------------------------------------------
+_PROMISE = re.compile(
+    r"\b(?:I(?:'ll| will| am going to|'m going to| shall)|we(?:'ll| will| are going to)|let me|"
+    r"will (?:be )?(?:do|check|verif|test|run|confirm|send|fix|update|look)\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def mechanical_items(
+    entries: Sequence[TranscriptEntry],
+    pointers: TranscriptPointers,
+    *,
+    constraint: Callable[[TranscriptEntry], bool] | None = None,
+    filler: Callable[[TranscriptEntry], bool] | None = None,
+) -> list[HandoffItem]:
+    """Items from the transcript's structure: the last user request, user turns no assistant turn
+    followed, the host's event markers (supersedes, approval, correction, interruption), turns the
+    host or the ``constraint`` rule marks as standing rules, and assistant turns that said something
+    would be done (nothing in a transcript shows it verified, so they are non-claims)."""
+    turns = [e for e in entries if e.kind in CONVERSATION_KINDS and e.content.strip()]
+
+    def substantive(e: TranscriptEntry) -> bool:
+        return not (filler and filler(e)) and _event(e).get("type") not in ("approval", "interruption")
+
+    def of(e: TranscriptEntry) -> tuple[str | None, str]:
+        key = str(_event(e).get("of", ""))
+        return (key, pointers.text_of(key)) if key and pointers.resolves(key) else (None, "")
+
+    out: dict[str, list[HandoffItem]] = {s: [] for s in SECTIONS}
+    users = [e for e in turns if e.kind is EntryKind.USER_TURN]
+    requests = [e for e in users if substantive(e)] or users
+    if requests:
+        out["objective"].append(HandoffItem("objective", _caption(requests[-1].content), (pointer_key(requests[-1]),)))
+    last_reply = max((i for i, e in enumerate(turns) if e.kind is EntryKind.ASSISTANT_TURN), default=-1)
+    for e in turns[last_reply + 1 :]:
+        if e.kind is EntryKind.USER_TURN and substantive(e):
+            out["open_threads"].append(
+                HandoffItem("open_threads", "unanswered: " + _caption(e.content), (pointer_key(e),))
+            )
+            out["next_actions"].append(
+                HandoffItem("next_actions", "answer: " + _caption(e.content, 160), (pointer_key(e),))
+            )
+    for e in turns:
+        event, key = _event(e), pointer_key(e)
+        target, target_text = of(e)
+        also = (target,) if target else ()
+        kind = event.get("type")
+        if kind == "supersedes":
+            replaced = (
+                f" (replaces {target}: {_caption(target_text, 100)})" if target else " (replaces an earlier turn)"
+            )
+            out["decisions"].append(HandoffItem("decisions", _caption(e.content) + redacted(replaced), (key, *also)))
+        elif kind == "approval" and target:
+            out["decisions"].append(HandoffItem("decisions", "approved: " + _caption(target_text), (key, target)))
+        elif kind == "correction":
+            right = event.get("right") or e.content
+            out["constraints"].append(HandoffItem("constraints", "corrected: " + _caption(str(right)), (key, *also)))
+        elif kind == "interruption":
+            out["open_threads"].append(HandoffItem("open_threads", "interrupted after: " + _caption(e.content), (key,)))
+            out["next_actions"].append(HandoffItem("next_actions", f"resume the work cut after {key}", (key,)))
+        if e.kind is EntryKind.USER_TURN and kind is None and constraint is not None and constraint(e):
+            out["constraints"].append(HandoffItem("constraints", _caption(e.content), (key,)))
+        if e.kind is EntryKind.ASSISTANT_TURN and _PROMISE.search(e.content):
+            text = "said it would, not shown done or verified: " + _caption(e.content, 180)
+            out["non_claims"].append(HandoffItem("non_claims", text, (key,)))
+    return [item for s in SECTIONS for item in out[s][-MAX_ITEMS:]]
+
+
+# ---- the builder -----------------------------------------------------------------------------
+def build_handoff(
+    entries: Sequence[TranscriptEntry],
+    *,
+    transcript: TranscriptStore,
+    generator: TextGenerator | None = None,
+    constraint: Callable[[TranscriptEntry], bool] | None = None,
+    filler: Callable[[TranscriptEntry], bool] | None = None,
+    max_lines: int = 60,
+    max_tokens: int = 600,
+) -> HandoffNotes:
+    """The summarizer's notes over ``entries`` (a session's turns), checked against ``transcript``;
+    the mechanical notes when there is no generator, it fails, its answer holds no JSON object, or
+    fewer of its items pass the check than fail it (none passing included)."""
+    pointers = TranscriptPointers(transcript, entries)
+    drops: list[str] = []
+    fallback = "no summarizer"
+    if generator is not None:
+        lines, keys = _numbered_lines(entries, max_lines)
+        if not lines:
+            fallback = "no conversation lines to summarize"
+        else:
+            messages = [
+                {"role": "system", "content": HANDOFF_SYSTEM},
+                {"role": "user", "content": "Conversation lines:\n" + "\n".join(lines) + "\n\nWrite the handoff JSON."},
+            ]
+            try:
+                reply = _ask_model(generator, messages, max_tokens)
+            except Exception as exc:  # a failed summarizer must not lose the handoff
+                reply, fallback = "", redacted(f"the summarizer failed: {type(exc).__name__}: {exc}")[:200]
+            else:
+                fallback = "no JSON object in the summarizer's output"
+            answer = _parse_json_object(reply)
+            if answer is not None:
+                items, drops = _checked_items(answer, keys, pointers)
+                if items and len(drops) <= len(items):
+                    return HandoffNotes(
+                        items=tuple(items), built_by="model", dropped=len(drops), dropped_reasons=tuple(drops)
+                    )
+                # an answer that fails the check more often than it passes is not trusted for what passed
+                fallback = f"{len(items)} of the summarizer's items passed the check, {len(drops)} failed"
+    items = []
+    for item in mechanical_items(entries, pointers, constraint=constraint, filler=filler):
+        if all(pointers.resolves(p) for p in item.pointers):  # a turn the host never persisted is no evidence
+            items.append(item)
+        else:
+            drops.append(
+                redacted(f"{item.section} (mechanical): a pointer of {item.pointers} is not in the transcript")
+            )
+    return HandoffNotes(
+        items=tuple(items), built_by="mechanical", dropped=len(drops), dropped_reasons=tuple(drops), fallback=fallback
+    )
+
+
+# ---- replay ------------------------------------------------------------------------------------
+def _compact(pointers: Sequence[str], shown: int = 3) -> str:
+    more = f" +{len(pointers) - shown}" if len(pointers) > shown else ""
+    return "[" + ", ".join(pointers[:shown]) + more + "]"
+
+
+def render_handoff(entry: TranscriptEntry) -> str:
+    """A handoff entry as the text the working set carries: the host's notes, then each item with
+    its pointers, then the recent tail; credentials redacted."""
+    body = json.loads(entry.content)
+    header = f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})"
+    if body.get("built_by"):
+        header += f"; built by {body['built_by']}" + (f", {body['dropped']} dropped" if body.get("dropped") else "")
+    if body.get("reason"):
+        header += f"; {body['reason']}"
+    lines = [header + ">"]
+    for key in HOST_FIELDS:
+        value = body.get(key)
+        if value:
+            lines.append(f"{key}: {value if isinstance(value, str) else '; '.join(value)}")
+    items = [i for i in body.get("items", []) if isinstance(i, Mapping)]
+    for section in SECTIONS:
+        chosen = [i for i in items if i.get("section") == section]
+        if chosen:
+            lines.append(
+                f"{section}: " + "; ".join(f"{i.get('text', '')} {_compact(i.get('pointers', []))}" for i in chosen)
+            )
+    for item in body.get("recent_tail", []):
+        lines.append(f"tail {item['entry']}: {item['text']}")
+    lines.append("</handoff>")
+    return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not
+
+
+def handoff_pointers(entry: TranscriptEntry) -> tuple[str, ...]:
+    """The turns an injected handoff rests on: its items' pointers, then its recent tail's."""
+    body = json.loads(entry.content)
+    keys = [p for i in body.get("items", []) if isinstance(i, Mapping) for p in i.get("pointers", [])]
+    keys += [f"{t['session']}#{t['entry']}" for t in body.get("recent_tail", [])]
+    return tuple(dict.fromkeys(keys))

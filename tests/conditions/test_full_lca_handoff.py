@@ -1,0 +1,50 @@
+"""full-lca writes a handoff with content at each session end (lca.handoff) with its summarizer role, and
+records how each was built, so a run can see an empty one."""
+
+from __future__ import annotations
+
+import json
+
+from conditions import ConditionRuntime, build_condition
+from conditions.checks import CONTRACT_PROBE, contract_history, replay
+from lca.context import LiveContextManager
+from tests.conditions.test_contract import fake_role
+from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
+
+
+def summarizer_role(messages):
+    """The contract's scripted model, but a handoff request gets JSON citing line 1."""
+    if "handoff notes" in messages[0]["content"]:
+        first = messages[-1]["content"].split("\n")[1]  # "[1] user: ..."
+        return json.dumps({"objective": {"text": first.split(": ", 1)[1], "lines": [1]}})
+    return fake_role(messages)
+
+
+def runtime(tmp_path, respond):
+    return ConditionRuntime(
+        workdir=tmp_path,
+        embedder=FakeHashingEmbedder(),
+        generators={"agent": FakeScriptedGenerator(fake_role), "summarizer": FakeScriptedGenerator(respond)},
+    )
+
+
+def test_each_session_end_records_its_handoff_and_an_empty_one_shows(tmp_path):
+    history = contract_history(texts=[["My sister Lucia moved to Lisbon.", "Noted."], [" "]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, summarizer_role)), history)
+    assert full.handoffs == [
+        {"session": "h1", "items": 1, "built_by": "model", "dropped": 0},
+        {"session": "h2", "items": 0, "built_by": "mechanical", "dropped": 0},  # nothing to hand off: visible
+    ]
+    full.reset()
+    assert full.handoffs == []
+    full.close()
+
+
+def test_the_next_session_is_shown_the_items_with_their_pointers(tmp_path):
+    history = contract_history(texts=[["My sister Lucia moved to Lisbon.", "Noted."]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, summarizer_role)), history)
+    (handoff,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
+    assert "objective: My sister Lucia moved to Lisbon. [h1#h1:1]" in handoff.text
+    latest = LiveContextManager.latest_handoff(full.substrate, "agent")
+    assert LiveContextManager.handoff_pointers(latest)[0] == "h1#h1:1"
+    full.close()
