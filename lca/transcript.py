@@ -217,6 +217,7 @@ class TranscriptStore:
         self.sessions_dir = self.layout.sessions
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
+        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
 
     # ---- naming -----------------------------------------------------------------
     def session_path(self, session_id: str) -> Path:
@@ -425,6 +426,20 @@ class TranscriptStore:
     def iter_entries(self) -> Iterator[TranscriptEntry]:
         for session_id in self.session_ids():
             yield from self.read(session_id).entries
+
+    def entry_meta(self, session_id: str, entry_id: str) -> Mapping[str, Any]:
+        """An entry's ``meta`` (where it was said: visibility, project, role; an event it records), read once per
+        session and kept while the session's file does not grow; ``{}`` for an unknown session or entry."""
+        path = self.session_path(session_id)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return {}
+        cached = self._meta_cache.get(session_id)
+        if cached is None or cached[0] != size:
+            metas = {e.id: e.meta for e in self._read_from(path, 0, quarantine=False).entries}
+            cached = self._meta_cache[session_id] = (size, metas)
+        return cached[1].get(entry_id, {})
 
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:
         entries: list[TranscriptEntry] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
+from lca.errors import EmbeddingFailedError
 from lca.recall.config import RecallConfig
 from lca.recall.floor import StoreFloor, anchored, query_anchor, speaks_of_own_history, store_floor
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate
@@ -31,6 +33,7 @@ from lca.types import SourceType, as_utc
 
 # ---- the pipeline ----------------------------------------------------------------------
 FLOOR_REASON = "below the similarity floor"
+SCOPE_KEYS = ("visibility", "project", "role")  # where a turn was said, from its transcript entry's meta
 
 
 def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
@@ -70,8 +73,11 @@ class Recaller:
         config: RecallConfig | None = None,
         log_path: Path | None = None,
         retrievals=None,
+        entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
     ) -> None:
         self.index = index
+        self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
+        self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
         self.retrievals = retrievals
         self.memory_files = memory_files
         self.experience = experience
@@ -86,7 +92,7 @@ class Recaller:
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
-        self._floor, self._store_in_pool, self._whole = None, False, False
+        self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
         self._token_counts = {}
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
@@ -145,12 +151,17 @@ class Recaller:
     # -- scoring
     def _score(self, context: RecallContext, cfg: RecallConfig) -> tuple[list[ScoredCandidate], dict[str, np.ndarray]]:
         index = self.index
-        qvec = index.query_vector(context.query)
-        # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
         as_of = context.as_of or datetime.now(UTC)  # a relative date in the query is read against this moment
-        hits = index.search(
-            context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval
-        )
+        try:
+            qvec: np.ndarray | None = index.query_vector(context.query)
+        except EmbeddingFailedError as exc:  # fail closed on the vector, not on recall: rank by BM25 alone
+            qvec, self._fallback = None, f"lexical: {exc}"
+        if qvec is None:
+            hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, mode="lexical", as_of=as_of)
+        else:  # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
+            hits = index.search(
+                context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval
+            )
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )
@@ -169,8 +180,9 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         out: list[ScoredCandidate] = []
+        scoped = bool(markers) or context.public_channel  # where the turn is asked matters: read where each was said
         for hit, s in zip(hits, similarity, strict=True):
-            cosine = float(vectors[hit.chunk_id] @ qvec)
+            cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
             private_in_public = superseded = expired = conflict = outside_role = False
@@ -193,9 +205,15 @@ class Recaller:
                     )
                 source_type = "memory"
             else:
-                counts = experience.get(hit.pointer.key(), {})
+                turn = hit.pointer.key().split("[", 1)[0]  # events name the turn; a chunk of it shares them
+                counts = experience.get(turn, {}) or experience.get(hit.pointer.key(), {})
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
+                if scoped:  # ... and, in its meta, the visibility, project and role of where it was said
+                    meta = self._meta(hit.pointer.session_id, hit.pointer.entry_id)
+                    tags |= {str(meta[k]).lower() for k in SCOPE_KEYS if meta.get(k)}
+                    # a turn said anywhere but a public channel (or nowhere known) stays out of a public one
+                    private_in_public = context.public_channel and meta.get("visibility") != "public"
             e = experience_term(counts)
             # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
             t = temporal_term(
@@ -233,7 +251,7 @@ class Recaller:
                 why_not = f"policy filter: {', '.join(reasons)}"
             elif {"superseded", "expired"} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
-            elif cosine < floor.value and not anchored(anchor, hit.timestamp):
+            elif qvec is not None and cosine < floor.value and not anchored(anchor, hit.timestamp):
                 why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} < {floor.describe()})"
             out.append(
                 ScoredCandidate(
@@ -251,8 +269,13 @@ class Recaller:
                 )
             )
         out.sort(key=lambda c: (-c.score, c.chunk_id))
-        self._query_shape = query_shape(qvec)
+        self._query_shape = query_shape(qvec) if qvec is not None else 0
         return out, vectors
+
+    def _meta(self, session_id: str | None, entry_id: str | None) -> Mapping[str, Any]:
+        if self.entry_meta is None or not session_id or not entry_id:
+            return {}
+        return self.entry_meta(session_id, entry_id)
 
     # -- selection
     def _select(
@@ -313,7 +336,11 @@ class Recaller:
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
             similar = matrix @ matrix[pick]
             redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
-        remaining = [c for c, left in zip(remaining, alive) if left]
+        quota_held = {
+            cid for cid, c in decided.items() if (c.why_not or "").endswith("quota") or " quota (" in (c.why_not or "")
+        }
+        # a wildcard may take what the main picks left, and what a source's filled quota held back
+        remaining = [c for c, left in zip(remaining, alive) if left or c.chunk_id in quota_held]
         if n_wild:
             chosen, tokens = self._wildcards(
                 remaining, decided, chosen, used, quotas, tokens, budget, n_wild, temperature, cfg
@@ -339,10 +366,11 @@ class Recaller:
         dormant = [c for c in remaining if c.terms.get("activation", 0.0) < 0.5]
         dormant.sort(key=lambda c: (-(c.score + ucb_bonus(examined.get(c.source, 0), total, temperature)), c.chunk_id))
         picked = 0
-        for c in dormant:
-            if picked >= n_wild:
+        slots = sum(quotas.values())  # wildcard slots come out of the total, not a source's quota: a source whose
+        for c in dormant:  # quota the main picks filled (a store of turns alone) still gets its dormant record offered
+            if picked >= n_wild or sum(used.values()) >= slots:
                 break
-            if used[c.source_type] >= quotas[c.source_type]:
+            if quotas[c.source_type] == 0:  # a source switched off stays off
                 continue
             text, trimmed = _trim(c.text, cfg.item_char_cap)
             item = replace(c, wildcard=True)
@@ -353,6 +381,7 @@ class Recaller:
             tokens += cost
             used[c.source_type] += 1
             picked += 1
+            decided.pop(c.chunk_id, None)
             chosen.append(replace(item, injected=True, tokens=cost, trimmed=trimmed, text=text))
         return chosen, tokens
 
@@ -394,6 +423,7 @@ class Recaller:
             floor=floor.value if floor is not None else None,
             floor_detail=floor.describe() if floor is not None else "",
             whole_history=self._whole,
+            fallback=self._fallback,
         )
         if self.log_path is not None:
             self._log(result, cfg)
@@ -416,6 +446,7 @@ class Recaller:
             "floor": result.floor if result.floor is not None else cfg.floor,
             "floor_detail": result.floor_detail,
             "whole_history": result.whole_history,
+            "fallback": result.fallback,
             "tokens": result.tokens,
             "budget": result.budget,
             "latency_ms": round(result.latency_ms, 3),
@@ -423,7 +454,7 @@ class Recaller:
                 {
                     "chunk_id": c.chunk_id,
                     "source": c.source,
-                    "cosine": round(c.cosine, 6),
+                    "cosine": round(c.cosine, 6) if math.isfinite(c.cosine) else None,
                     "terms": {k: round(v, 6) for k, v in c.terms.items()},
                     "score": round(c.score, 6),
                     "injected": c.injected,

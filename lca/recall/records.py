@@ -70,6 +70,7 @@ class RecallResult:
     floor: float | None = None  # the floor candidates' cosine was held to (lca.recall.floor)
     floor_detail: str = ""  # what that floor was made of: absolute, or the store's off-topic ceiling + margin
     whole_history: bool = False  # the whole history fitted the budget and the floor held none of it back
+    fallback: str | None = None  # why recall ranked another way than the store's hybrid ("lexical: <error>")
 
     @property
     def omitted(self) -> tuple[ScoredCandidate, ...]:

@@ -63,11 +63,15 @@ def temporal_term(age_days: float | None, experience: float, *, half_life_days: 
 def authority_term(
     source_key: str, *, exact_wording: bool = False, table: Mapping[str, float] = DEFAULT_AUTHORITY
 ) -> float:
-    """A: source authority from a table users can change; the raw transcript outranks every
-    derived source when exact wording is asked for."""
-    if exact_wording and source_key == "transcript":
-        return 1.0
+    """A: source authority from a table users can change. When exact wording is asked for, the raw transcript
+    outranks every derived source: it takes 1.0 and each derived source half its row (an approved memory's 1.0
+    would otherwise only tie it)."""
+    if exact_wording:
+        return 1.0 if source_key == "transcript" else EXACT_WORDING_DERIVED_SHARE * float(table.get(source_key, 0.0))
     return float(table.get(source_key, 0.0))
+
+
+EXACT_WORDING_DERIVED_SHARE = 0.5  # a derived source's share of its authority when the exact words are asked for
 
 
 def task_term(item_tags: set[str], context_tags: set[str]) -> float:

@@ -178,10 +178,55 @@ def test_secrets_and_private_facts_are_never_injected_where_they_must_not_be(sto
     assert any("private" in r for r in reasons.values())
     # a credential is not a policy filter any more: it is redacted wherever recall shows the text (issue 16)
     (turn,) = [c for c in public.candidates if c.source_type == "transcript"]
-    assert "secret or credential" in turn.risk_reasons and "policy filter" not in (turn.why_not or "")
+    assert "secret or credential" in turn.risk_reasons
+    # a turn said nowhere known to be public stays out of a public channel (the credential alone would not)
+    assert "private in a public channel" in turn.risk_reasons and turn.why_not.startswith("policy filter")
     assert turn.text == "the staging token: [REDACTED:openai-key] works"
     private = store.recall(RecallContext("staging token salary details", public_channel=False))
     assert [i.source for i in private.items] == ["memory:salary[0:35]"]
+
+
+def test_where_a_turn_was_said_decides_public_channels_and_task_relevance(store):
+    """A transcript turn's meta says where it was said: only a public turn reaches a public channel, and its
+    project and role count toward Q like a memory's tags."""
+    said = {
+        1: ({"visibility": "private", "project": "atlas"}, "the atlas launch date is the ninth of May"),
+        2: ({"visibility": "public", "project": "atlas"}, "the atlas launch will be announced in May"),
+        3: ({"visibility": "team", "project": "boreal"}, "the boreal launch date moved to June"),
+    }
+    store.append([make_entry("s", n, text, meta=meta) for n, (meta, text) in said.items()])
+    store.ingest()
+    query = "when is the launch date"
+    public = store.recall(RecallContext(query, public_channel=True, channel="public"))
+    assert [i.source.split("#")[1].split("[")[0] for i in public.items] == ["s:2"]
+    assert {
+        c.source.split("#")[1].split("[")[0] for c in public.omitted if "private in a public" in (c.why_not or "")
+    } == {
+        "s:1",
+        "s:3",
+    }
+    team = store.recall(RecallContext(query, channel="team", project="atlas"))
+    q = {c.source.split("#")[1].split("[")[0]: c.terms["task"] for c in team.candidates}
+    assert q == {"s:1": 0.5, "s:2": 0.5, "s:3": 0.5}  # atlas turns carry the project, the boreal one the channel
+    unscoped = store.recall(RecallContext(query))
+    assert all(c.terms["task"] == 0.0 for c in unscoped.candidates) and len(unscoped.items) == 3
+
+
+def test_a_failed_query_embedding_falls_back_to_lexical_recall(store, monkeypatch):
+    from lca.errors import EmbeddingFailedError
+
+    store.append(
+        [make_entry("s", 1, "the quarterly budget review is on Friday"), make_entry("s", 2, "lunch by the river")]
+    )
+    store.ingest()
+
+    def fail(query):
+        raise EmbeddingFailedError("the query could not be embedded: test")
+
+    monkeypatch.setattr(store.index, "query_vector", fail)
+    result = store.recall("budget review")
+    assert result.fallback.startswith("lexical:") and "could not be embedded" in result.fallback
+    assert [i.source.split("#")[1].split("[")[0] for i in result.items] == ["s:1"]  # BM25 matches only it
 
 
 def test_superseded_memory_is_a_candidate_only_for_history_questions(store):
