@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lca.continuation import ContinuationSignals
 from lca.errors import LCAError
+from lca.memory import MemoryRecord
 from lca.ports import Embedder, TextGenerator
 from lca.types import TranscriptEntry
 
@@ -28,19 +30,30 @@ ROLES = ("agent", "summarizer", "reviewer", "grader")
 # ---- records ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Session:
-    """One past session of a history, as authoritative transcript entries."""
+    """One past session of a history, as authoritative transcript entries, and the memory files the agent
+    holds once it has ended (``(record, body)`` pairs a scenario gives; conditions with structured memory
+    write them through the one write API, the others ignore them)."""
 
     id: str
     entries: tuple[TranscriptEntry, ...]
+    memories: tuple[tuple[MemoryRecord, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What the agent is asked after the history. Deliberately no answer and no evidence."""
+    """What the agent is asked after the history, and what a host knows when it is asked: where (the
+    channel's visibility, the project, the agent's role), whether it continues the last session (which then
+    has not ended) and the continuation signals read off the conversation (``lca.continuation``).
+    Deliberately no answer and no evidence."""
 
     id: str
     question: str
     asked_at: str | None = None
+    channel: str | None = None  # private | team | public
+    project: str | None = None
+    role: str | None = None
+    continues: bool = False
+    signals: ContinuationSignals = field(default_factory=ContinuationSignals)
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,14 @@ class ConditionRuntime:
         if "agent" in self.generators:
             return self.generators["agent"]
         raise LCAError(f"no generator for role '{role}' (nor an agent model to fall back on)")
+
+    def optional_generator(self, role: str) -> TextGenerator | None:
+        """The role's generator, or None where the runtime has none (a substrate-level replay without models):
+        the caller then does without it, and says so."""
+        try:
+            return self.generator(role)
+        except LCAError:
+            return None
 
     def count_tokens(self, text: str) -> int:
         if not text:

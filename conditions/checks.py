@@ -298,10 +298,14 @@ def check_injected_tokens_within_budget(condition: Condition, runtime_factory: R
             )
 
 
+PROBE_FIELDS = {"id", "question", "asked_at", "channel", "project", "role", "continues", "signals"}
+"""What a host knows when a question is asked; none of it is gold (no answer, evidence or expected source)."""
+
+
 def check_no_access_to_gold(condition: Condition, runtime_factory: RuntimeFactory) -> None:
     """A probe carries no answer or evidence, and nothing the condition reports speaks of gold."""
     fields = {f.name for f in dataclasses.fields(Probe)}
-    assert fields == {"id", "question", "asked_at"}, f"Probe has fields {sorted(fields)}: a condition could read gold"
+    assert fields == PROBE_FIELDS, f"Probe has fields {sorted(fields)}: a condition could read gold"
     build_params = list(pyinspect.signature(condition.build_context).parameters)
     assert build_params == ["probe"], f"build_context takes {build_params}, not just the probe"
     with _Workdirs() as workdir:

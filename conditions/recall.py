@@ -95,9 +95,57 @@ class _SubstrateCondition(Condition):
     def recall_config(self) -> RecallConfig:
         raise NotImplementedError
 
+    def recall_context(self, probe: Probe, *, query: str | None = None, as_of: datetime | None = None) -> RecallContext:
+        """The turn as a host serves it: where it is asked (role, project, channel; a public channel turns on
+        the private-in-public rule), the continuation signals, and for a follow-up whether the previous
+        injection was used."""
+        signals = probe.signals
+        return RecallContext(
+            query=probe.question if query is None else query,
+            role=probe.role,
+            project=probe.project,
+            channel=probe.channel,
+            public_channel=probe.channel == "public",
+            as_of=_as_of(probe) if as_of is None else as_of,
+            about_history=signals.about_history,
+            exact_wording=signals.exact_wording,
+            continues_previous_task=signals.follow_up,
+            previous_injection_used=self._previous_injection_used(probe) if signals.follow_up else None,
+        )
+
+    def _previous_injection_used(self, probe: Probe) -> bool | None:
+        """For a follow-up in the live session: what recall offered at its last user turn (only history before
+        that turn), and whether the assistant's reply after it used any of it. None when there is no such
+        turn and reply."""
+        from lca.continuation import injection_used
+        from lca.types import EntryKind
+
+        if not probe.continues or getattr(self, "current_session", None) is None:
+            return None
+        live = list(self.substrate.transcript.read(self.current_session).entries)
+        users = [n for n, e in enumerate(live) if e.kind is EntryKind.USER_TURN]
+        if not users:
+            return None
+        turn = users[-1]
+        reply = next((e for e in live[turn + 1 :] if e.kind is EntryKind.ASSISTANT_TURN), None)
+        if reply is None:
+            return None
+        later = {f"{e.session_id}#{e.id}" for e in live[turn:]}
+        context = RecallContext(
+            query=live[turn].content,
+            role=probe.role,
+            project=probe.project,
+            channel=probe.channel,
+            public_channel=probe.channel == "public",
+            as_of=parse_timestamp(live[turn].timestamp),
+        )
+        result = self.substrate.recall(context)
+        offered = [i.text for i in result.items if i.source.split(":", 1)[-1].split("[", 1)[0] not in later]
+        return injection_used(offered, reply.content) if offered else None
+
     def _recall_items(self, probe: Probe, budget: int) -> tuple[list[InjectedItem], float, str]:
         config = replace(self.substrate.recall_config, token_budget=max(0, budget))
-        result = self.substrate.recall(RecallContext(query=probe.question, as_of=_as_of(probe)), config=config)
+        result = self.substrate.recall(self.recall_context(probe), config=config)
         files = self.substrate.memory_files()
         items = [_injected(item, files, self.substrate.transcript) for item in result.items]
         return items, result.latency_ms, result.action
@@ -134,7 +182,9 @@ class FullLCA(_SubstrateCondition):
     """Identity, memory written through consolidation with verification, resonance-weighted recall,
     the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
     ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
-    without the verification stage), ``consolidate`` (0: no consolidation at all)."""
+    without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
+    (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed). What it did less of than it
+    claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
     uses_roles = ("summarizer", "reviewer")
@@ -150,6 +200,8 @@ class FullLCA(_SubstrateCondition):
         approver: str = "",
         floor: float = 0.5,
         window_tokens: int = 900,
+        mmr_lambda: float = 0.75,
+        handoff: int = 1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -160,6 +212,8 @@ class FullLCA(_SubstrateCondition):
         self.approver = approver
         self.floor = floor
         self.window_tokens = window_tokens
+        self.mmr_lambda = mmr_lambda
+        self.handoff = handoff
 
     def recall_config(self) -> RecallConfig:
         overrides = parse_weights(self.weights)
@@ -172,7 +226,15 @@ class FullLCA(_SubstrateCondition):
             floor=self.floor,
             token_budget=self.budget_tokens,
             wildcard_mode="balanced" if self.living_memory else "precision",
+            mmr_lambda=self.mmr_lambda,
         )
+
+    def ingest(self, session: Session) -> None:
+        super().ingest(session)
+        for record, body in session.memories:  # the memory files the agent holds once this session has ended
+            self.substrate.memory.write(record, body, approver="scenario")  # the scenario's author stands behind them
+        if session.memories:
+            self.substrate.ingest()
 
     def reset(self) -> None:
         super().reset()
@@ -183,11 +245,12 @@ class FullLCA(_SubstrateCondition):
             if text and text.strip():
                 store.write(name, text, approver="scenario")  # the scenario's author stands behind them
         self.cycles = []
+        self.handoffs: list[dict] = []  # per session end: how its handoff was built and how many items it has
         self.current_session = None
 
     def end_session(self) -> None:
         from lca.consolidation import ConsolidationConfig
-        from lca.context import ContextWindow, HandoffNotes, LiveContextManager
+        from lca.context import ContextWindow, LiveContextManager
 
         if self.current_session is None:
             return
@@ -197,6 +260,7 @@ class FullLCA(_SubstrateCondition):
             session_id=self.current_session,
             agent_id="agent",
             identity="",
+            summarizer=self.runtime.optional_generator("summarizer"),
         )
         manager.live = list(self.substrate.transcript.read(self.current_session).entries)
         ended = max((e.timestamp for e in manager.live), default=None)  # the history's clock, not the wall's
@@ -215,7 +279,18 @@ class FullLCA(_SubstrateCondition):
                 now=now,
             )
             self.cycles.append(result.counts)
-        manager.write_handoff(HandoffNotes(), reason="session end", at=now.isoformat() if now else None)
+        if not self.handoff:  # ablated: no handoff is written, so none can be replayed or recalled
+            return
+        notes = manager.compose_handoff()  # the summarizer's, checked against the transcript, or mechanical
+        manager.write_handoff(notes, reason="session end", at=now.isoformat() if now else None)
+        self.handoffs.append(
+            {
+                "session": self.current_session,
+                "items": len(notes.items),
+                "built_by": notes.built_by,
+                "dropped": notes.dropped,
+            }
+        )
 
     def build_context(self, probe: Probe) -> ContextPacket:
         from lca.context import ContextWindow, LiveContextManager
@@ -224,13 +299,9 @@ class FullLCA(_SubstrateCondition):
         count = self.runtime.count_tokens
         budget = self.budget_tokens
         standing = IdentityStore(self.substrate.home).standing()
-        latest = LiveContextManager.latest_handoff(self.substrate, "agent")
+        latest = LiveContextManager.latest_handoff(self.substrate, "agent") if self.handoff else None
         handoff = LiveContextManager.render_handoff(latest) if latest is not None else ""
-        tail = (
-            tuple(f"{t['session']}#{t['entry']}" for t in json.loads(latest.content).get("recent_tail", []))
-            if latest is not None
-            else ()
-        )
+        tail = LiveContextManager.handoff_pointers(latest) if latest is not None else ()
         items: list[InjectedItem] = []
         share = budget // 2  # identity and handoff together take at most half; recall gets the rest
         for kind, source, text, pointers in (
@@ -253,7 +324,7 @@ class FullLCA(_SubstrateCondition):
         manager = LiveContextManager(
             self.substrate, window, session_id=f"probe:{probe.id}", agent_id="agent", identity=fixed
         )
-        ws = manager.build(probe.question, recall_context=RecallContext(query=probe.question, as_of=_as_of(probe)))
+        ws = manager.build(probe.question, recall_context=self.recall_context(probe))
         files = self.substrate.memory_files()
         for memory_id in ws.critical_ids:
             memory = files[memory_id]
@@ -279,6 +350,24 @@ class FullLCA(_SubstrateCondition):
             notes={
                 "recall_action": recall.action if recall else None,
                 "cycles": self.cycles,
+                "handoffs": self.handoffs,
                 "critical_overflow": list(ws.critical_overflow),
+                "shortfalls": self.shortfalls(),
             },
         )
+
+    def shortfalls(self) -> dict[str, str]:
+        """What this condition did less of than it claims, by kind: consolidation on but no memory written or a
+        cycle that recorded failures; a handoff on but written empty. A run's summary counts them (a condition
+        that silently did less would otherwise look like the one it claims to be)."""
+        out: dict[str, str] = {}
+        if self.consolidate and self.cycles:
+            if sum(int(c.get("writes", 0)) for c in self.cycles) == 0:
+                out["no_memories_written"] = f"consolidation wrote no memory in {len(self.cycles)} cycle(s)"
+            failed = [c for c in self.cycles if c.get("failures")]
+            if failed:
+                out["cycle_failures"] = f"{len(failed)} of {len(self.cycles)} cycle(s) recorded failures"
+        empty = [h["session"] for h in self.handoffs if not h.get("items")]
+        if self.handoff and empty:
+            out["empty_handoff"] = f"{len(empty)} of {len(self.handoffs)} handoff(s) hold no item: {', '.join(empty)}"
+        return out

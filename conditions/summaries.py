@@ -105,7 +105,12 @@ class RollingSummary(_SummaryBase):
         )
         left = max(0, self.budget_tokens - sum(i.tokens for i in identity_items))
         items = identity_items + self._items(self.summary, f"summary:{self.sessions_summarized}-sessions", left)
-        return self._packet(probe, items, notes={"sessions_summarized": self.sessions_summarized})
+        shortfalls = {}
+        if self.sessions_summarized and not self.summary.strip():
+            shortfalls["empty_summary"] = f"the summarizer left no summary after {self.sessions_summarized} session(s)"
+        return self._packet(
+            probe, items, notes={"sessions_summarized": self.sessions_summarized, "shortfalls": shortfalls}
+        )
 
 
 @register_condition
@@ -189,6 +194,16 @@ class AdversarialSummary(_SummaryBase):
                 draft, ["Facts the summary left out:"] + missing, max_tokens=max(16, min(budget, 512))
             )
         items = self._items(draft, "summary:adversarial", budget)
+        shortfalls = (
+            {"empty_summary": "the summarizer left no summary of the history"} if lines and not draft.strip() else {}
+        )
         return self._packet(
-            probe, items, notes={"matched_budget": budget, "full_lca_injected": measured, "repaired_windows": repairs}
+            probe,
+            items,
+            notes={
+                "matched_budget": budget,
+                "full_lca_injected": measured,
+                "repaired_windows": repairs,
+                "shortfalls": shortfalls,
+            },
         )

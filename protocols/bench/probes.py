@@ -97,17 +97,21 @@ def replay_probe(
     make_runtime: Callable[[Path, Mapping[str, str]], Any],
 ) -> dict[str, Any]:
     """One probe through one fresh condition, as the harness replays it; the row the report aggregates."""
-    from conditions import Probe, Session, build_condition
+    from conditions import build_condition
+    from protocols.harness.replay import history_sessions, ingest_history, make_probe
+    from protocols.harness.scenario import probe_context, scenario_history
 
     workdir = Path(tempfile.mkdtemp(prefix="lca-probes-"))
-    condition = build_condition(condition_name, **params).attach(make_runtime(workdir, dict(scenario.identity)))
+    runtime = make_runtime(workdir, dict(scenario.identity))
+    condition = build_condition(condition_name, **params).attach(runtime)
+    context = probe_context(scenario, probe)
+    sessions = history_sessions(scenario_history(scenario), continues=context["continues"])
     try:
         condition.reset()
-        for session in scenario.sessions:
-            condition.ingest(Session(scenario.session_id(session.id), scenario.entries(session)))
-            condition.end_session()
+        asked = make_probe(probe.id, probe.question, probe.asked_at, context, sessions, embedder=runtime.embedder)
+        ingest_history(condition, sessions, asked)
         started = time.perf_counter()
-        packet = condition.build_context(Probe(probe.id, probe.question, probe.asked_at))
+        packet = condition.build_context(asked)
         build_ms = (time.perf_counter() - started) * 1000.0
     finally:
         condition.close()
@@ -126,6 +130,7 @@ def replay_probe(
         "forbidden_kept_out": (not any(f in pointers for f in forbidden)) if forbidden else None,
         "injected_tokens": packet.injected_tokens,
         "items": len(packet.items),
+        "recall_items": sum(1 for item in packet.items if item.kind in ("memory", "transcript")),
         "nothing_injected": not packet.items,
         "recall_latency_ms": round(packet.recall_latency_ms, 3),
         "build_ms": round(build_ms, 3),

@@ -239,11 +239,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "status": log.status,
                 "samples": log.results.completed_samples if log.results else 0,
                 "scores": scores,
+                "shortfalls": shortfall_counts(log),
                 "log": log.location,
             }
         )
     print(json.dumps({"log_dir": str(log_dir), "ok": ok, "tasks": summary}, indent=2))
     return 0 if ok else 1
+
+
+def shortfall_counts(log) -> dict[str, int]:
+    """How many samples of a task's log did less than their condition claims, by kind (the solver records the
+    kinds in each sample's metadata); the summary prints them so such a run never passes for a full one."""
+    from inspect_ai.log import read_eval_log
+
+    samples = log.samples
+    if samples is None and log.location:
+        samples = read_eval_log(log.location).samples
+    counts: dict[str, int] = {}
+    for sample in samples or ():
+        for kind in (sample.metadata or {}).get("shortfalls") or {}:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def listing() -> str:

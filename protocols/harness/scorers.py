@@ -4,7 +4,8 @@
 evidence turn is among the injected items' source pointers (``evidence_pointer``; conditions
 without pointers, such as summaries, score 0 by construction), the share of the gold evidence's
 key terms present in the injected text (``evidence_text``, comparable across every condition),
-injected tokens and recall latency.
+injected tokens, recall latency, and ``shortfall``: the share of samples whose condition did less than it
+claims (no memory written, a failed cycle, an empty handoff; the kinds are in the packet's notes).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def substrate():
             "evidence_text": [mean()],
             "injected_tokens": [mean()],
             "recall_latency_ms": [mean()],
+            "shortfall": [mean()],
         },
         name="substrate",
     )
@@ -89,6 +91,7 @@ def substrate():
                     "evidence_text": round(coverage, 4),
                     "injected_tokens": float(packet.get("injected_tokens", 0)),
                     "recall_latency_ms": float(packet.get("recall_latency_ms", 0.0)),
+                    "shortfall": float(bool((packet.get("notes") or {}).get("shortfalls"))),
                 },
                 explanation=f"{len(packet.get('items', []))} item(s) injected by {packet.get('condition')}",
                 metadata={"packet": packet},

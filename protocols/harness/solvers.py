@@ -9,6 +9,7 @@ back to the agent.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 import threading
@@ -18,13 +19,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from conditions import ROLES, ConditionRuntime, Probe, Session, build_condition
+from conditions import ROLES, ConditionRuntime, build_condition
 from lca.params import parse_assignments
-from lca.types import TranscriptEntry
 from protocols.harness.variants import condition_parameter_types
 from protocols.providers.models import InspectRoleGenerator
 
 PACKET_KEY = "lca_packet"
+LOGGER = logging.getLogger("lca.harness")
 _EMBEDDER: Any = None
 _EMBEDDER_LOCK = threading.Lock()
 
@@ -130,7 +131,6 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
     @solver(name="replay_condition")
     def _make():
         async def solve(state, generate):
-            from protocols.harness.scenario import entry_from_dict
 
             loop = asyncio.get_running_loop()
             agent = get_model()
@@ -155,26 +155,24 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
                 seed=seed,
                 identity=history.get("identity") or {},
             )
-            probe = Probe(
-                str(state.metadata.get("probe", state.sample_id)), state.input_text, state.metadata.get("asked_at")
-            )
 
             def work():
+                from protocols.harness.replay import history_sessions, make_probe, replay
+
+                context = state.metadata.get("probe_context") or {}
+                sessions = history_sessions(history, continues=bool(context.get("continues")))
+                probe = make_probe(
+                    str(state.metadata.get("probe", state.sample_id)),
+                    state.input_text,
+                    state.metadata.get("asked_at"),
+                    context,
+                    sessions,
+                    embedder=runtime.embedder,
+                )
                 built = build_condition(condition, **params).attach(runtime)
                 try:
                     built.reset()
-                    for session in history["sessions"]:
-                        built.ingest(
-                            Session(
-                                session["id"],
-                                tuple(
-                                    e if isinstance(e, TranscriptEntry) else entry_from_dict(e)
-                                    for e in session["entries"]
-                                ),
-                            )
-                        )
-                        built.end_session()
-                    return built.build_context(probe)
+                    return replay(built, sessions, probe)
                 finally:
                     built.close()
                     shutil.rmtree(workdir, ignore_errors=True)
@@ -190,6 +188,12 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
                     "role_calls_shared": {r: g.shared_calls for r, g in generators.items()},
                 },
             )
+            shortfalls = dict(packet.notes.get("shortfalls") or {})
+            state.metadata["shortfalls"] = (
+                shortfalls  # the eval log's sample metadata says it, and the summary counts it
+            )
+            for kind, detail in shortfalls.items():
+                LOGGER.warning("condition %s did less than it claims (%s): %s", condition, kind, detail)
             chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
             state.messages = [chat[m["role"]](content=m["content"]) for m in packet.messages]
             return state

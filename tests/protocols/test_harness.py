@@ -57,7 +57,7 @@ def test_scenario_file_loads_into_one_sample_per_probe_with_gold_kept_for_scorer
     "mutate,where",
     [
         (lambda d: "{not json", "line 2"),
-        (lambda d: json.dumps({**d, "schema_version": 2}), "field 'schema_version'"),
+        (lambda d: json.dumps({**d, "schema_version": 3}), "field 'schema_version'"),
         (
             lambda d: json.dumps({**d, "probes": [{**d["probes"][0], "evidence": [{"session": "s9", "turn": 1}]}]}),
             "is not in the history",
