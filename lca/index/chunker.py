@@ -15,6 +15,7 @@ from typing import Any
 
 from lca.ports import Embedder
 from lca.secrets import redacted
+from lca.types import EntryKind
 
 _SENTENCE_END = ".!?\n"
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|\n+")
@@ -115,12 +116,18 @@ def attachment_text(meta: Mapping[str, Any] | None) -> str:
     return ""
 
 
+UNINDEXED_KINDS = frozenset({EntryKind.HANDOFF, EntryKind.CHECKPOINT})
+"""Entries the index leaves out: a handoff or checkpoint is the agent's derived note about turns the index
+already holds (JSON with pointers and quoted tails); the live context manager replays the latest handoff at a
+session start, and recall ranking it beside the turns would only crowd them out."""
+
+
 def entry_chunks(entry, chunker: Chunker) -> list:
     """Chunks of one transcript entry; a named speaker is kept as an indexed prefix, an attachment's caption
     as indexed text after the content (its pointer covers the content only)."""
     from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
-    if not entry.content.strip():
+    if not entry.content.strip() or entry.kind in UNINDEXED_KINDS:
         return []
     prefix = _speaker_prefix(entry.author)
     content = entry.content + attachment_text(entry.meta)
