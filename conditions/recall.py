@@ -357,16 +357,18 @@ class FullLCA(_SubstrateCondition):
         )
 
     def shortfalls(self) -> dict[str, str]:
-        """What this condition did less of than it claims, by kind: consolidation on but no memory written or a
-        cycle that recorded failures; a handoff on but written empty. A run's summary counts them (a condition
+        """What this condition did less of than it claims, by kind: consolidation on but no memory written, or a
+        cycle that recorded failures and wrote nothing (a failed cycle); a handoff on but written empty. A run's summary counts them (a condition
         that silently did less would otherwise look like the one it claims to be)."""
         out: dict[str, str] = {}
         if self.consolidate and self.cycles:
             if sum(int(c.get("writes", 0)) for c in self.cycles) == 0:
                 out["no_memories_written"] = f"consolidation wrote no memory in {len(self.cycles)} cycle(s)"
-            failed = [c for c in self.cycles if c.get("failures")]
+            failed = [c for c in self.cycles if c.get("failures") and not c.get("writes")]
             if failed:
-                out["cycle_failures"] = f"{len(failed)} of {len(self.cycles)} cycle(s) recorded failures"
+                out["failed_cycles"] = (
+                    f"{len(failed)} of {len(self.cycles)} cycle(s) recorded failures and wrote nothing"
+                )
         empty = [h["session"] for h in self.handoffs if not h.get("items")]
         if self.handoff and empty:
             out["empty_handoff"] = f"{len(empty)} of {len(self.handoffs)} handoff(s) hold no item: {', '.join(empty)}"
