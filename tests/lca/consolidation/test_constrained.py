@@ -24,30 +24,14 @@ from lca.errors import LCAError
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, TranscriptSpan
 from lca.recall import RecallConfig
 from lca.substrate import Substrate
-from lca.types import EntryKind
-from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
+from tests.lca.test_consolidation import say
 
 
 @pytest.fixture
 def home(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.05)) as s:
         yield s
-
-
-def say(substrate, session, *lines, day=2):
-    substrate.append(
-        [
-            make_entry(
-                session,
-                n,
-                text,
-                timestamp=f"2026-03-{day:02d}T10:00:{n:02d}",
-                kind=EntryKind.USER_TURN if n % 2 else EntryKind.ASSISTANT_TURN,
-            )
-            for n, text in enumerate(lines, 1)
-        ]
-    )
 
 
 def json_writer(*memories, prevented=None):
