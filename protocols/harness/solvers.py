@@ -201,3 +201,23 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
         return solve
 
     return _make()
+
+
+def answer_instruction(text: str):
+    """A solver that appends ``text`` to the last user message: the protocol's answer format (for example, label
+    each claim with its source), given to every condition alike after the context was built from the question."""
+    from inspect_ai.model import ChatMessageUser
+    from inspect_ai.solver import solver
+
+    @solver(name="answer_instruction")
+    def _make():
+        async def solve(state, generate):
+            for n in range(len(state.messages) - 1, -1, -1):
+                if state.messages[n].role == "user":
+                    state.messages[n] = ChatMessageUser(content=f"{state.messages[n].text}\n\n{text}")
+                    break
+            return state
+
+        return solve
+
+    return _make()

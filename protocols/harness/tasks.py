@@ -39,6 +39,7 @@ def condition_task(
     dataset_name: str,
     load: Callable[[], Loaded],
     scorers: Callable[[], list],
+    instruction: str | None = None,
 ):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
     datasets). ``condition`` is a registered name or a variant label (``full-lca[weights.temporal=0]``,
@@ -47,14 +48,16 @@ def condition_task(
     name or parameter is refused first, before the dataset is even loaded. Its metadata records the
     protocol and its version, the condition, its label and its resolved parameters, the dataset, its
     sha256 and which pinned official file it is (if any), the seed, the code revision, the embedder and
-    when the task was made; the Task's own ``version`` is the protocol's."""
+    when the task was made; the Task's own ``version`` is the protocol's. ``instruction``, when given, is
+    appended to the question the agent model sees (after the condition has built its context from the question
+    alone), the same for every condition: a protocol's answer format, never a hint."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
     from inspect_ai.solver import generate
 
     from lca.provenance import code_version
-    from protocols.harness.solvers import parse_params, replay_condition
+    from protocols.harness.solvers import answer_instruction, parse_params, replay_condition
     from protocols.harness.variants import checked_condition, parse_variant, spec_assignments, variant_params
 
     variant = parse_variant(condition)
@@ -67,7 +70,11 @@ def condition_task(
     pinned = {d.sha256: d.name for d in meta.datasets if d.sha256}
     return Task(
         dataset=MemoryDataset(list(samples), name=dataset_name),
-        solver=[replay_condition(variant.condition, parsed, seed), generate()],
+        solver=[
+            replay_condition(variant.condition, parsed, seed),
+            *([answer_instruction(instruction)] if instruction else []),
+            generate(),
+        ],
         scorer=scorers(),
         config=GenerateConfig(temperature=0.0, seed=seed, max_tokens=max_tokens),
         name=f"{meta.name}-{variant.label}",
@@ -85,6 +92,7 @@ def condition_task(
             "code_version": code_version(),
             "embedder": embedder_id(),
             "created_at": datetime.now(UTC).isoformat(),
+            "answer_instruction": instruction,
             **metadata,
         },
     )
