@@ -169,7 +169,12 @@ class TranscriptRecall(_SubstrateCondition):
             similarity=1.0, experience=0.0, temporal=0.0, authority=0.0, task=0.0, activation=0.0, risk=1.0
         )
         return RecallConfig(
-            weights=weights, floor=self.floor, memory_quota=0, transcript_quota=self.k, token_budget=self.budget_tokens
+            weights=weights,
+            floor=self.floor,
+            memory_quota=0,
+            transcript_quota=self.k,
+            token_budget=self.budget_tokens,
+            turn_supersession=False,  # the verbatim transcript alone: no ledger of which turns were superseded
         )
 
     def build_context(self, probe: Probe) -> ContextPacket:

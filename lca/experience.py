@@ -38,7 +38,7 @@ from lca.transcript import TranscriptStore
 from lca.types import TranscriptEntry
 
 # the transcript's explicit event types (scenario format v2, meta["event"]["type"]) that E learns from
-TURN_EVENT_KINDS = {"correction": "corrected", "approval": "approved"}
+TURN_EVENT_KINDS = {"correction": "corrected", "approval": "approved", "supersedes": "superseded"}
 # the event kinds a memory file counts in its front matter (counters, outside the content hash)
 COUNTER_OF_KIND = {"used": "hits", "prevented_mistake": "prevented_mistakes"}
 
@@ -213,7 +213,7 @@ def experience_of(
         out.append(ObservedEvent(f"transcript:{event.of}", event.kind, event.shown_at))
         for memory_id in sorted(covered):
             keys = covered[memory_id]
-            if event.of in keys and not (event.kind == "corrected" and event.shown_at in keys):
+            if event.of in keys and not (event.kind in ("corrected", "superseded") and event.shown_at in keys):
                 out.append(ObservedEvent(f"memory:{memory_id}", event.kind, event.shown_at))
     return out
 

@@ -79,6 +79,7 @@ class RecallConfig:
     floor_margin: float = 0.05  # store mode: how far above the store's off-topic ceiling the floor sits
     date_anchor: bool = True  # a turn dated where the query's date expression points clears the floor
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
+    turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
     transcript_quota: int = 2
     item_char_cap: int = 800
@@ -124,7 +125,7 @@ class RecallConfig:
             raise RecordFormatError(
                 f"unknown floor mode {self.floor_mode!r}; known: {', '.join(FLOOR_MODES)}", field="floor_mode"
             )
-        for name in ("date_anchor", "fit_budget"):
+        for name in ("date_anchor", "fit_budget", "turn_supersession"):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
         if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):

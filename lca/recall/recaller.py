@@ -207,6 +207,8 @@ class Recaller:
             else:
                 turn = hit.pointer.key().split("[", 1)[0]  # events name the turn; a chunk of it shares them
                 counts = experience.get(turn, {}) or experience.get(hit.pointer.key(), {})
+                # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
+                superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said

@@ -31,6 +31,7 @@ EXPERIENCE_EVENT_WEIGHTS = {
     "prevented_mistake": 3.0,
     "corrected": -2.0,
     "contradicted": -3.0,
+    "superseded": -3.0,  # a later decision replaced it (an explicit ``supersedes`` event)
 }
 
 

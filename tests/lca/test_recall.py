@@ -510,3 +510,43 @@ def test_floor_settings_are_validated(tmp_path):
     path.write_text("floor_mode: absolute\nfloor_margin: 0.1\nfit_budget: false\n")
     loaded = RecallConfig.from_file(path)
     assert (loaded.floor_mode, loaded.floor_margin, loaded.fit_budget) == ("absolute", 0.1, False)
+
+
+def test_a_turn_a_later_event_corrected_or_superseded_is_held_back_unless_history_is_asked(store):
+    """The transcript's explicit events form a ledger: the corrected turn and the replaced decision are
+    superseded (K, filtered) for an ordinary question, shown for a question about history, and a config
+    without that ledger (transcript-recall's) ranks them like any turn."""
+    store.append(
+        [
+            make_entry("s", 1, "the payroll export runs on the 20th of each month"),
+            make_entry(
+                "s",
+                2,
+                "no, the payroll export runs on the 25th",
+                meta={"event": {"type": "correction", "of": "s#s:1", "right": "25th"}},
+            ),
+            make_entry("s", 3, "we decided to host the payroll reports on the wiki"),
+            make_entry(
+                "s",
+                4,
+                "we now host the payroll reports in the drive instead",
+                meta={"event": {"type": "supersedes", "of": "s#s:3"}},
+            ),
+        ]
+    )
+    store.ingest()
+
+    def injected(result):
+        return {i.source.split("#")[1].split("[")[0] for i in result.items}
+
+    plain = store.recall("when does the payroll export run and where are payroll reports hosted")
+    assert injected(plain) == {"s:2", "s:4"}
+    reasons = {c.source.split("#")[1].split("[")[0]: c.why_not for c in plain.omitted}
+    assert "superseded" in reasons["s:1"] and "superseded" in reasons["s:3"]
+    history = store.recall(RecallContext("where were payroll reports hosted before", about_history=True))
+    assert "s:3" in injected(history)
+    ledgerless = store.recall(
+        "when does the payroll export run and where are payroll reports hosted",
+        config=replace(LOW_FLOOR, turn_supersession=False),
+    )
+    assert {"s:1", "s:3"} <= injected(ledgerless)
