@@ -19,6 +19,7 @@ from pathlib import Path
 from lca.errors import DerivedStoreDamagedError, LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.identity import IdentityStore
+from lca.index.chunker import UNINDEXED_KINDS
 from lca.index.store import IndexStore, interrupted_save_files
 from lca.ingest import TRANSCRIPT_MARK, watermark_problem
 from lca.layout import StoreLayout
@@ -253,8 +254,10 @@ def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _Tra
             view.entries += len(part.entries)
             view.by_kind.update(entry.kind.value for entry in part.entries)
             view.present.update((e.session_id, e.id) for e in part.entries)
-        if seen:  # below the watermark: in the catalog, or held back as an embedding failure
-            view.below_watermark.update((e.session_id, e.id) for e in seen.entries if e.content.strip())
+        if seen:  # below the watermark: in the catalog, or held back as an embedding failure (handoffs never are)
+            view.below_watermark.update(
+                (e.session_id, e.id) for e in seen.entries if e.content.strip() and e.kind not in UNINDEXED_KINDS
+            )
         if not edited:
             view.pending += len(rest.entries)
         tail = _unfinished_tail(path)

@@ -43,8 +43,9 @@ def readme_sections(text: str) -> dict[str, str]:
 
 def test_the_shipped_protocols_are_discovered():
     assert {"continuity", "locomo", "longmemeval"} <= set(PROTOCOLS)
-    with pytest.raises(LCAError, match="unknown protocol 'hollow-copy-9'; known: continuity, locomo"):
+    with pytest.raises(LCAError, match="unknown protocol 'hollow-copy-9'; known: ") as info:
         protocol_task("hollow-copy-9")
+    assert all(name in str(info.value) for name in PROTOCOLS)  # every registered protocol is listed
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
@@ -192,6 +193,6 @@ def test_data_files_are_found_by_the_names_the_metadata_declares(tmp_path):
     assert find_data_file("locomo", tmp_path / "locomo" / "locomo10.json") == tmp_path / "locomo" / "locomo10.json"
     with pytest.raises(FileNotFoundError, match="longmemeval/longmemeval_s_dev.json.xz"):
         find_data_file("longmemeval_s_dev", tmp_path)
-    with pytest.raises(LCAError, match="unknown dataset 'imagenet'; known: continuity-v1, locomo"):
+    with pytest.raises(LCAError, match="unknown dataset 'imagenet'; known: .*continuity-v1, .*locomo"):
         find_data_file("imagenet")
     assert data_roots(tmp_path)[0] == tmp_path

@@ -1,0 +1,3 @@
+from protocols.evals.freshness.freshness import freshness
+
+__all__ = ["freshness"]
