@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, common, figures, governance, run, store
+from protocols.cli import bench, common, figures, governance, run, scenarios, store
 
 __all__ = ["build_parser", "main"]
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_parser(sub)
     governance.add_parsers(sub, common_args)
     run.add_parser(sub)
+    scenarios.add_parser(sub)
     return parser
 
 
