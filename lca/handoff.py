@@ -293,21 +293,21 @@ def mechanical_items(
             out["next_actions"].append(
                 HandoffItem("next_actions", "answer: " + _caption(e.content, 160), (pointer_key(e),))
             )
+    # what is no longer in force: a handoff carries what holds now, and points only at that (the replaced
+    # decision and the corrected turn stay in the transcript, for a question about history)
+    replaced_keys = {of(e)[0] for e in turns if _event(e).get("type") in ("supersedes", "correction")} - {None}
     for e in turns:
         event, key = _event(e), pointer_key(e)
         target, target_text = of(e)
-        also = (target,) if target else ()
         kind = event.get("type")
         if kind == "supersedes":
-            replaced = (
-                f" (replaces {target}: {_caption(target_text, 100)})" if target else " (replaces an earlier turn)"
-            )
-            out["decisions"].append(HandoffItem("decisions", _caption(e.content) + redacted(replaced), (key, *also)))
-        elif kind == "approval" and target:
+            replaced = f" (replaces the earlier decision {target})" if target else " (replaces an earlier decision)"
+            out["decisions"].append(HandoffItem("decisions", _caption(e.content) + replaced, (key,)))
+        elif kind == "approval" and target and target not in replaced_keys:
             out["decisions"].append(HandoffItem("decisions", "approved: " + _caption(target_text), (key, target)))
         elif kind == "correction":
             right = event.get("right") or e.content
-            out["constraints"].append(HandoffItem("constraints", "corrected: " + _caption(str(right)), (key, *also)))
+            out["constraints"].append(HandoffItem("constraints", "corrected: " + _caption(str(right)), (key,)))
         elif kind == "interruption":
             out["open_threads"].append(HandoffItem("open_threads", "interrupted after: " + _caption(e.content), (key,)))
             out["next_actions"].append(HandoffItem("next_actions", f"resume the work cut after {key}", (key,)))
@@ -354,6 +354,8 @@ def build_handoff(
             answer = _parse_json_object(reply)
             if answer is not None:
                 items, drops = _checked_items(answer, keys, pointers)
+                items, stale = _in_force(items, entries)
+                drops += stale
                 if items and len(drops) <= len(items):
                     return HandoffNotes(
                         items=tuple(items), built_by="model", dropped=len(drops), dropped_reasons=tuple(drops)
@@ -371,6 +373,20 @@ def build_handoff(
     return HandoffNotes(
         items=tuple(items), built_by="mechanical", dropped=len(drops), dropped_reasons=tuple(drops), fallback=fallback
     )
+
+
+def _in_force(items: Sequence[HandoffItem], entries: Sequence[TranscriptEntry]) -> tuple[list[HandoffItem], list[str]]:
+    """The items with their pointers to turns a later event corrected or superseded removed (a handoff carries
+    what holds now); an item left pointing at nothing is dropped, with its reason."""
+    replaced = {str(_event(e).get("of")) for e in entries if _event(e).get("type") in ("supersedes", "correction")}
+    kept, drops = [], []
+    for item in items:
+        live = tuple(p for p in item.pointers if p not in replaced)
+        if live:
+            kept.append(HandoffItem(item.section, item.text, live) if live != item.pointers else item)
+        else:
+            drops.append(redacted(f"{item.section}: rests only on a turn a later event corrected or superseded"))
+    return kept, drops
 
 
 # ---- replay ------------------------------------------------------------------------------------

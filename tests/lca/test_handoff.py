@@ -73,7 +73,8 @@ def test_the_summarizer_writes_items_whose_pointers_are_transcript_keys(store):
     assert notes.built_by == "model" and notes.dropped == 0 and notes.fallback == ""
     by_section = {s: [i for i in notes.items if i.section == s] for s in SECTIONS}
     assert all(len(items) == 1 for items in by_section.values())
-    assert by_section["decisions"][0].pointers == (key(3), key(2))
+    # the model cited the replaced plan too; a handoff points only at what holds now
+    assert by_section["decisions"][0].pointers == (key(3),)
     assert by_section["next_actions"][0].pointers == (key(4),)
     # the model saw the session's numbered lines, the host's events noted, and was given the schema
     shown = model.calls[0][-1]["content"]
@@ -153,9 +154,10 @@ def test_a_failed_or_empty_model_output_falls_back_to_the_mechanical_handoff(sto
         ("unanswered: Also, which region does the new cluster live in?", (key(6),)),
         ("interrupted after: Keep the old cluster running for a week after the move.", (key(5),)),
     ]
-    # the superseding turn is a decision pointing at itself and at what it replaced
+    # the superseding turn is a decision pointing at itself only: it names what it replaced, which is no longer
+    # in force, without quoting or pointing at it (a handoff carries what holds now)
     ((decision, decision_pointers),) = texts["decisions"]
-    assert decision_pointers == (key(3), key(2)) and "replaces scn.s1#scn.s1:2" in decision
+    assert decision_pointers == (key(3),) and "replaces the earlier decision scn.s1#scn.s1:2" in decision
     # the assistant's promise is a non-claim; nothing in a transcript shows it verified
     assert texts["non_claims"] == [
         (
@@ -215,12 +217,14 @@ def test_the_replay_shows_each_item_with_its_pointers_and_the_injected_item_rest
     replay = LiveContextManager(store, window, session_id="next", agent_id="agent", identity="").replay_handoff()
     assert "built by model" in replay and "session end" in replay
     assert f"objective: Migrate the billing service to the new cluster. [{key(1)}]" in replay
-    assert f"decisions: Rolling update on Tuesday, replacing the blue-green plan. [{key(3)}, {key(2)}]" in replay
+    assert f"decisions: Rolling update on Tuesday, replacing the blue-green plan. [{key(3)}]" in replay
     assert f"non_claims: The load test was promised, not shown run. [{key(4)}]" in replay
     latest = LiveContextManager.latest_handoff(store, "agent")
     pointers = handoff_pointers(latest)
     assert pointers[:3] == (key(1), key(6), key(3))  # the items' pointers first, in section order
-    assert set(pointers) == {key(n) for n in range(1, 7)}  # then the tail's (turns 3-6), none twice
+    assert set(pointers) == {
+        key(n) for n in (1, 3, 4, 5, 6)
+    }  # then the tail's (turns 3-6), none twice; not the replaced 2
     assert len(pointers) == len(set(pointers))
 
 
