@@ -16,9 +16,11 @@ from typing import Any
 from protocols.bench.registry import Benchmark
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from protocols.evals.freshness.dataset import DEFAULT_FAULTS
+# the protocol's fault file, named without importing the protocol's package (that would load inspect for --help)
+DEFAULT_FAULTS = Path(__file__).resolve().parents[1] / "evals" / "freshness" / "faults-v1.jsonl"
 
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", default=str(DEFAULT_FAULTS), help="the fault file (one FaultSpec per line)")
     parser.add_argument("--only", action="append", help="only this fault id (repeatable)")
     parser.add_argument("--cache", help="embedding cache folder (kept across runs)")

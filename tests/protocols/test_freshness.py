@@ -152,3 +152,10 @@ def test_the_task_runs_with_mockllm_and_reports_detection_without_calling_the_mo
     assert scores["detected"] == pytest.approx(len(DETECTED) / len(SPECS)) and scores["false_alarm"] == 0
     assert scores["steps_to_detection"] == pytest.approx(sum(d[3] for d in DETECTED.values()) / len(DETECTED))
     assert all(s.output.usage.total_tokens == 0 and s.output.model == "none" for s in log.samples)
+
+
+def test_the_bench_names_the_protocols_fault_file():
+    from protocols.bench.freshness import DEFAULT_FAULTS as BENCH
+    from protocols.evals.freshness.dataset import DEFAULT_FAULTS
+
+    assert BENCH == DEFAULT_FAULTS and BENCH.exists()

@@ -301,7 +301,7 @@ def test_run_help_lists_the_protocols_the_conditions_and_the_variant_form(capsys
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
     out = capsys.readouterr().out
-    assert "\nprotocols:\n  continuity " in out and "\nconditions:\n" in out and "  full-lca " in out
+    assert "\nprotocols:\n" in out and "\n  continuity " in out and "\nconditions:\n" in out and "  full-lca " in out
     assert "full-lca[weights.temporal=0]" in out
 
 
