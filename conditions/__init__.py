@@ -1,11 +1,11 @@
 """Experimental conditions behind one interface (see conditions.base).
 
 Imports ``lca`` only. Registered: stateless, identity-only, summary, transcript-recall,
-full-lca, adversarial-summary; ablations are parameters of these. ``conditions.checks`` holds
+full-lca, adversarial-summary, truncation; ablations are parameters of these. ``conditions.checks`` holds
 the contract every condition must meet (``check_condition``, ``parametrize_with_checks``).
 """
 
-from conditions import baselines, recall, summaries  # noqa: F401  (registers the conditions)
+from conditions import baselines, recall, summaries, truncation  # noqa: F401  (registers the conditions)
 from conditions.base import (
     ROLES,
     Condition,

@@ -1,0 +1,3 @@
+from protocols.evals.compaction.compaction import compaction
+
+__all__ = ["compaction"]
