@@ -1,0 +1,3 @@
+from protocols.evals.correction.correction import correction
+
+__all__ = ["correction"]
