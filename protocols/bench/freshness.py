@@ -15,7 +15,6 @@ from typing import Any
 
 from protocols.bench.registry import Benchmark
 
-
 # the protocol's fault file, named without importing the protocol's package (that would load inspect for --help)
 DEFAULT_FAULTS = Path(__file__).resolve().parents[1] / "evals" / "freshness" / "faults-v1.jsonl"
 
