@@ -314,6 +314,7 @@ class Recaller:
         redundancy = np.zeros(len(remaining))
         by_id = np.argsort(np.argsort([c.chunk_id for c in remaining], kind="stable"), kind="stable")
         alive = np.ones(len(remaining), dtype=bool)
+        quota_held: set[str] = set()  # refused by a filled source quota: a wildcard may still take them
         while alive.any() and len(chosen) < main_slots:
             mmr = relevance if not chosen else cfg.mmr_lambda * relevance - (1.0 - cfg.mmr_lambda) * redundancy
             masked = np.where(alive, mmr, -np.inf)
@@ -322,6 +323,7 @@ class Recaller:
             alive[pick] = False
             best = remaining[pick]
             if used[best.source_type] >= quotas[best.source_type]:
+                quota_held.add(best.chunk_id)
                 decided[best.chunk_id] = replace(
                     best, why_not=f"{best.source_type} quota ({quotas[best.source_type]}) reached"
                 )
@@ -338,10 +340,6 @@ class Recaller:
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
             similar = matrix @ matrix[pick]
             redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
-        quota_held = {
-            cid for cid, c in decided.items() if (c.why_not or "").endswith("quota") or " quota (" in (c.why_not or "")
-        }
-        # a wildcard may take what the main picks left, and what a source's filled quota held back
         remaining = [c for c, left in zip(remaining, alive) if left or c.chunk_id in quota_held]
         if n_wild:
             chosen, tokens = self._wildcards(
