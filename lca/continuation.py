@@ -79,12 +79,14 @@ def continuation_signals(question: str, live: Sequence[TranscriptEntry] = (), *,
     )
 
 
+def echoes(text: str, said: frozenset[str]) -> bool:
+    """Whether ``said`` (the key terms of what the agent said) holds at least ``USED_SHARE`` of ``text``'s key
+    terms: the one test of use, for an injected item (here) and for a memory in a consolidation span."""
+    terms = key_terms(text)
+    return bool(terms) and len(terms & said) / len(terms) >= USED_SHARE
+
+
 def injection_used(injected: Sequence[str], reply: str) -> bool:
-    """Whether a reply used what was injected before it: it echoes at least ``USED_SHARE`` of the key terms
-    of one injected item (the same test consolidation applies to a memory's use)."""
+    """Whether a reply used what was injected before it: it echoes one injected item (``echoes``)."""
     said = key_terms(reply)
-    for text in injected:
-        terms = key_terms(text)
-        if terms and len(terms & said) / len(terms) >= USED_SHARE:
-            return True
-    return False
+    return any(echoes(text, said) for text in injected)

@@ -43,6 +43,7 @@ from lca.consolidation.records import (
 from lca.consolidation.review import CandidateReview
 from lca.consolidation.stores import CycleStores
 from lca.consolidation.writing import PlanWriter
+from lca.continuation import echoes
 from lca.errors import LCAError
 from lca.experience import count_on_memory, experience_of, source_key, turn_event
 from lca.fileio import atomic_write_bytes
@@ -402,8 +403,7 @@ class Consolidator:
                 memory_file = files.get(memory_id)
                 if memory_file is None:
                     continue
-                terms = key_terms(memory_file.body)
-                if terms and len(terms & assistant_terms) / len(terms) >= 0.5:
+                if echoes(memory_file.body, assistant_terms):
                     count_on_memory(memory, experience.record(f"memory:{memory_id}", "used"), applied_at=self.now)
                     events.append(
                         {
