@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
 from lca.errors import LCAError
@@ -23,6 +24,16 @@ def parse_weights(spec: str) -> dict[str, float]:
 
 def _as_of(probe: Probe) -> datetime | None:
     return parse_timestamp(probe.asked_at)
+
+
+def _where(probe: Probe) -> dict[str, Any]:
+    """Where a probe is asked, as RecallContext fields: the same for the probe and for the live session's turns."""
+    return {
+        "role": probe.role,
+        "project": probe.project,
+        "channel": probe.channel,
+        "public_channel": probe.channel == "public",
+    }
 
 
 def _pointers(candidate: ScoredCandidate, memory_files, transcript=None) -> tuple[str, ...]:
@@ -95,18 +106,15 @@ class _SubstrateCondition(Condition):
     def recall_config(self) -> RecallConfig:
         raise NotImplementedError
 
-    def recall_context(self, probe: Probe, *, query: str | None = None, as_of: datetime | None = None) -> RecallContext:
+    def recall_context(self, probe: Probe) -> RecallContext:
         """The turn as a host serves it: where it is asked (role, project, channel; a public channel turns on
         the private-in-public rule), the continuation signals, and for a follow-up whether the previous
         injection was used."""
         signals = probe.signals
         return RecallContext(
-            query=probe.question if query is None else query,
-            role=probe.role,
-            project=probe.project,
-            channel=probe.channel,
-            public_channel=probe.channel == "public",
-            as_of=_as_of(probe) if as_of is None else as_of,
+            query=probe.question,
+            **_where(probe),
+            as_of=_as_of(probe),
             about_history=signals.about_history,
             exact_wording=signals.exact_wording,
             continues_previous_task=signals.follow_up,
@@ -131,14 +139,7 @@ class _SubstrateCondition(Condition):
         if reply is None:
             return None
         later = {f"{e.session_id}#{e.id}" for e in live[turn:]}
-        context = RecallContext(
-            query=live[turn].content,
-            role=probe.role,
-            project=probe.project,
-            channel=probe.channel,
-            public_channel=probe.channel == "public",
-            as_of=parse_timestamp(live[turn].timestamp),
-        )
+        context = RecallContext(query=live[turn].content, **_where(probe), as_of=parse_timestamp(live[turn].timestamp))
         result = self.substrate.recall(context)
         offered = [i.text for i in result.items if i.source.split(":", 1)[-1].split("[", 1)[0] not in later]
         return injection_used(offered, reply.content) if offered else None
