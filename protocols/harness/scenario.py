@@ -372,6 +372,13 @@ def scenario_samples(path: Path | str, *, limit: int | None = None) -> tuple[lis
     return samples[:limit] if limit else samples, digest
 
 
+def scenario_task_samples(path: Path | str, *, limit: int | None = None) -> tuple[list[Any], str, dict[str, Any]]:
+    """A protocol task's ``load`` over a scenario file: the samples, the file's sha256 and no extra task
+    metadata (``protocols.harness.tasks.Loaded``)."""
+    samples, digest = scenario_samples(path, limit=limit)
+    return samples, digest, {}
+
+
 def _entry_dict(entry: TranscriptEntry) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": entry.id,

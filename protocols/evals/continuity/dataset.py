@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocols.harness.scenario import scenario_samples
+from protocols.harness.scenario import scenario_task_samples as continuity_samples
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "continuity-v1.jsonl"
 
-
-def continuity_samples(path: Path | str, *, limit: int | None = None):
-    """The samples, the file's sha256 and no extra task metadata (the task's ``load``)."""
-    samples, digest = scenario_samples(path, limit=limit)
-    return samples, digest, {}
+__all__ = ["DEFAULT_SCENARIOS", "continuity_samples"]

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocols.harness.scenario import scenario_samples
+from protocols.harness.scenario import scenario_task_samples as recall_budget_samples
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "study-v1-small.jsonl"
 FIXTURE = REPO / "data" / "scenarios" / "mechanisms-v2.jsonl"
 
-
-def recall_budget_samples(path: Path | str, *, limit: int | None = None):
-    """The samples, the file's sha256 and no extra task metadata (the task's ``load``)."""
-    samples, digest = scenario_samples(path, limit=limit)
-    return samples, digest, {}
+__all__ = ["DEFAULT_SCENARIOS", "recall_budget_samples"]

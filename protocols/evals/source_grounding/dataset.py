@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocols.harness.scenario import scenario_samples
+from protocols.harness.scenario import scenario_task_samples as source_grounding_samples
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "mechanisms-v2.jsonl"
 
-
-def source_grounding_samples(path: Path | str, *, limit: int | None = None):
-    samples, digest = scenario_samples(path, limit=limit)
-    return samples, digest, {}
+__all__ = ["DEFAULT_SCENARIOS", "source_grounding_samples"]
