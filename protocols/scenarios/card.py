@@ -135,7 +135,8 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         "## How it was made",
         "",
         "Each history is written from the domain's vocabulary (protocols/scenarios/domains.py) by templates: "
-        "preferences (some changed in a later session: the change is dated by its session), agent mistakes the "
+        "preferences (some changed in a later session: the change is dated by its session and carries a "
+        "`supersedes` event to the statement it replaces), agent mistakes the "
         "user corrects (`correction` events with `of` and `right`), design decisions (some approved, `approval`; "
         "some superseded with a reason, `supersedes`), overclaims the user corrects, private facts and a "
         "synthetic API-key-shaped token (random letters and digits that lca.secrets detects; never a credential) "

@@ -23,7 +23,7 @@ from typing import Any
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.vocabulary import Decision, Domain
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: a changed preference carries a `supersedes` event to the statement it replaces
 CATEGORIES = (
     "prior-decision",
     "preference",
@@ -172,7 +172,9 @@ def _scenario(rng: random.Random, domain: Domain, density: Density, n_sessions: 
             plan.blocks[first][-1].append(_Turn("assistant", rng.choice(_ACK)))
             changed = labels.new("pref-change")
             text = _fill(rng, _CHANGE, topic=preference.topic, value=new)
-            plan.blocks[later].append([_Turn("user", text, changed), _Turn("assistant", rng.choice(_ACK))])
+            plan.blocks[later].append(
+                [_Turn("user", text, changed, ("supersedes", said, None)), _Turn("assistant", rng.choice(_ACK))]
+            )
             plan.probes.append(_probe("preference", rng.choice(preference.asks), new, [changed], [said], [new], [old]))
         else:
             value = rng.choice(preference.values)
