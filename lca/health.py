@@ -3,41 +3,57 @@
 Health only reads (it opens a read-only store too) and never stops at the first damaged part: a
 derived file that cannot be read is one failed check naming it, and the other checks still run.
 Quarantined bytes keep the report on warning until someone reviews them and records that with
-:func:`acknowledge_quarantine` (``lca health --acknowledge``); the bytes themselves are kept.
+:func:`acknowledge_quarantine` (``lca health --acknowledge``); the bytes themselves are kept. The checks over the
+logs and the code versions that wrote the store live in lca.health_checks; this module composes the report.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lca.errors import DerivedStoreDamagedError, LCAError, RecordFormatError
-from lca.fileio import append_bytes
+from lca.health_checks import (
+    ACKNOWLEDGED_FILE,
+    TORN_REASON,
+    Key,
+    acknowledge_quarantine,
+    code_version_check,
+    compaction_check,
+    consolidation_check,
+    quarantine_check,
+    read_acknowledged,
+    read_quarantine_log,
+    record_key,
+)
 from lca.identity import IdentityStore
 from lca.index.chunker import UNINDEXED_KINDS
 from lca.index.store import IndexStore, interrupted_save_files
-from lca.ingest import TRANSCRIPT_MARK, watermark_problem
+from lca.ingest import TRANSCRIPT_MARK, watermark_problem, writer_versions
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.memory import MemoryStore
 from lca.ports import Embedder
 from lca.provenance import code_version
 from lca.transcript import QuarantineRecord, TranscriptStore
-from lca.types import HealthCheck, HealthReport, HealthStatus, canonical_json
+from lca.types import HealthCheck, HealthReport, HealthStatus
 
 OK, WARN, FAIL = HealthStatus.OK, HealthStatus.WARN, HealthStatus.FAIL
-ACKNOWLEDGED_FILE = "acknowledged.jsonl"  # in the quarantine folder: what a person reviewed, and when
-TORN_REASON = "torn final line"  # how lca.transcript begins the reason of a quarantined torn tail
 # Share of chunks repeating another chunk's text above which health warns (a conversation imported twice is 0.5;
 # real stores sit near 0.01), checked once a store holds enough chunks for a share to mean anything.
 DUPLICATE_RATIO_WARN, DUPLICATE_MIN_CHUNKS = 0.25, 20
-
-Key = tuple[str, int, str]  # (file, offset or line, sha256): one quarantined record or unreadable log line
+__all__ = [  # the checks lca.health_checks holds, imported from here as before the split
+    "ACKNOWLEDGED_FILE",
+    "TORN_REASON",
+    "Key",
+    "acknowledge_quarantine",
+    "consolidation_check",
+    "read_acknowledged",
+    "read_quarantine_log",
+    "store_health",
+]
 
 
 def store_health(
@@ -68,7 +84,7 @@ def store_health(
 
     # --- transcript: entries by kind, torn tails, malformed lines, edits below the watermark ----
     view = _read_transcript(transcript, marks)
-    new_malformed = [r for r in view.malformed if _record_key(r) not in acknowledged]
+    new_malformed = [r for r in view.malformed if record_key(r) not in acknowledged]
     problems = []
     if view.torn_tails:
         problems.append(
@@ -102,8 +118,8 @@ def store_health(
             },
         )
     )
-    quarantine_check, q_bytes = _quarantine_check(layout, acknowledged)
-    checks.append(quarantine_check)
+    quarantined, q_bytes = quarantine_check(layout, acknowledged)
+    checks.append(quarantined)
 
     # --- memory files -------------------------------------------------------------
     loaded = memory.load()
@@ -189,20 +205,19 @@ def store_health(
         )
     )
 
-    # --- consolidation: how often the verifier stopped a write, and why ------------------------
+    # --- consolidation: how often the verifier stopped a write, and why; whether it ran before compaction ---
     checks.append(consolidation_check(ledger))
+    try:
+        cycles = ledger.state().cycles
+    except RecordFormatError:
+        cycles = None  # the consolidation check names the unreadable ledger
+    checks.append(compaction_check(layout, cycles, transcript))
 
-    # --- version ---------------------------------------------------------------------
+    # --- version: who wrote last, and every version that wrote since the index was built ---------------
     if index is not None and not damage:
-        last = index.catalog_.get_meta("last_writer_version")
-        running = code_version()
+        catalog = index.catalog_
         checks.append(
-            HealthCheck(
-                "code_version",
-                WARN if last and last != running else OK,
-                f"last written by {last or 'nothing yet'}; running {running}",
-                {"last_writer": last, "running": running},
-            )
+            code_version_check(catalog.get_meta("last_writer_version"), writer_versions(catalog), code_version())
         )
 
     counts = {
@@ -377,215 +392,3 @@ def _index_checks(index: IndexStore, embedder: Embedder, view: _TranscriptView) 
         )
     )
     return checks, stats
-
-
-# ---- quarantine: the log, and what a person has acknowledged ------------------------------------
-def _record_key(record: QuarantineRecord) -> Key:
-    return (record.session_file, record.offset, record.sha256)
-
-
-def read_quarantine_log(layout: StoreLayout) -> tuple[list[QuarantineRecord], list[tuple[Key, str]]]:
-    """The quarantine log's records, and each line that is not one: (its key, why), so a damaged
-    log is reported line by line instead of stopping the report."""
-    path = layout.quarantine_log
-    if not path.exists():
-        return [], []
-    records: list[QuarantineRecord] = []
-    unreadable: list[tuple[Key, str]] = []
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = QuarantineRecord(**json.loads(raw.decode("utf-8")))
-            if not (
-                isinstance(record.size, int)
-                and isinstance(record.offset, int)
-                and isinstance(record.line, int | None)
-                and all(isinstance(v, str) for v in (record.session_file, record.reason, record.sha256))
-            ):
-                raise TypeError("a field has the wrong type")
-        except (UnicodeDecodeError, ValueError, TypeError) as exc:
-            key = (path.name, number, hashlib.sha256(raw).hexdigest())
-            unreadable.append((key, f"{path}, line {number}: not a quarantine record ({type(exc).__name__}: {exc})"))
-            continue
-        records.append(record)
-    return records, unreadable
-
-
-def read_acknowledged(layout: StoreLayout) -> set[Key]:
-    """Keys of quarantined records and log lines someone has reviewed (unreadable lines here count as none)."""
-    path = layout.quarantine / ACKNOWLEDGED_FILE
-    if not path.exists():
-        return set()
-    keys: set[Key] = set()
-    for raw in path.read_bytes().splitlines():
-        try:
-            item = json.loads(raw)
-            keys.add((str(item["file"]), int(item["offset"]), str(item["sha256"])))
-        except (ValueError, TypeError, KeyError):
-            continue
-    return keys
-
-
-def acknowledge_quarantine(layout: StoreLayout, transcript: TranscriptStore, *, by: str | None = None) -> int:
-    """Record every quarantined record and unreadable quarantine-log line present now as reviewed, so health
-    stops warning about them (later ones still warn). Nothing is deleted: the quarantined bytes stay.
-    The caller holds the writer lock. Returns how many were newly acknowledged."""
-    malformed: list[QuarantineRecord] = []
-    for session_id in transcript.session_ids():  # quarantines any malformed line no reader has met yet
-        malformed.extend(transcript.read(session_id).malformed)
-    records, unreadable = read_quarantine_log(layout)
-    done = read_acknowledged(layout)
-    keys: dict[Key, None] = {}
-    for key in [_record_key(r) for r in (*records, *malformed)] + [key for key, _ in unreadable]:
-        if key not in done:
-            keys[key] = None
-    if keys:
-        at = time.time()
-        lines = "".join(
-            canonical_json({"file": f, "offset": o, "sha256": h, "at": at, "by": by}) + "\n" for f, o, h in keys
-        )
-        append_bytes(layout.quarantine / ACKNOWLEDGED_FILE, lines.encode("utf-8"))
-    return len(keys)
-
-
-def _quarantine_check(layout: StoreLayout, acknowledged: set[Key]) -> tuple[HealthCheck, int]:
-    records, unreadable = read_quarantine_log(layout)
-    pending = [r for r in records if _record_key(r) not in acknowledged]
-    broken = [why for key, why in unreadable if key not in acknowledged]
-    q_bytes = sum(r.size for r in records)
-    torn = [r for r in records if r.reason.startswith(TORN_REASON)]
-    if broken:
-        status = FAIL
-    else:
-        status = WARN if pending else OK
-    parts = []
-    if records:
-        parts.append(
-            f"{len(records)} quarantined record(s), {q_bytes} bytes ({len(torn)} torn tail(s)); "
-            + (
-                f"{len(pending)} not yet acknowledged: review them in {layout.quarantine} and run "
-                "`lca health --acknowledge`"
-                if pending
-                else "all acknowledged"
-            )
-        )
-    if broken:
-        parts.append(
-            f"the quarantine log has {len(broken)} unreadable line(s) (the quarantined bytes stay in "
-            f"{layout.quarantine}): {broken[0]}; review and run `lca health --acknowledge`"
-        )
-    elif unreadable:
-        parts.append(f"the quarantine log's {len(unreadable)} unreadable line(s) are acknowledged")
-    return (
-        HealthCheck(
-            "quarantine",
-            status,
-            "; ".join(parts) or "nothing quarantined",
-            {
-                "records": len(records),
-                "bytes": q_bytes,
-                "torn_tails": len(torn),
-                "unacknowledged": len(pending),
-                "unreadable_log_lines": [why for _, why in unreadable],
-                "items": [r.to_dict() for r in records[:50]],
-            },
-        ),
-        q_bytes,
-    )
-
-
-def consolidation_check(ledger: Ledger, *, recent: int = 10) -> HealthCheck:
-    """Rejection and downgrade rates per cycle (the last ``recent``) and overall, from the ledger.
-    A refused or failing cycle, or a memory written but not retrievable, is a failure."""
-    try:
-        state = ledger.state()
-    except RecordFormatError as exc:
-        return HealthCheck("consolidation", FAIL, f"the learned-state ledger is unreadable: {exc}", {})
-    cycles = state.cycles
-    if not cycles:
-        return HealthCheck("consolidation", OK, "no consolidation cycle has run", {"cycles": 0})
-    done = [c for c in cycles if c.get("status") == "completed"]
-    totals: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
-    timeline = []
-    for c in done:
-        counts = c.get("counts") or {}
-        verdicts = counts.get("verdicts") or {}
-        totals["candidates"] += counts.get("candidates", 0)
-        for kind, n in verdicts.items():
-            totals[kind] += n
-        totals["failures"] += counts.get("failures", 0)
-        totals["read_back_failures"] += counts.get("read_back_failures", 0)
-        for reason in c.get("rejected_reasons") or ():
-            reasons[_reason_class(reason)] += 1
-        timeline.append(
-            {
-                "cycle": c["cycle"],
-                "at": c["at"],
-                "trigger": c.get("trigger"),
-                "candidates": counts.get("candidates", 0),
-                "rejection_rate": counts.get("rejection_rate"),
-                "downgrade_rate": counts.get("downgrade_rate"),
-                "failures": counts.get("failures", 0),
-            }
-        )
-    n = totals["candidates"]
-    stopped = totals["reject"] + totals["remove"]
-    rejection = stopped / n if n else None
-    downgrade = totals["downgrade"] / n if n else None
-    refused = [c for c in cycles if c.get("status") == "refused"]
-    last = cycles[-1]
-    status = OK
-    problems = []
-    if last.get("status") == "refused":
-        status = FAIL
-        problems.append(f"the last cycle was refused: {last.get('reason')}")
-    if done and (done[-1].get("counts") or {}).get("read_back_failures"):
-        status = FAIL
-        problems.append("the last cycle wrote memories that recall could not return")
-    if status is OK and done and (done[-1].get("counts") or {}).get("failures"):
-        status = WARN
-        problems.append(
-            f"the last cycle recorded {done[-1]['counts']['failures']} failure(s): "
-            + ", ".join(done[-1].get("failure_kinds") or ())
-        )
-    rate = lambda x: "n/a" if x is None else f"{x:.0%}"  # noqa: E731
-    rate_recovery, recovered, promoted = state.recovery_rate()
-    detail = (
-        f"{len(done)} cycle(s), {n} candidate(s): the verifier stopped {stopped} ({rate(rejection)}), "
-        f"downgraded {totals['downgrade']} ({rate(downgrade)}); {totals['failed']} failed review"
-        + (f"; {len(refused)} cycle(s) refused" if refused else "")
-        + ("; " + "; ".join(problems) if problems else "")
-    )
-    return HealthCheck(
-        "consolidation",
-        status,
-        detail,
-        {
-            "cycles": len(done),
-            "refused_cycles": len(refused),
-            "candidates": n,
-            "rejection_rate": rejection,
-            "downgrade_rate": downgrade,
-            "verdicts": {k: v for k, v in totals.items() if k not in ("candidates", "failures", "read_back_failures")},
-            "rejection_reasons": dict(reasons),
-            "failures": totals["failures"],
-            "read_back_failures": totals["read_back_failures"],
-            "recent": timeline[-recent:],
-            "recovery_rate": rate_recovery,
-            "recovered": recovered,
-            "promoted": promoted,
-            "pending_proposals": sorted(state.proposals),
-        },
-    )
-
-
-def _reason_class(reason: str) -> str:
-    """Group the cycle's rejection reasons into a few stable classes for the rate table."""
-    lowered = reason.lower()
-    if "contradicts" in lowered:
-        return "contradiction"
-    if "unsupported" in lowered or "not supported" in lowered:
-        return "unsupported"
-    return "reviewer rejected"

@@ -6,12 +6,15 @@ health checks read the report and the watermark names without depending on the f
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lca.errors import RecordFormatError
+from lca.index.catalog import Catalog
 from lca.index.chunker import Chunker, entry_chunks, memory_chunks
 from lca.index.store import AddResult, IndexStore
 from lca.memory import MemoryStore
@@ -20,6 +23,9 @@ from lca.transcript import TranscriptStore
 
 TRANSCRIPT_MARK = "transcript:"  # catalog watermark of a session file: the byte offset indexed up to
 MEMORY_MARK = "memory:"  # catalog watermark of a memory file: the content hash indexed
+# catalog meta: every code version that wrote the index since it was last built from nothing, with its first and
+# last ingest and how many; `lca reindex` deletes the catalog, so a rebuild leaves only the running version
+WRITERS_META = "writer_versions"
 
 
 @dataclass
@@ -44,6 +50,26 @@ class IngestReport:
         out["index"] = {k: v for k, v in self.index.__dict__.items() if k != "errors"}
         out["index"]["errors"] = self.index.errors[:20]
         return out
+
+
+def record_writer(catalog: Catalog, version: str, *, at: float | None = None) -> None:
+    """Add one ingest by ``version`` to the catalog's writer record (the caller holds the writer lock). Kept beside
+    ``last_writer_version``, which says only who wrote last: a later writer must not hide an earlier stale one."""
+    at = time.time() if at is None else at
+    writers = writer_versions(catalog)
+    seen = writers.get(version) or {"first": at, "ingests": 0}
+    writers[version] = {**seen, "last": at, "ingests": int(seen.get("ingests", 0)) + 1}
+    catalog.set_meta(WRITERS_META, json.dumps(writers, sort_keys=True))
+
+
+def writer_versions(catalog: Catalog) -> dict[str, dict[str, Any]]:
+    """Every code version that wrote the index since it was built: {version: {first, last, ingests}}; {} for an
+    index built before versions were recorded (an unreadable record reads as none: the index is derived)."""
+    try:
+        writers = json.loads(catalog.get_meta(WRITERS_META) or "{}")
+    except ValueError:
+        return {}
+    return {str(v): dict(w) for v, w in writers.items() if isinstance(w, dict)} if isinstance(writers, dict) else {}
 
 
 def watermark_problem(path: Path, mark: int) -> str | None:
@@ -78,6 +104,7 @@ def ingest_pending(
     files. The caller holds the store's writer lock. ``bar(total, desc, unit)`` may return a
     progress bar (with ``update`` and ``close``) or None."""
     index.catalog_.set_meta("last_writer_version", code_version())
+    record_writer(index.catalog_, code_version())
     out.repairs = index.repair()
     retried = index.retry_failures()
     out.index.merge(retried)

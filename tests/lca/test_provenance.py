@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from lca import __version__
 from lca.provenance import code_version
 
@@ -17,3 +19,32 @@ def test_code_version_is_the_package_version_plus_the_revision_in_a_checkout():
     if (REPO / ".git").exists():
         assert re.fullmatch(re.escape(__version__) + r"\+g[0-9a-f]{7,12}(\.dirty)?", version)
     assert code_version() is version  # computed once per process
+
+
+def test_versions_order_by_release_and_say_when_they_cannot_be_ordered():
+    from lca.provenance import version_order
+
+    running = code_version()
+    assert version_order(running, running) == 0
+    assert version_order("0.0.1+g000000000000", "0.1.0+gabcdef123456") == -1
+    assert version_order("0.2", "0.1.9+gabcdef123456") == 1 and version_order("0.1", "0.1.0.1") == -1
+    assert version_order("0.1.0+gabc", "0.1.0+gabc.dirty") is None  # one revision, other uncommitted changes
+    assert version_order("0.1.0rc1", "0.1.0") is None and version_order("lca elsewhere", running) is None
+    assert version_order("0.1.0", "0.1.0+gabc") is None  # no revision recorded
+
+
+def test_one_release_orders_by_git_ancestry_in_a_checkout():
+    import subprocess
+
+    from lca.provenance import version_order
+
+    revs = subprocess.run(
+        ["git", "-C", str(REPO), "rev-list", "--max-count=2", "--abbrev=12", "--abbrev-commit", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    if len(revs) < 2:
+        pytest.skip("not a git checkout with history: nothing to order by ancestry")
+    head, parent = (f"{__version__}+g{r}" for r in revs)
+    assert version_order(parent, head) == -1 and version_order(head, parent) == 1
+    assert version_order(head, f"{__version__}+g0123456789ab") is None  # a revision this checkout does not hold

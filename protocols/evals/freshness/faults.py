@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from lca.consolidation import ConsolidationConfig
 from lca.context import ContextWindow, LiveContextManager
 from lca.errors import LCAError
+from lca.ingest import record_writer
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.substrate import Substrate
 from lca.types import EntryKind, HealthReport, HealthStatus, TranscriptEntry
@@ -224,8 +225,9 @@ class Scenario:
 
 class StaleWriter(Scenario):
     """A process still running an older build writes the store beside the current one (``last_writer``: which of
-    the two wrote last in each step). The older build is the current code that then records the version an older
-    build records: the catalog's ``last_writer_version``, the only writer provenance the store keeps."""
+    the two wrote last in each step). The older build is the current code that then records what an older build's
+    ingest records: its version as the catalog's ``last_writer_version`` and one ingest in the catalog's writer
+    record (``lca.ingest.record_writer``), the writer provenance the store keeps."""
 
     def fault(self, step: int) -> None:
         stale_version = str(self.spec.params.get("stale_version", "0.0.1+g000000000000"))
@@ -234,6 +236,7 @@ class StaleWriter(Scenario):
             stale.append(self.turns(step + 500, "stale-daemon"))
             with stale.writer_lock():
                 stale.index.catalog_.set_meta("last_writer_version", stale_version)
+                record_writer(stale.index.catalog_, stale_version)
         finally:
             stale.close()
         self.present = True
