@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--summarizer",
         choices=("none", "smollm2"),
         default="none",
-        help="full-lca's summarizer and reviewer: none runs full-lca with consolidation off (default); smollm2 "
+        help="the summarizer and reviewer roles (summary, adversarial-summary, full-lca's consolidation): none "
+        "runs full-lca with consolidation off and refuses the summary conditions (default); smollm2 "
         "runs the local SmolLM2 (slow on CPU)",
     )
     parser.add_argument("--cache", help="embedding cache folder (kept across runs)")
@@ -98,8 +99,9 @@ def replay_probe(
 ) -> dict[str, Any]:
     """One probe through one fresh condition, as the harness replays it; the row the report aggregates."""
     from conditions import build_condition
+    from protocols.harness.continuity_scorers import FORBIDDEN_OUT, NEEDED_TEXT, context_values
     from protocols.harness.replay import history_sessions, ingest_history, make_probe
-    from protocols.harness.scenario import probe_context, scenario_history
+    from protocols.harness.scenario import probe_context, probe_gold, scenario_history
 
     workdir = Path(tempfile.mkdtemp(prefix="lca-probes-"))
     runtime = make_runtime(workdir, dict(scenario.identity))
@@ -119,6 +121,12 @@ def replay_probe(
     pointers = sorted({p for item in packet.items for p in item.pointers})
     gold = evidence_of(probe, scenario, "evidence")
     forbidden = evidence_of(probe, scenario, "forbidden")
+    shown = {
+        "pointers": pointers,
+        "injected_text": packet.injected_text,
+        "items": [{"pointers": list(i.pointers), "text": i.text} for i in packet.items],
+    }
+    text_level = context_values(probe.category, probe_gold(scenario, probe), shown)
     return {
         "scenario": scenario.id,
         "probe": probe.id,
@@ -128,6 +136,10 @@ def replay_probe(
         "gold_any": any(g in pointers for g in gold),
         "forbidden": forbidden,
         "forbidden_kept_out": (not any(f in pointers for f in forbidden)) if forbidden else None,
+        # the protocol scorer's twins: required mentions in the injected text (what a pointer-free summary can
+        # meet), and forbidden turns and asserted forbidden mentions kept out; None where the gold names none
+        "needed_text": _known(text_level[NEEDED_TEXT]),
+        "forbidden_out": _known(text_level[FORBIDDEN_OUT]),
         "injected_tokens": packet.injected_tokens,
         "items": len(packet.items),
         "recall_items": sum(1 for item in packet.items if item.kind in ("memory", "transcript")),
@@ -139,6 +151,10 @@ def replay_probe(
     }
 
 
+def _known(value: float) -> bool | None:
+    return None if value != value else bool(value)  # NaN: the measure does not apply to the probe
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     import numpy as np
 
@@ -146,6 +162,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return round(sum(1 for r in subset if r[key]) / len(subset), 4) if subset else None
 
     with_forbidden = [r for r in rows if r["forbidden_kept_out"] is not None]
+    with_mentions = [r for r in rows if r.get("needed_text") is not None]
+    with_forbidden_text = [r for r in rows if r.get("forbidden_out") is not None]
     latency = [r["recall_latency_ms"] for r in rows]
     return {
         "probes": len(rows),
@@ -153,6 +171,10 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "gold_any": share("gold_any", rows),
         "forbidden_probes": len(with_forbidden),
         "forbidden_kept_out": share("forbidden_kept_out", with_forbidden),
+        "mention_probes": len(with_mentions),
+        "needed_text": share("needed_text", with_mentions),
+        "forbidden_out_probes": len(with_forbidden_text),
+        "forbidden_out": share("forbidden_out", with_forbidden_text),
         "nothing_injected": share("nothing_injected", rows),
         "injected_tokens_mean": round(float(np.mean([r["injected_tokens"] for r in rows])), 1) if rows else 0.0,
         "recall_latency_p50_ms": round(float(np.percentile(latency, 50)), 3) if rows else 0.0,
@@ -193,8 +215,11 @@ def _runtime_factory(args: argparse.Namespace):
     generators: dict[str, Any] = {}
     if args.summarizer == "smollm2":
         from lca.generators import LlamaCppGenerator
+        from protocols.harness.solvers import SharedRoleCalls
+        from protocols.providers.models import SharedCallsGenerator
 
-        generator = LlamaCppGenerator(seed=args.seed)
+        # every probe replays its scenario's sessions: a summary asked of the same session is made once
+        generator = SharedCallsGenerator(LlamaCppGenerator(seed=args.seed), SharedRoleCalls())
         generators = {"summarizer": generator, "reviewer": generator}
 
     def make(workdir: Path, identity: Mapping[str, str]) -> Any:
@@ -218,6 +243,16 @@ def run_probes_bench(args: argparse.Namespace) -> int:
     except Exception as exc:  # unknown condition or parameter: refused before anything loads
         print(f"lca bench probes: {exc}", file=sys.stderr)
         return 2
+    if args.summarizer == "none":
+        from conditions import condition_class
+
+        needs = [n for n in params if n != "full-lca" and "summarizer" in condition_class(n).uses_roles]
+        if needs:
+            print(
+                f"lca bench probes: {', '.join(needs)} write summaries with a model: add --summarizer smollm2",
+                file=sys.stderr,
+            )
+            return 2
     consolidation = "on (summarizer smollm2)" if args.summarizer == "smollm2" else "off (no summarizer given)"
     if "full-lca" in params and args.summarizer == "none":
         params["full-lca"].setdefault("consolidate", 0)
@@ -266,13 +301,17 @@ def run_probes_bench(args: argparse.Namespace) -> int:
         print(f"{m['file']} (sha256 {m['sha256'][:12]})")
         for name, block in m["conditions"].items():
             f = block["figures"]
-            forbidden = f"{f['forbidden_kept_out']:.2f}" if f["forbidden_kept_out"] is not None else "n/a"
+
+            def shown(key: str, figures: Mapping[str, Any] = f) -> str:
+                return f"{figures[key]:.2f}" if figures[key] is not None else "n/a"
+
             mark = ""
             if name in TARGET_CONDITIONS:
                 mark = "  [PASS]" if (f["gold_all"] or 0) >= TARGET else "  [FAIL]"
             print(
                 f"  {name:<18} needed turn(s) all {f['gold_all']:.2f} any {f['gold_any']:.2f}  "
-                f"forbidden kept out {forbidden}  nothing injected {f['nothing_injected']:.2f}  "
+                f"forbidden kept out {shown('forbidden_kept_out')} (with mentions {shown('forbidden_out')})  "
+                f"mentions in text {shown('needed_text')}  nothing injected {f['nothing_injected']:.2f}  "
                 f"tokens {f['injected_tokens_mean']:>6.1f}  recall p50 {f['recall_latency_p50_ms']:.1f} ms"
                 f"{mark}"
             )

@@ -4,8 +4,9 @@ Behaviour level (``continuity_behaviour``) reads the agent's answer against the 
 whether it applies the decision, preference or correction in force, repeats a corrected overclaim, leaks a
 private fact, abstains where the history is silent, names where a decision is recorded, and resumes an
 interrupted thread. Substrate level (``continuity_context``) reads only what the condition injected: whether
-every gold evidence turn is in it (``needed_in``) and every forbidden turn and mention kept out of it
-(``forbidden_out``). A measure that does not apply to a sample (another category, or gold without what it
+every gold evidence turn is in it (``needed_in``), every required mention is in its text (``needed_text``: the
+twin a condition that injects prose without pointers, such as a summary, can meet) and every forbidden turn and
+mention kept out of it (``forbidden_out``). A measure that does not apply to a sample (another category, or gold without what it
 needs) is NaN there; ``applicable_mean`` skips NaN, so a category is averaged over its own probes only and a
 category with no probe reports NaN rather than 0.
 
@@ -39,7 +40,7 @@ CATEGORIES = tuple(CATEGORY_MEASURES)
 # categories whose probes expect an answer from the history: a hedge there is a failure (``false_hedge``)
 ANSWER_EXPECTED = ("prior-decision", "preference", "correction", "overclaim", "citation", "interruption")
 FALSE_HEDGE = "false_hedge"
-NEEDED_IN, FORBIDDEN_OUT = "needed_in", "forbidden_out"
+NEEDED_IN, FORBIDDEN_OUT, NEEDED_TEXT = "needed_in", "forbidden_out", "needed_text"
 
 NEGATION_WINDOW = 3
 NEGATION_CUES = frozenset(
@@ -187,7 +188,11 @@ def behaviour_measures(categories: Iterable[str] | None = None) -> list[str]:
 
 def context_measures(categories: Iterable[str] | None = None) -> list[str]:
     names = [CATEGORY_MEASURES[c] for c in _selected(categories)]
-    return [f"{m}_{level}" for m in names for level in (NEEDED_IN, FORBIDDEN_OUT)] + [NEEDED_IN, FORBIDDEN_OUT]
+    return [f"{m}_{level}" for m in names for level in (NEEDED_IN, FORBIDDEN_OUT)] + [
+        NEEDED_IN,
+        FORBIDDEN_OUT,
+        NEEDED_TEXT,
+    ]
 
 
 def behaviour_values(
@@ -240,7 +245,8 @@ def context_values(
     category: str, gold: Mapping[str, Any], packet: Mapping[str, Any], categories: Iterable[str] | None = None
 ) -> dict[str, float]:
     """The substrate measures of one packet: ``needed_in`` and ``forbidden_out`` overall (NaN where the gold
-    names nothing needed, or nothing forbidden) and as the probe category's twins."""
+    names nothing needed, or nothing forbidden) and as the probe category's twins; ``needed_text`` overall (NaN
+    where the gold names no required mention)."""
     chosen = _selected(categories)
     values = dict.fromkeys(context_measures(chosen), NAN)
     pointers = set(packet.get("pointers") or [])
@@ -256,6 +262,9 @@ def context_values(
             not any(p in pointers for p in forbidden) and not any(found(text, m) for m in forbidden_mentions)
         )
     values[NEEDED_IN], values[FORBIDDEN_OUT] = needed, kept_out
+    required = list(gold.get("required_mentions") or [])
+    injected = str(packet.get("injected_text", ""))
+    values[NEEDED_TEXT] = float(all(mentions(injected, m) for m in required)) if required else NAN
     if category in chosen:
         measure = CATEGORY_MEASURES[category]
         values[f"{measure}_{NEEDED_IN}"] = needed

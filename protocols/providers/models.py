@@ -121,6 +121,56 @@ def resolve_model(model: str, **model_args: Any):
         raise LCAError(f"model '{model}' cannot be resolved: {text}") from None
 
 
+def call_key(
+    model_id: str,
+    settings: str,
+    messages: Sequence[Mapping[str, str]],
+    max_tokens: int,
+    temperature: float | None,
+    seed: int | None,
+    epoch: int | None,
+    json_schema: Mapping[str, Any] | None,
+) -> str:
+    """What makes two model calls the same call: model, its settings, prompt, sampling and epoch."""
+    parts = [model_id, settings, [dict(m) for m in messages], max_tokens, temperature, seed, epoch]
+    parts.append(None if json_schema is None else dict(json_schema))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+class SharedCallsGenerator:
+    """Any ``TextGenerator`` (the in-process llama.cpp one in ``lca bench probes``) with identical calls made
+    once: the probes of one scenario each replay the same sessions, so a summarizer is asked the same thing
+    once per probe. Sound only for a deterministic generator (llama.cpp from an empty cache with a fixed seed)."""
+
+    def __init__(self, inner: Any, shared: SharedCalls) -> None:
+        self.inner = inner
+        self.shared = shared
+        self.calls = 0
+        self.shared_calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    def generate(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 256,
+        temperature: float | None = None,
+        seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> str:
+        self.calls += 1
+        kwargs = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed, "json_schema": json_schema}
+        key = call_key(
+            self.model_id, type(self.inner).__name__, messages, max_tokens, temperature, seed, None, json_schema
+        )
+        text, was_shared = self.shared.run(key, lambda: self.inner.generate(messages, **kwargs))
+        self.shared_calls += was_shared
+        return text
+
+
 class InspectRoleGenerator:
     """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
     identical calls (model, prompt, settings, ``epoch``) are made once per process. A ``json_schema``
@@ -178,22 +228,9 @@ class InspectRoleGenerator:
 
         if self.shared is None:
             return call()
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    self.model_id,
-                    repr(self.model.config),
-                    list(messages),
-                    max_tokens,
-                    temperature,
-                    seed,
-                    self.epoch,
-                    None if json_schema is None else dict(json_schema),
-                ],
-                sort_keys=True,
-                default=str,
-            ).encode("utf-8")
-        ).hexdigest()
+        key = call_key(
+            self.model_id, repr(self.model.config), messages, max_tokens, temperature, seed, self.epoch, json_schema
+        )
         text, was_shared = self.shared.run(key, call)
         self.shared_calls += was_shared
         return text

@@ -154,7 +154,20 @@ def test_measures_without_what_they_check_and_unknown_categories_stay_nan():
     assert known(context_values("recall", PREFERENCE, packet(("transcript", [NEW], "TOML now")))) == {
         "needed_in": 1.0,
         "forbidden_out": 1.0,
+        "needed_text": 1.0,
     }
+    # no required mention: the text twin does not apply
+    assert math.isnan(context_values("abstention", ABSTAIN, packet(("summary", [], "TOML now")))["needed_text"])
+
+
+def test_a_summary_without_pointers_meets_needed_text_only_when_its_prose_holds_the_mention():
+    holds = context_values("preference", PREFERENCE, packet(("summary", [], "The user now prefers TOML for config.")))
+    assert holds["needed_in"] == 0.0 and holds["needed_text"] == 1.0
+    lacks = context_values("preference", PREFERENCE, packet(("summary", [], "The user talked about config files.")))
+    assert lacks["needed_text"] == 0.0
+    # whole words only: a longer word that contains the mention does not count
+    partial = context_values("preference", PREFERENCE, packet(("summary", [], "TOMLish formats were discussed.")))
+    assert partial["needed_text"] == 0.0
 
 
 def test_a_category_selection_reports_only_its_measures_and_refuses_unknown_names():
@@ -164,6 +177,7 @@ def test_a_category_selection_reports_only_its_measures_and_refuses_unknown_name
         "correction_uptake_forbidden_out",
         "needed_in",
         "forbidden_out",
+        "needed_text",
     ]
     assert set(behaviour_values("preference", PREFERENCE, "YAML", ["correction"])) == {
         "correction_uptake",
@@ -182,6 +196,7 @@ def test_needed_in_and_forbidden_out_read_the_packet():
     assert known(good) == {
         "needed_in": 1.0,
         "forbidden_out": 1.0,  # the evidence turn names the old value; it is not held against the context
+        "needed_text": 1.0,
         "preference_application_needed_in": 1.0,
         "preference_application_forbidden_out": 1.0,
     }

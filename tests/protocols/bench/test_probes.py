@@ -11,7 +11,7 @@ import pytest
 from conditions import ConditionRuntime
 from protocols.bench import benchmark
 from protocols.bench.probes import condition_params, measure
-from tests.fakes import FakeHashingEmbedder
+from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 
 SCENARIO = {
     "schema_version": 1,
@@ -92,6 +92,9 @@ def test_the_command_refuses_a_missing_file_and_a_bad_parameter(tmp_path, capsys
     assert bench.run(args) == 2 and "no scenario file" in capsys.readouterr().err
     args = bench.parser().parse_args(["--param", "stateless:nope=1", "--conditions", "stateless"])
     assert bench.run(args) == 2 and "nope" in capsys.readouterr().err
+    # a summary condition with no model to write its summaries is refused, not run empty
+    args = bench.parser().parse_args(["--conditions", "stateless,adversarial-summary"])
+    assert bench.run(args) == 2 and "adversarial-summary write summaries with a model" in capsys.readouterr().err
 
 
 def test_the_command_writes_a_benchmark_result_with_its_checks_and_rows(scenario_file, tmp_path, monkeypatch):
@@ -110,3 +113,49 @@ def test_the_command_writes_a_benchmark_result_with_its_checks_and_rows(scenario
     assert set(result.checks) == {"tiny/transcript-recall/gold_all", "tiny/full-lca/gold_all"} and result.all_pass
     assert {row["condition"] for row in result.rows} == {"stateless", "transcript-recall", "full-lca"}
     assert result.config["full_lca_consolidation"].startswith("off")
+
+
+def test_text_level_twins_score_a_pointer_free_summary_by_its_prose(tmp_path):
+    """A summary injects prose without pointers: ``needed_text`` (required mentions in the injected text) is the
+    twin it can meet, while the pointer share stays 0; stateless meets neither."""
+    scenario = {
+        **SCENARIO,
+        "schema_version": 2,
+        "probes": [{**SCENARIO["probes"][0], "required_mentions": ["santa maria"], "forbidden_mentions": ["porto"]}],
+    }
+    path = tmp_path / "tiny-v2.jsonl"
+    path.write_text(json.dumps(scenario) + "\n")
+    fake_summarizer = FakeScriptedGenerator(lambda messages: "Lucia, the user's sister, is a nurse at Santa Maria.")
+
+    def runtime(workdir: Path, identity) -> ConditionRuntime:
+        return ConditionRuntime(
+            workdir=workdir,
+            embedder=FakeHashingEmbedder(),
+            identity=identity,
+            generators={"summarizer": fake_summarizer},
+        )
+
+    out = measure(path, {"stateless": {}, "summary": {}, "transcript-recall": {}}, runtime)
+    rows = {name: block["rows"][0] for name, block in out["conditions"].items()}
+    assert rows["stateless"]["needed_text"] is False and rows["stateless"]["gold_all"] is False
+    assert rows["summary"]["gold_all"] is False and rows["summary"]["needed_text"] is True
+    assert rows["transcript-recall"]["gold_all"] is True and rows["transcript-recall"]["needed_text"] is True
+    assert all(row["forbidden_out"] is True for row in rows.values())
+    assert out["conditions"]["summary"]["figures"]["needed_text"] == 1.0
+
+
+def test_identical_summarizer_calls_across_probes_are_made_once():
+    """The bench's summarizer is shared by the probes of a scenario: the same prompt is generated once, a
+    different prompt or setting is a new call."""
+    from protocols.harness.solvers import SharedRoleCalls
+    from protocols.providers.models import SharedCallsGenerator
+
+    inner = FakeScriptedGenerator(lambda messages: f"summary of {messages[-1]['content']}")
+    shared = SharedCallsGenerator(inner, SharedRoleCalls())
+    session = [{"role": "user", "content": "session one"}]
+    first = shared.generate(session, max_tokens=64)
+    assert shared.generate(session, max_tokens=64) == first == "summary of session one"
+    shared.generate(session, max_tokens=32)
+    shared.generate([{"role": "user", "content": "session two"}], max_tokens=64)
+    assert len(inner.calls) == 3 and shared.calls == 4 and shared.shared_calls == 1
+    assert shared.model_id == inner.model_id
