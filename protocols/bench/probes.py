@@ -195,8 +195,11 @@ def measure(
     scenarios, digest = load_scenarios(path)
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
     out: dict[str, Any] = {"file": str(path), "sha256": digest, "conditions": {}}
+    from tqdm import tqdm
+
     for name, params in conditions.items():
-        rows = [replay_probe(name, params, scenario, probe, make_runtime) for scenario, probe in pairs]
+        progress = tqdm(pairs, desc=f"{Path(path).stem} {name}", unit="probe", leave=False)
+        rows = [replay_probe(name, params, scenario, probe, make_runtime) for scenario, probe in progress]
         out["conditions"][name] = {"params": dict(params), "figures": summarize(rows), "rows": rows}
     return out
 
