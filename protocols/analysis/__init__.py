@@ -1,0 +1,1 @@
+"""Analysis of study results: statistics (stats), rater agreement (agreement) and the rater panel (raters)."""
