@@ -192,6 +192,28 @@ def build_tasks(
     return [task.build(task_fn) for task in planned]
 
 
+def parse_roles(items: Iterable[str] | None) -> dict[str, str]:
+    """``--role ROLE=MODEL`` items: the fixed roles and any number of ``rater_<name>`` roles. A rater role only
+    reaches the protocols' rating steps (``protocols.analysis.raters``), which never show it the condition;
+    conditions get their own roles only (``conditions.ROLES``)."""
+    items = list(items or ())
+    names = [split_assignment(item, flag="--role")[0] for item in items]
+    known: dict[str, type | str] = {role: str for role in RUN_ROLES}
+    if set(names) - set(RUN_ROLES):  # the analysis package loads only when a rater may be named
+        from protocols.analysis.raters import is_rater_role
+
+        known.update({name: str for name in names if is_rater_role(name)})
+    for item, name in zip(items, names):
+        if name not in known:
+            raise ParameterError(
+                "--role",
+                item,
+                f"unknown name '{name}'; known: {', '.join(sorted(RUN_ROLES))}, or any number of "
+                "rater_<name> roles (lower-case letters, digits, _)",
+            )
+    return parse_assignments(items, flag="--role", known=known)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from conditions import available_conditions
     from protocols.evals import protocol_task
@@ -204,7 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     entries = split_conditions(args.conditions)
     if not entries:
         raise LCAError(f"--conditions is empty; known: {', '.join(available_conditions())}")
-    roles = parse_assignments(args.role, flag="--role", known={role: str for role in RUN_ROLES})
+    roles = parse_roles(args.role)
     planned = plan_tasks(task_fn, entries, task_args=args.task_arg, params=args.param, params_file=args.params_file)
     resolve_model(args.model)
     for role_model in roles.values():
@@ -335,7 +357,8 @@ def add_parser(sub) -> None:
         "--role",
         action="append",
         metavar="ROLE=MODEL",
-        help=f"the model of one role ({', '.join(RUN_ROLES)}; default: --model); repeatable",
+        help=f"the model of one role ({', '.join(RUN_ROLES)}, or rater_<name> for a blind rater of judged "
+        "measures, any number; default: --model); repeatable",
     )
     p.add_argument(
         "--param",
