@@ -8,7 +8,8 @@ no store (``StoreLayout.holds_store``) and create nothing; writing commands crea
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
-benchmark registry) and ``figures`` (``lca figures``, the documents' figures from the committed results). Only
+benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results) and
+``prereg`` (``lca prereg``, locking and checking a pre-registered study). Only
 ``run`` and the benchmarks import the evaluation harness.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, common, figures, governance, run, scenarios, store
+from protocols.cli import bench, common, figures, governance, prereg, run, scenarios, store
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     governance.add_parsers(sub, common_args)
     run.add_parser(sub)
     scenarios.add_parser(sub)
+    prereg.add_parser(sub)
     return parser
 
 

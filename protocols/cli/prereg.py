@@ -1,0 +1,92 @@
+"""``lca prereg lock|check|deviate``: lock a study document, check its lock, record a deviation from it
+(protocols/study, docs/preregistration.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub) -> None:
+    from protocols.study.lock import DEVIATION_KINDS
+
+    p = sub.add_parser(
+        "prereg",
+        help="lock and check a pre-registered study (docs/preregistration.md)",
+        description="Lock a study document (sha256, time, code revision), check its lock, record deviations.",
+    )
+    prereg = p.add_subparsers(dest="prereg_command", required=True, metavar="COMMAND")
+    lock = prereg.add_parser(
+        "lock",
+        help="validate the study and write FILE.lock.json beside it",
+        description="Validate the study document and write its lock (FILE.lock.json). An unchanged locked file "
+        "stays as it is; an edited one is re-locked only with --relock --reason, recorded as a deviation.",
+    )
+    lock.add_argument("file", help="the study document (preregistration/<id>.yaml)")
+    lock.add_argument("--relock", action="store_true", help="re-lock a study edited since it was locked")
+    lock.add_argument("--reason", help="why the locked plan changed (needed with --relock)")
+    lock.add_argument("--by", help="who re-locks (default: your login)")
+    lock.set_defaults(func=run_lock)
+
+    check = prereg.add_parser(
+        "check",
+        help="validate the study and say whether it is locked (exit 0) or unlocked or edited (exit 1)",
+        description="Validate the study document and print its lock status and deviations count; exit 0 when "
+        "locked, 1 when unlocked or edited since it was locked.",
+    )
+    check.add_argument("file")
+    check.add_argument("--json", action="store_true", help="print the status as JSON")
+    check.set_defaults(func=run_check)
+
+    deviate = prereg.add_parser(
+        "deviate",
+        help="record a deviation from the locked plan in FILE.deviations.jsonl",
+        description="Append one deviation (what changed, why, who, when) to the study's deviations log, which "
+        "the report prints.",
+    )
+    deviate.add_argument("file")
+    deviate.add_argument("--what", required=True, help="what was done differently from the plan")
+    deviate.add_argument("--why", required=True, help="why")
+    deviate.add_argument("--kind", choices=[k for k in DEVIATION_KINDS if k != "relock"], default="deviation")
+    deviate.add_argument("--by", help="who (default: your login)")
+    deviate.set_defaults(func=run_deviate)
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    from protocols.study.lock import lock_path, lock_study
+
+    record, changed = lock_study(args.file, relock=args.relock, reason=args.reason, by=args.by)
+    if changed:
+        print(f"locked {args.file}: sha256 {record.sha256}, code {record.code_revision}")
+        print(f"written: {lock_path(args.file)}")
+    else:
+        print(f"{args.file} is already locked (at {record.locked_at}, sha256 {record.sha256[:12]}); nothing changed")
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from protocols.study.lock import lock_status, read_deviations
+    from protocols.study.schema import load_study
+
+    study = load_study(args.file)
+    status = lock_status(args.file)
+    deviations = read_deviations(args.file)
+    if args.json:
+        print(json.dumps({"study": study.id, **status.to_dict(), "deviations": len(deviations)}, indent=2))
+    else:
+        print(f"{args.file}: {status.state}: {status.detail}")
+        print(
+            f"study '{study.id}' valid: {len(study.hypotheses)} hypotheses, {len(study.measures)} measures, "
+            f"{len(study.predictions)} predictions; {len(deviations)} deviation(s) recorded"
+        )
+    return 0 if status.locked else 1
+
+
+def run_deviate(args: argparse.Namespace) -> int:
+    from protocols.study.lock import deviations_path, record_deviation
+    from protocols.study.schema import load_study
+
+    load_study(args.file)
+    deviation = record_deviation(args.file, args.what, args.why, by=args.by, kind=args.kind)
+    print(f"recorded {deviation.kind} by {deviation.by} at {deviation.at} in {deviations_path(args.file)}")
+    return 0

@@ -1,0 +1,456 @@
+"""The study document (``preregistration/<id>.yaml``): what a study commits to before it runs.
+
+A pre-registration is only worth its lock if it cannot say something incoherent: a prediction about a measure
+nobody defined, an equivalence test without a margin, a judged measure without raters. Every rule is checked
+when the document loads, and every refusal names the file and the field (``RecordFormatError``). Rules that
+read only the document live on :class:`Study`; rules that need the repository (registered protocols, their
+scorers and parameters, condition names, model roles) are :func:`check_registered`, which ``load_study`` runs
+too. docs/preregistration.md describes the fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from lca.errors import LCAError, RecordFormatError
+
+SCHEMA_VERSION = 1
+RATER_PREFIX = "rater_"
+_STUDY_ID = r"^[a-z0-9_]+$"
+_LABEL = r"^[A-Za-z][A-Za-z0-9_.-]*$"  # hypothesis, measure and prediction ids
+_ROLE = r"^[a-z][a-z0-9_]*$"
+Label = Annotated[str, StringConstraints(pattern=_LABEL)]
+Text = Annotated[str, StringConstraints(min_length=1)]
+RoleName = Annotated[str, StringConstraints(pattern=_ROLE)]
+ArgValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Hypothesis(_Strict):
+    id: Label
+    statement: Text
+
+
+class Models(_Strict):
+    """The agent model and the models of the other roles (summarizer, reviewer, grader, ``rater_*``)."""
+
+    agent: Text
+    roles: dict[RoleName, Text] = Field(default_factory=dict)
+
+
+class ProtocolRun(_Strict):
+    """One registered protocol in the study: the study's conditions it runs (default all), task arguments
+    (plain values), how many samples per condition (``limit``) and whether it reads downloaded data."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]*$")]
+    conditions: tuple[Text, ...] | None = Field(default=None, min_length=1)
+    args: dict[Text, ArgValue] = Field(default_factory=dict)
+    limit: int | None = Field(default=None, ge=1)
+    requires_data: bool = False
+
+
+class RaterPanel(_Strict):
+    raters: tuple[RoleName, ...]
+    prompt: Text
+    min_raters: int = Field(default=2, ge=2)
+
+
+class ComputedMeasure(_Strict):
+    """A measure a scorer computes: ``metric`` is the score's name in the task log (the protocol's eval.yaml
+    measure name), read per sample for the paired tests."""
+
+    id: Label
+    protocol: Text
+    kind: Literal["computed"]
+    scorer: Text
+    metric: Text
+    computation: Text
+    scale: Literal["binary", "continuous", "count"]
+    direction: Literal["higher", "lower"] = "higher"  # which direction is better
+    description: str = ""
+
+
+class JudgedMeasure(_Strict):
+    """A measure raters judge on ``scale`` at ``level``; its data are coded only when the raters' agreement
+    (Krippendorff's alpha) reaches ``agreement_threshold`` on ``calibration_items`` pilot items."""
+
+    id: Label
+    protocol: Text
+    kind: Literal["judged"]
+    level: Literal["nominal", "ordinal", "interval"]
+    scale: tuple[int | float | str, ...] = Field(min_length=2)
+    rater_panel: RaterPanel
+    agreement_threshold: float = Field(default=0.667, gt=0, le=1)
+    calibration_items: int = Field(default=20, ge=1)
+    direction: Literal["higher", "lower"] = "higher"
+    description: str = ""
+
+
+Measure = Annotated[ComputedMeasure | JudgedMeasure, Field(discriminator="kind")]
+
+
+class Prediction(_Strict):
+    """Superiority (``better`` beats ``than`` by at least ``min_effect`` in the measure's better direction) or
+    equivalence (the two ``conditions`` differ by less than ``margin``, tested by TOST). Primary predictions
+    form the family the correction runs over; secondary ones are reported beside them, corrected separately."""
+
+    id: Label
+    hypothesis: Label
+    measure: Label
+    kind: Literal["superiority", "equivalence"]
+    better: str | None = None
+    than: str | None = None
+    min_effect: float | None = None
+    conditions: tuple[str, ...] | None = None
+    margin: float | None = None
+    role: Literal["primary", "secondary"] = "primary"
+    rationale: str = ""
+
+
+class Power(_Strict):
+    test: Text
+    alpha: float = Field(gt=0, lt=1)
+    power: float = Field(gt=0, lt=1)
+    effect: float = Field(gt=0)
+    required_n: int | None = Field(default=None, ge=1)  # the n the stated effect would need
+
+
+class SampleSize(_Strict):
+    unit: Text
+    n_per_condition: int = Field(ge=1)
+    reasoning: Text
+    power: Power
+
+
+class Bootstrap(_Strict):
+    resamples: int = Field(default=2000, ge=100)
+    seed: int = 0
+
+
+class Analysis(_Strict):
+    model: Literal["mixed", "cluster_robust"]
+    groups: tuple[Text, ...] = Field(min_length=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    correction: Literal["holm", "bonferroni", "none"] = "holm"
+    bootstrap: Bootstrap = Field(default_factory=Bootstrap)
+    paired: bool = True
+    rules: tuple[Text, ...] = ()  # decision rules in words (floor effects, what a failed check means)
+
+
+class Study(_Strict):
+    schema_version: Literal[1]
+    id: Annotated[str, StringConstraints(pattern=_STUDY_ID)]
+    title: Text
+    version: Text
+    authors: tuple[Text, ...] = Field(min_length=1)
+    hypotheses: tuple[Hypothesis, ...] = Field(min_length=1)
+    conditions: tuple[Text, ...] = Field(min_length=1)
+    models: Models
+    protocols: tuple[ProtocolRun, ...] = Field(min_length=1)
+    measures: tuple[Measure, ...] = Field(min_length=1)
+    predictions: tuple[Prediction, ...] = Field(min_length=1)
+    sample_size: SampleSize
+    analysis: Analysis
+    exclusions: tuple[Text, ...] = ()
+    seeds: tuple[int, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Study:
+        problems = study_problems(self)
+        if problems:
+            raise _problems_error(problems)
+        return self
+
+    # ---- look-ups -----------------------------------------------------------------------------------
+    def measure(self, measure_id: str) -> ComputedMeasure | JudgedMeasure:
+        return _find(self.measures, measure_id, "measure")
+
+    def hypothesis(self, hypothesis_id: str) -> Hypothesis:
+        return _find(self.hypotheses, hypothesis_id, "hypothesis")
+
+    def prediction(self, prediction_id: str) -> Prediction:
+        return _find(self.predictions, prediction_id, "prediction")
+
+    def protocol(self, name: str) -> ProtocolRun:
+        for run in self.protocols:
+            if run.name == name:
+                return run
+        raise LCAError(f"study '{self.id}' runs no protocol '{name}'; it runs: {', '.join(self.protocol_names)}")
+
+    @property
+    def protocol_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.protocols)
+
+    def protocol_conditions(self, name: str) -> tuple[str, ...]:
+        """The conditions a protocol runs: its own list, else all of the study's."""
+        run = self.protocol(name)
+        return run.conditions if run.conditions is not None else self.conditions
+
+    def judged_measures(self) -> tuple[JudgedMeasure, ...]:
+        return tuple(m for m in self.measures if isinstance(m, JudgedMeasure))
+
+    def predictions_for(self, measure_id: str) -> tuple[Prediction, ...]:
+        return tuple(p for p in self.predictions if p.measure == measure_id)
+
+    def prediction_conditions(self, prediction: Prediction) -> tuple[str, ...]:
+        """The two conditions a prediction compares, in its order (better first for superiority)."""
+        if prediction.kind == "superiority":
+            return (prediction.better or "", prediction.than or "")
+        return tuple(prediction.conditions or ())
+
+
+def _find(items, key: str, what: str):
+    for item in items:
+        if item.id == key:
+            return item
+    raise LCAError(f"no {what} '{key}'; known: {', '.join(i.id for i in items)}")
+
+
+def _repeats(values) -> list[str]:
+    seen, repeated = set(), []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    return repeated
+
+
+def study_problems(study: Study) -> list[tuple[str, str]]:
+    """Every broken rule that reads only the document, as (field, message), in document order."""
+    problems: list[tuple[str, str]] = []
+    add = lambda field, message: problems.append((field, message))  # noqa: E731
+
+    for field, values in (
+        ("hypotheses", [h.id for h in study.hypotheses]),
+        ("conditions", list(study.conditions)),
+        ("protocols", [p.name for p in study.protocols]),
+        ("measures", [m.id for m in study.measures]),
+        ("predictions", [p.id for p in study.predictions]),
+    ):
+        for value in _repeats(values):
+            add(field, f"'{value}' appears more than once")
+
+    conditions = set(study.conditions)
+    protocols = {p.name: p for p in study.protocols}
+    for i, run in enumerate(study.protocols):
+        for condition in run.conditions or ():
+            if condition not in conditions:
+                add(f"protocols.{i}.conditions", f"'{condition}' is not among the study's conditions")
+        if "condition" in run.args:
+            add(f"protocols.{i}.args.condition", "conditions come from the study's condition lists, not from args")
+
+    for i, measure in enumerate(study.measures):
+        where = f"measures.{i}"
+        if measure.protocol not in protocols:
+            add(
+                f"{where}.protocol",
+                f"measure '{measure.id}' names protocol '{measure.protocol}', which the study does "
+                f"not run (it runs: {', '.join(protocols)})",
+            )
+        if isinstance(measure, JudgedMeasure):
+            problems.extend(_judged_problems(study, measure, where))
+
+    hypotheses = {h.id for h in study.hypotheses}
+    measures = {m.id: m for m in study.measures}
+    for i, prediction in enumerate(study.predictions):
+        problems.extend(_prediction_problems(study, prediction, f"predictions.{i}", hypotheses, measures))
+    tested = {p.hypothesis for p in study.predictions}
+    for i, hypothesis in enumerate(study.hypotheses):
+        if hypothesis.id not in tested:
+            add(f"hypotheses.{i}.id", f"hypothesis '{hypothesis.id}' has no prediction, so nothing could refute it")
+    for field, values in (("seeds", study.seeds), ("analysis.groups", study.analysis.groups)):
+        for value in _repeats(values):
+            add(field, f"'{value}' appears more than once")
+    return problems
+
+
+def _judged_problems(study: Study, measure: JudgedMeasure, where: str) -> list[tuple[str, str]]:
+    problems = []
+    panel = measure.rater_panel
+    if len(panel.raters) < 2:
+        problems.append(
+            (
+                f"{where}.rater_panel.raters",
+                f"judged measure '{measure.id}' needs at least 2 raters "
+                f"(agreement cannot be computed from one); got {len(panel.raters)}",
+            )
+        )
+    for rater in _repeats(panel.raters):
+        problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' appears more than once"))
+    for rater in panel.raters:
+        if not rater.startswith(RATER_PREFIX):
+            problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' must be a role named {RATER_PREFIX}*"))
+        elif rater not in study.models.roles:
+            problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' has no model in models.roles"))
+    if panel.min_raters > len(panel.raters):
+        problems.append(
+            (
+                f"{where}.rater_panel.min_raters",
+                f"min_raters {panel.min_raters} exceeds the {len(panel.raters)} rater(s) named",
+            )
+        )
+    for value in _repeats(measure.scale):
+        problems.append((f"{where}.scale", f"scale value {value!r} appears more than once"))
+    if measure.level in ("ordinal", "interval") and not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in measure.scale
+    ):
+        problems.append((f"{where}.scale", f"an {measure.level} scale holds numbers, got {list(measure.scale)}"))
+    return problems
+
+
+def _prediction_problems(study, prediction, where, hypotheses, measures) -> list[tuple[str, str]]:
+    problems = []
+    add = lambda field, message: problems.append((f"{where}.{field}", f"prediction '{prediction.id}': {message}"))  # noqa: E731
+    if prediction.hypothesis not in hypotheses:
+        add("hypothesis", f"no hypothesis '{prediction.hypothesis}' (known: {', '.join(sorted(hypotheses))})")
+    measure = measures.get(prediction.measure)
+    if measure is None:
+        add("measure", f"no measure '{prediction.measure}' (known: {', '.join(measures)})")
+    if prediction.kind == "superiority":
+        for field in ("better", "than", "min_effect"):
+            if getattr(prediction, field) is None:
+                add(field, f"a superiority prediction needs {field}")
+        if prediction.min_effect is not None and prediction.min_effect < 0:
+            add("min_effect", f"min_effect must be >= 0, got {prediction.min_effect}")
+        if prediction.better is not None and prediction.better == prediction.than:
+            add("than", f"compares '{prediction.better}' with itself")
+        for field in ("conditions", "margin"):
+            if getattr(prediction, field) is not None:
+                add(field, f"{field} belongs to an equivalence prediction; a superiority one names better and than")
+        compared = [("better", prediction.better), ("than", prediction.than)]
+    else:
+        if prediction.margin is None or prediction.margin <= 0:
+            add("margin", f"an equivalence prediction needs margin > 0, got {prediction.margin}")
+        if prediction.conditions is None or len(prediction.conditions) != 2:
+            got = "none" if prediction.conditions is None else len(prediction.conditions)
+            add("conditions", f"an equivalence prediction names exactly two conditions, got {got}")
+        elif prediction.conditions[0] == prediction.conditions[1]:
+            add("conditions", f"compares '{prediction.conditions[0]}' with itself")
+        for field in ("better", "than", "min_effect"):
+            if getattr(prediction, field) is not None:
+                add(
+                    field,
+                    f"{field} belongs to a superiority prediction; an equivalence one names conditions and margin",
+                )
+        compared = [("conditions", c) for c in prediction.conditions or ()]
+    for field, condition in compared:
+        if condition is None:
+            continue
+        if condition not in study.conditions:
+            add(field, f"'{condition}' is not among the study's conditions")
+        elif measure is not None and measure.protocol in study.protocol_names:
+            if condition not in study.protocol_conditions(measure.protocol):
+                add(field, f"'{condition}' is not run on protocol '{measure.protocol}' (measure '{measure.id}')")
+    return problems
+
+
+def _problems_error(problems: list[tuple[str, str]], path: str | None = None) -> RecordFormatError:
+    field, message = problems[0]
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem(s): " + "; ".join(f"{f}: {m}" for f, m in problems[1:])
+        message += ")"
+    return RecordFormatError(message, path=path, field=field)
+
+
+def registry_problems(study: Study) -> list[tuple[str, str]]:
+    """Broken rules against the repository: protocols registered, conditions registered (names or variant
+    labels), task arguments the protocol takes, each computed measure's scorer and metric declared by its
+    protocol's eval.yaml, model roles known to the harness."""
+    from conditions import ROLES
+    from protocols.evals.registry import ProtocolRegistry
+    from protocols.harness.variants import parse_variant, variant_params
+
+    problems: list[tuple[str, str]] = []
+    for i, condition in enumerate(study.conditions):
+        try:
+            variant_params(parse_variant(condition))
+        except LCAError as exc:
+            problems.append((f"conditions.{i}", str(exc)))
+    registry = ProtocolRegistry()
+    known = registry.available()
+    metadata = {}
+    for i, run in enumerate(study.protocols):
+        if run.name not in known:
+            problems.append((f"protocols.{i}.name", f"unknown protocol '{run.name}'; known: {', '.join(known)}"))
+            continue
+        metadata[run.name] = meta = registry.metadata(run.name)
+        for arg in run.args:
+            if arg not in meta.config:
+                problems.append(
+                    (
+                        f"protocols.{i}.args.{arg}",
+                        f"protocol '{run.name}' takes no parameter '{arg}'; it takes: {', '.join(meta.config)}",
+                    )
+                )
+    for i, measure in enumerate(study.measures):
+        meta = metadata.get(measure.protocol)
+        if meta is None or isinstance(measure, JudgedMeasure):
+            continue
+        scorers = sorted({m.scorer for m in meta.measures})
+        if measure.scorer not in scorers:
+            problems.append(
+                (
+                    f"measures.{i}.scorer",
+                    f"protocol '{meta.name}' has no scorer '{measure.scorer}'; its scorers: {', '.join(scorers)}",
+                )
+            )
+            continue
+        metrics = [m.name for m in meta.measures if m.scorer == measure.scorer]
+        if measure.metric not in metrics:
+            problems.append(
+                (
+                    f"measures.{i}.metric",
+                    f"scorer '{measure.scorer}' of protocol '{meta.name}' reports "
+                    f"no '{measure.metric}'; it reports: {', '.join(metrics)}",
+                )
+            )
+    agent_roles = set(ROLES) - {"agent"}
+    for role in study.models.roles:
+        if role not in agent_roles and not role.startswith(RATER_PREFIX):
+            problems.append(
+                (
+                    f"models.roles.{role}",
+                    f"unknown role '{role}'; roles are {', '.join(sorted(agent_roles))} and any {RATER_PREFIX}<name>",
+                )
+            )
+    return problems
+
+
+def check_registered(study: Study, path: str | None = None) -> None:
+    problems = registry_problems(study)
+    if problems:
+        raise _problems_error(problems, path)
+
+
+def load_study(path: str | Path, *, registered: bool = True) -> Study:
+    """The validated study document at ``path``; its id must equal the file's stem. ``registered=False``
+    skips the checks against the repository (a document read outside it)."""
+    import yaml
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RecordFormatError(f"not valid YAML: {exc}", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise RecordFormatError("expected a mapping of fields", path=str(path))
+    try:
+        study = Study.model_validate(data)
+    except ValidationError as exc:
+        raise RecordFormatError.from_validation(exc, path=str(path)) from None
+    except RecordFormatError as exc:
+        raise RecordFormatError(exc.reason, path=str(path), field=exc.field) from None
+    if study.id != path.stem:
+        raise RecordFormatError(
+            f"id '{study.id}' differs from the file's stem '{path.stem}'", path=str(path), field="id"
+        )
+    if registered:
+        check_registered(study, str(path))
+    return study
