@@ -1,0 +1,268 @@
+"""``lca run STUDY.yaml`` end to end with inspect's mockllm as the agent and scripted raters: an unlocked study
+is refused, an exploratory run says so everywhere, a locked run writes every field of run.json, a missing
+benchmark runs on the fixture with a recorded deviation, and a rater panel that disagrees is refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+import protocols.data_paths as data_paths
+import protocols.harness.solvers as solvers
+from protocols import cli
+from protocols.study import StudyNotLockedError, file_sha256, lock_study, read_deviations
+from protocols.study.judging import RATINGS_COLUMNS
+from protocols.study.manifest import cached_sha256, model_files
+from protocols.study.runner import StudyRunner, run_study
+from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
+from tests.protocols.test_hollow_copy import scripted_agent
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "data" / "fixtures" / "continuity-v2-fixture.jsonl"
+LOCOMO_FIXTURE = REPO / "data" / "fixtures" / "locomo_fixture.json"
+QUESTIONS = [probe["question"] for line in FIXTURE.read_text().splitlines() for probe in json.loads(line)["probes"]]
+MANIFEST_FIELDS = {
+    "study_id",
+    "study_path",
+    "study_sha256",
+    "lock",
+    "lock_state",
+    "exploratory",
+    "code_revision",
+    "started_at",
+    "finished_at",
+    "wall_seconds",
+    "seeds",
+    "models",
+    "model_files",
+    "embedder_id",
+    "packages",
+    "datasets",
+    "protocols",
+    "deviations",
+    "platform",
+}
+LOCOMO = """
+  - name: locomo
+    conditions: [stateless]
+    limit: 1
+    requires_data: true
+"""
+STUDY = """schema_version: 1
+id: tiny_study
+title: A tiny study for the runner's tests
+version: "0.1"
+authors: [tests]
+hypotheses:
+  - {{id: H1, statement: transcript recall puts the needed text in front of the agent}}
+conditions: [stateless, transcript-recall]
+models:
+  agent: mockllm/model
+  roles: {{rater_a: mockllm/model, rater_b: mockllm/model}}
+protocols:
+  - name: hollow_copy
+    args: {{scenarios: data/fixtures/continuity-v2-fixture.jsonl}}
+    limit: 3{locomo}
+measures:
+  - {{id: needed_text, protocol: hollow_copy, kind: computed, scorer: continuity_context, metric: needed_text,
+     computation: every required mention in the injected text, scale: binary}}
+  - id: style
+    protocol: hollow_copy
+    kind: judged
+    level: ordinal
+    scale: [1, 2, 3, 4, 5]
+    rater_panel: {{raters: [rater_a, rater_b], prompt: Rate the continuity of the answer., min_raters: 2}}
+    agreement_threshold: 0.667
+    calibration_items: 4
+predictions:
+  - {{id: P1, hypothesis: H1, measure: needed_text, kind: superiority, better: transcript-recall, than: stateless,
+     min_effect: 0.1}}
+sample_size:
+  unit: probe
+  n_per_condition: 3
+  reasoning: a test
+  power: {{test: mcnemar, alpha: 0.05, power: 0.8, effect: 0.2}}
+analysis: {{model: cluster_robust, groups: [scenario]}}
+seeds: [0]
+"""
+
+
+@pytest.fixture(autouse=True)
+def fake_models(monkeypatch):
+    """The fake embedder, and mockllm answering the fixture's probes (mockllm's default reply counts tokens
+    with a tokenizer file it would download)."""
+    monkeypatch.setattr(solvers, "_EMBEDDER", solvers.LockedEmbedder(FakeHashingEmbedder(max_input_tokens=200)))
+    monkeypatch.setattr(StudyRunner, "model_factory", staticmethod(lambda model: scripted_agent("pass")))
+
+
+def write_study(tmp_path: Path, *, locomo: bool = False) -> Path:
+    path = tmp_path / "tiny_study.yaml"
+    path.write_text(STUDY.format(locomo=LOCOMO if locomo else ""), encoding="utf-8")
+    return path
+
+
+def question_value(messages) -> int:
+    """A scale value fixed by the probe the rater is shown (distinct for the fixture's first five probes)."""
+    question = messages[-1]["content"].split("Question:\n", 1)[1].split("\n\nAnswer:", 1)[0]
+    return 1 + QUESTIONS.index(question) % 5
+
+
+def raters(disagree: bool):
+    seen_conditions = []
+
+    def factory(role, model):
+        def respond(messages):
+            seen_conditions.extend(c for c in ("stateless", "transcript-recall") if c in str(messages))
+            value = question_value(messages)
+            return json.dumps({"rating": 6 - value if disagree and role == "rater_b" else value})
+
+        return FakeScriptedGenerator(respond, model_id=f"fake-{role}")
+
+    factory.seen_conditions = seen_conditions
+    return factory
+
+
+def ratings_rows(run_dir: Path, measure: str = "style") -> list[dict[str, str]]:
+    with open(run_dir / "ratings" / f"{measure}.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames) == RATINGS_COLUMNS
+        return list(reader)
+
+
+def test_an_unlocked_study_is_refused_before_anything_runs(tmp_path, capsys):
+    path, out = write_study(tmp_path), tmp_path / "studies"
+    with pytest.raises(StudyNotLockedError, match="--exploratory"):
+        run_study(path, out=out, display="none", rater_factory=raters(False))
+    assert cli.main(["run", str(path), "--out", str(out), "--display", "none"]) == 2
+    assert "not locked" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "x/y"], "a study's design is its document"),
+        (["--conditions", "stateless", "--limit", "2"], "--conditions, --limit cannot be given with a study"),
+    ],
+)
+def test_a_study_refuses_flags_that_would_change_its_design(tmp_path, capsys, argv, message):
+    assert cli.main(["run", str(write_study(tmp_path)), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_protocol_run_still_needs_conditions_and_model_and_refuses_study_flags(capsys):
+    assert cli.main(["run", "hollow_copy", "--model", "x/y"]) == 2
+    assert "needs --conditions" in capsys.readouterr().err
+    assert cli.main(["run", "hollow_copy", "--conditions", "stateless", "--model", "x/y", "--exploratory"]) == 2
+    assert "--exploratory applies to a study" in capsys.readouterr().err
+
+
+def test_an_exploratory_run_says_so_in_the_console_run_json_and_every_log(tmp_path, capsys, monkeypatch):
+    from inspect_ai.log import read_eval_log
+
+    import protocols.study.runner as runner
+
+    prose = lambda role, model: FakeScriptedGenerator(lambda messages: "I would say a 4.")  # noqa: E731
+    monkeypatch.setattr(runner, "default_rater_factory", lambda: prose)
+    path, out = write_study(tmp_path), tmp_path / "studies"
+    assert cli.main(["run", str(path), "--exploratory", "--out", str(out), "--display", "none"]) == 0
+    console = capsys.readouterr().out
+    assert "EXPLORATORY" in console
+    run_id = (out / "tiny_study" / "LATEST").read_text().strip()
+    assert run_id.endswith("-exploratory")
+    run_dir = out / "tiny_study" / run_id
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["exploratory"] is True and manifest["lock_state"] == "unlocked" and manifest["lock"] is None
+    logs = sorted((run_dir / "logs" / "hollow_copy").glob("*.eval"))
+    assert len(logs) == 2  # one per condition
+    for log_file in logs:
+        log = read_eval_log(str(log_file), header_only=True)
+        assert log.eval.metadata["exploratory"] is True and log.eval.metadata["study_run_id"] == run_id
+        assert "exploratory" in log.eval.tags
+    # raters answering in prose give no rating (nothing is guessed from the text), so nothing is coded
+    agreement = json.loads((run_dir / "ratings" / "style.agreement.json").read_text())
+    assert agreement["refused"] is True and "0 rater(s) gave a readable rating" in agreement["reason"]
+    rows = ratings_rows(run_dir)
+    assert len(rows) == 4 * 2
+    assert all(r["value"] == "" and r["raw"] == "I would say a 4." and r["missing_reason"] for r in rows)
+    assert "CODING REFUSED" in console
+
+
+def test_a_locked_run_records_every_field_and_runs_a_missing_benchmark_on_its_fixture(tmp_path, monkeypatch):
+    monkeypatch.setattr(data_paths, "data_roots", lambda explicit=None: [tmp_path / "no-data"])
+    path, out = write_study(tmp_path, locomo=True), tmp_path / "studies"
+    lock_study(path)
+    factory = raters(disagree=False)
+    lines: list[str] = []
+    result = run_study(path, out=out, display="none", rater_factory=factory, echo=lines.append)
+    assert result.ok and not result.run_id.endswith("exploratory")
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    assert MANIFEST_FIELDS <= set(manifest)
+    assert manifest["lock_state"] == "locked" and manifest["lock"]["sha256"] == file_sha256(path)
+    assert manifest["study_sha256"] == file_sha256(path) and manifest["exploratory"] is False
+    assert manifest["finished_at"] and manifest["wall_seconds"] > 0 and manifest["seeds"] == [0]
+    assert manifest["models"] == {
+        "agent": "mockllm/model",
+        "roles": {"rater_a": "mockllm/model", "rater_b": "mockllm/model"},
+    }
+    assert manifest["embedder_id"] == "fake-hashing-64"
+    assert manifest["packages"]["inspect-ai"] and manifest["platform"]["cpu_count"]
+    datasets = {d["protocol"]: d for d in manifest["datasets"]}
+    assert datasets["hollow_copy"] == {
+        "protocol": "hollow_copy",
+        "file": "data/fixtures/continuity-v2-fixture.jsonl",
+        "sha256": file_sha256(FIXTURE),
+        "fixture": True,
+    }
+    assert datasets["locomo"]["fixture"] is True and datasets["locomo"]["sha256"] == file_sha256(LOCOMO_FIXTURE)
+    protocols = {p["name"]: p for p in manifest["protocols"]}
+    assert protocols["hollow_copy"]["status"] == "success" and protocols["hollow_copy"]["wall_seconds"] > 0
+    assert [t["condition"] for t in protocols["hollow_copy"]["tasks"]] == ["stateless", "transcript-recall"]
+    assert all(t["samples"] == 3 and "shortfalls" in t for t in protocols["hollow_copy"]["tasks"])
+    assert protocols["locomo"]["status"] == "success" and protocols["locomo"]["tasks"][0]["samples"] == 1
+    assert len(list(Path(protocols["locomo"]["log_dir"]).glob("*.eval"))) == 1
+    # the fixture standing in for LoCoMo is a deviation: in run.json and in the study's own log
+    (deviation,) = [d for d in manifest["deviations"] if d["kind"] == "data_missing"]
+    assert "locomo_fixture.json" in deviation["what"] and deviation["source"] == "run"
+    assert [d.kind for d in read_deviations(path)] == ["data_missing"]
+    assert any("DEVIATION (data_missing)" in line for line in lines)
+    # the raters agree: calibration passes and the remaining items are coded, blind to condition
+    agreement = json.loads((result.run_dir / "ratings" / "style.agreement.json").read_text())
+    assert agreement["refused"] is False and agreement["alpha"] == pytest.approx(1.0)
+    assert (agreement["calibration_items"], agreement["coded_items"]) == (4, 2)
+    assert "share a model" in agreement["panel_note"]  # one model twice agrees by construction
+    rows = ratings_rows(result.run_dir)
+    assert len(rows) == 6 * 2 and {r["phase"] for r in rows} == {"calibration", "coding"}
+    assert {r["condition"] for r in rows} == {"stateless", "transcript-recall"}
+    assert len({r["sheet_item_id"] for r in rows}) == 6 and factory.seen_conditions == []
+
+
+def test_raters_who_disagree_are_refused_and_the_refusal_is_recorded(tmp_path):
+    path, out = write_study(tmp_path), tmp_path / "studies"
+    lines: list[str] = []
+    result = run_study(path, exploratory=True, out=out, display="none", rater_factory=raters(True), echo=lines.append)
+    agreement = json.loads((result.run_dir / "ratings" / "style.agreement.json").read_text())
+    assert agreement["refused"] is True and agreement["passes"] is False and agreement["alpha"] < 0
+    assert "below the threshold 0.667" in agreement["reason"] and agreement["coded_items"] == 0
+    rows = ratings_rows(result.run_dir)
+    assert len(rows) == 4 * 2 and {r["phase"] for r in rows} == {"calibration"}  # nothing coded past the gate
+    (entry,) = json.loads((result.run_dir / "run.json").read_text())["ratings"]
+    assert entry["refused"] is True and entry["measure"] == "style"
+    assert any("CODING REFUSED" in line for line in lines)
+    assert read_deviations(path) == []  # an exploratory run leaves the study's deviations log alone
+
+
+def test_a_local_models_gguf_is_hashed_once_per_file_state(tmp_path):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"not really a model")
+    cache = tmp_path / "cache.json"
+    files = model_files([f"lca-local/{gguf}", "mockllm/model"], cache)
+    assert files == {f"lca-local/{gguf}": file_sha256(gguf)}  # a hosted model is named by its string alone
+    key = next(iter(json.loads(cache.read_text())))
+    cache.write_text(json.dumps({key: "cached"}))
+    assert cached_sha256(gguf, cache) == "cached"  # unchanged file: read from the cache
+    gguf.write_bytes(b"another model, another size")
+    assert cached_sha256(gguf, cache) == file_sha256(gguf)
