@@ -8,8 +8,9 @@ no store (``StoreLayout.holds_store``) and create nothing; writing commands crea
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
-benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results) and
-``prereg`` (``lca prereg``, locking and checking a pre-registered study). Only
+benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results),
+``prereg`` (``lca prereg``, locking and checking a pre-registered study) and ``report`` (``lca report``, the
+report of a study run). Only
 ``run`` and the benchmarks import the evaluation harness.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, common, figures, governance, prereg, run, scenarios, store
+from protocols.cli import bench, common, figures, governance, prereg, report, run, scenarios, store
 
 __all__ = ["build_parser", "main"]
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     scenarios.add_parser(sub)
     prereg.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 
