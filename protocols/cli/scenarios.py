@@ -30,6 +30,22 @@ def add_parser(sub) -> None:
     g.add_argument("--sessions", type=int, default=4, help=f"sessions per history (at least {MIN_SESSIONS})")
     g.add_argument("--out", required=True, help="the JSONL file to write")
     g.set_defaults(func=run_generate)
+    lo = scenarios.add_parser(
+        "longitudinal",
+        help="write a seeded longitudinal set for domain imprinting and its data card",
+        description="Write identical agents' in-domain histories cut into epochs, with the same novel cases from every "
+        "domain at each checkpoint (protocols/scenarios/longitudinal.py), and its data card beside it.",
+    )
+    lo.add_argument("--seed", type=int, required=True)
+    lo.add_argument(
+        "--domains", default=",".join(DOMAINS), help=f"comma-separated, at least two of: {', '.join(DOMAINS)}"
+    )
+    lo.add_argument("--epochs", type=int, default=4, help="epochs of in-domain work (checkpoints: 0..epochs)")
+    lo.add_argument("--sessions-per-epoch", type=int, default=2)
+    lo.add_argument("--decisions", type=int, default=3, help="decision lessons per domain, besides its corrections")
+    lo.add_argument("--reinforce", type=float, default=0.5, help="chance a met lesson is reinforced in a later epoch")
+    lo.add_argument("--out", required=True, help="the JSONL file to write")
+    lo.set_defaults(func=run_longitudinal)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -56,5 +72,28 @@ def run_generate(args: argparse.Namespace) -> int:
     print(f"{c['scenarios']} scenarios, {c['sessions']} sessions, {c['turns']} turns, {c['probes']} probes")
     print(f"events: {events}")
     print(f"probes: {categories}")
+    print(f"written: {out} (sha256 {card['sha256'][:12]}), {markdown}, {card_json}")
+    return 0
+
+
+def run_longitudinal(args: argparse.Namespace) -> int:
+    from protocols.scenarios.longitudinal import Parameters, write_set
+
+    params = Parameters(
+        seed=args.seed,
+        domains=tuple(d.strip() for d in args.domains.split(",") if d.strip()),
+        epochs=args.epochs,
+        sessions_per_epoch=args.sessions_per_epoch,
+        decisions=args.decisions,
+        reinforce=args.reinforce,
+    )
+    try:
+        params.check()
+    except ValueError as exc:
+        print(f"lca: error: --{exc}", file=sys.stderr)
+        return 2
+    out, markdown, card_json, card = write_set(args.out, params)
+    c = card["counts"]
+    print(f"{c['agents']} agents x {c['checkpoints']} checkpoints: {c['scenarios']} scenarios, {c['probes']} cases")
     print(f"written: {out} (sha256 {card['sha256'][:12]}), {markdown}, {card_json}")
     return 0

@@ -1,0 +1,49 @@
+"""Domain imprinting's samples: one per (agent, checkpoint, novel case) of a longitudinal scenario file
+(``protocols/scenarios/longitudinal.py``), each carrying the agent's history up to the checkpoint and the gold in
+metadata as every scenario protocol does, plus ``imprinting``: the agent's domain, the checkpoint, the case's domain
+and lesson and whether the case is in the agent's domain, read from the scenario and probe ids (a file of other
+scenarios is refused naming the first id that does not fit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lca.errors import RecordFormatError
+from protocols.harness.scenario import scenario_samples
+from protocols.scenarios.longitudinal import parse_probe_id, parse_scenario_id
+
+REPO = Path(__file__).resolve().parents[3]
+DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "imprinting-v1.jsonl"
+FIXTURE = REPO / "data" / "scenarios" / "imprinting-fixture.jsonl"
+
+
+def imprinting_samples(path: Path | str, *, limit: int | None = None) -> tuple[list[Any], str, dict[str, Any]]:
+    """The samples, the file's sha256 and the task metadata (agents, checkpoints, cases per category)."""
+    samples, digest = scenario_samples(path)
+    checkpoints: set[int] = set()
+    agents: set[str] = set()
+    per_category: dict[str, int] = {}
+    for sample in samples:
+        meta = sample.metadata
+        try:
+            agent, checkpoint = parse_scenario_id(meta["scenario"])
+            probe_domain, lesson = parse_probe_id(meta["probe"])
+        except ValueError as exc:
+            raise RecordFormatError(str(exc), path=str(path), field="id") from None
+        if (probe_domain == agent) != (meta["category"] == "in-domain"):
+            raise RecordFormatError(
+                f"{sample.id}: category '{meta['category']}' disagrees with the ids", path=str(path), field="category"
+            )
+        meta["imprinting"] = {
+            "agent": agent,
+            "checkpoint": checkpoint,
+            "probe_domain": probe_domain,
+            "lesson": lesson,
+            "in_domain": probe_domain == agent,
+        }
+        checkpoints.add(checkpoint)
+        agents.add(agent)
+        per_category[meta["category"]] = per_category.get(meta["category"], 0) + 1
+    kept = samples[:limit] if limit else samples
+    return kept, digest, {"agents": sorted(agents), "checkpoints": sorted(checkpoints), "cases": per_category}
