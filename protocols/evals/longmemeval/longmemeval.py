@@ -17,16 +17,28 @@ from protocols.evals.registry import folder_metadata
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
+SPLITS = ("s_dev", "oracle")
+
 
 @task
 def longmemeval(
-    data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0, max_tokens: int = 256, judge: int = 1
+    data: str = "",
+    condition: str = "full-lca",
+    params: str = "",
+    seed: int = 0,
+    max_tokens: int = 256,
+    judge: int = 1,
+    split: str = "s_dev",
 ) -> Task:
-    """``data``: an official LongMemEval file (plain, .gz or .xz) or a folder; default LCA_DATA's
-    LongMemEval_S dev split. ``judge`` = 0 scores only the substrate measures."""
-    path = find_data_file("longmemeval_s_dev", data or None)
+    """``data``: an official LongMemEval file (plain, .gz or .xz) or a folder; default LCA_DATA's file of
+    ``split``: ``s_dev`` (LongMemEval_S dev, full haystacks) or ``oracle`` (evidence sessions only: what a
+    short study can afford for conditions that summarize every session). ``judge`` = 0 scores only the
+    substrate measures."""
+    if split not in SPLITS:
+        raise ValueError(f"longmemeval: unknown split '{split}'; known: {', '.join(SPLITS)}")
+    path = find_data_file(f"longmemeval_{split}", data or None)
     if path is None:
-        raise FileNotFoundError("no LongMemEval file: pass -T data=PATH or set LCA_DATA")
+        raise FileNotFoundError(f"no LongMemEval {split} file: pass -T data=PATH or set LCA_DATA")
 
     def load():
         samples, report = longmemeval_samples(path)
