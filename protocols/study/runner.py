@@ -103,7 +103,7 @@ def choose_data(run: ProtocolRun, meta, explicit: str | None) -> DataChoice:
         default = str(meta.config.get(param) or "")
         path = _in_repo(default) if default else REPO / meta.datasets[0].file
         return DataChoice(param, path, fixture=_same(path, REPO / meta.fixture))
-    declared = meta.datasets[0]
+    declared = declared_dataset(run, meta)
     try:
         found = find_data_file(declared.name, explicit)
     except FileNotFoundError:
@@ -113,6 +113,20 @@ def choose_data(run: ProtocolRun, meta, explicit: str | None) -> DataChoice:
     where = f"--data {explicit}" if explicit else "--data, $LCA_DATA or ../shared/data"
     what = f"{meta.title}: file {declared.file} not found ({where}); ran the project fixture {meta.fixture}"
     return DataChoice(param, REPO / meta.fixture, fixture=True, deviation=what)
+
+
+def declared_dataset(run: ProtocolRun, meta):
+    """The dataset the run reads: with a ``split`` argument, the one named ``<protocol>_<split>`` (LongMemEval's
+    ``s_dev`` or ``oracle``); else the protocol's first declared dataset."""
+    split = run.args.get("split")
+    if split is None:
+        return meta.datasets[0]
+    wanted = f"{meta.name}_{split}"
+    for dataset in meta.datasets:
+        if dataset.name == wanted:
+            return dataset
+    known = ", ".join(d.name for d in meta.datasets)
+    raise LCAError(f"protocol '{run.name}': split={split} names no declared dataset {wanted} (declared: {known})")
 
 
 def _same(a: Path, b: Path) -> bool:

@@ -266,3 +266,23 @@ def test_a_local_models_gguf_is_hashed_once_per_file_state(tmp_path):
     assert cached_sha256(gguf, cache) == "cached"  # unchanged file: read from the cache
     gguf.write_bytes(b"another model, another size")
     assert cached_sha256(gguf, cache) == file_sha256(gguf)
+
+
+def test_a_split_argument_picks_that_declared_dataset_and_an_unknown_split_is_refused(tmp_path, monkeypatch):
+    from lca.errors import LCAError
+    from protocols.evals.registry import REGISTRY
+    from protocols.study.runner import choose_data
+    from protocols.study.schema import ProtocolRun
+
+    meta = REGISTRY.metadata("longmemeval")
+    root = tmp_path / "data"
+    (root / "longmemeval").mkdir(parents=True)
+    for dataset in meta.datasets:
+        (root / dataset.file).write_bytes(b"x")
+    monkeypatch.setattr(data_paths, "data_roots", lambda explicit=None: [root])
+    oracle = choose_data(ProtocolRun(name="longmemeval", args={"split": "oracle"}, requires_data=True), meta, None)
+    assert oracle.path.name == "longmemeval_oracle.json.gz" and not oracle.fixture
+    default = choose_data(ProtocolRun(name="longmemeval", requires_data=True), meta, None)
+    assert default.path.name == "longmemeval_s_dev.json.xz"
+    with pytest.raises(LCAError, match="split=m_full names no declared dataset longmemeval_m_full"):
+        choose_data(ProtocolRun(name="longmemeval", args={"split": "m_full"}, requires_data=True), meta, None)
