@@ -335,11 +335,11 @@ def compaction_check(
     late: list[dict[str, Any]] = []  # read by a cycle only after the prune
     unread: list[dict[str, Any]] = []  # no cycle has read it
     for p in prunes:
-        cycle = first_read.get((p["session_id"], p["entry_id"]))
-        if cycle is None:
+        reader = first_read.get((p["session_id"], p["entry_id"]))
+        if reader is None:
             unread.append(p)
-        elif float(cycle["at"]) > p["at"]:
-            late.append({**p, "cycle": cycle.get("cycle"), "trigger": cycle.get("trigger"), "cycle_at": cycle["at"]})
+        elif float(reader["at"]) > p["at"]:
+            late.append({**p, "cycle": reader.get("cycle"), "trigger": reader.get("trigger"), "cycle_at": reader["at"]})
     if not prunes:
         detail = "no turn has left a live window"
     else:
