@@ -18,13 +18,14 @@ from typing import Any
 
 @dataclass
 class LoadReport:
-    """What loading repaired or could not parse, with counts."""
+    """What loading repaired, could not parse, or left out by a declared slice, with counts."""
 
     file: str
     sha256: str
     questions: int = 0
     repaired: Counter = field(default_factory=Counter)
     unparsed: list[str] = field(default_factory=list)
+    left_out: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +35,7 @@ class LoadReport:
             "repaired": dict(self.repaired),
             "unparsed": self.unparsed[:50],
             "unparsed_count": len(self.unparsed),
+            "left_out": dict(self.left_out),
         }
 
 

@@ -337,11 +337,17 @@ class StudyRunner:
             "platform": mf.platform_info(),
         }
 
+    def _sample_shuffle(self, plan: ProtocolPlan) -> int | None:
+        """inspect's ``sample_shuffle`` seed for a shuffled protocol: the study's first seed plus one, since
+        inspect reads 0 as "do not shuffle"."""
+        return self.study.seeds[0] + 1 if plan.run.shuffle else None
+
     def _protocol_entry(self, plan: ProtocolPlan, run_dir: Path | None) -> dict[str, Any]:
         return {
             "name": plan.run.name,
             "conditions": list(plan.conditions),
             "limit": plan.run.limit,
+            "sample_shuffle": self._sample_shuffle(plan),
             "args": dict(plan.run.args),
             "task_args": list(plan.task_args),
             "data": {"file": shown_path(plan.data.path), "fixture": plan.data.fixture},
@@ -375,6 +381,7 @@ class StudyRunner:
                 model=as_model(self.study.models.agent),
                 model_roles={role: as_model(model) for role, model in self.roles.items()} or None,
                 limit=plan.run.limit,
+                sample_shuffle=self._sample_shuffle(plan),
                 display=self.display,
                 retry_attempts=self.retry_attempts,
                 metadata=self._log_metadata(run_id),

@@ -46,12 +46,15 @@ class Models(_Strict):
 
 class ProtocolRun(_Strict):
     """One registered protocol in the study: the study's conditions it runs (default all), task arguments
-    (plain values), how many samples per condition (``limit``) and whether it reads downloaded data."""
+    (plain values), how many samples per condition (``limit``), whether the samples are shuffled (seeded from
+    the study's first seed, the same order for every condition, so ``limit`` takes a random slice rather than
+    the file's first items) and whether it reads downloaded data."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]*$")]
     conditions: tuple[Text, ...] | None = Field(default=None, min_length=1)
     args: dict[Text, ArgValue] = Field(default_factory=dict)
     limit: int | None = Field(default=None, ge=1)
+    shuffle: bool = False
     requires_data: bool = False
 
 

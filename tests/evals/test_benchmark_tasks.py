@@ -33,6 +33,22 @@ def test_locomo_loader_counts_every_quirk_and_keeps_gold_for_scorers(locomo_file
     assert table.num_rows == 10 and "gold_evidence" in table.column_names
 
 
+def test_a_locomo_session_slice_replays_those_sessions_and_asks_only_questions_inside_them():
+    fixture = FIXTURES / "locomo_fixture.json"
+    whole, _ = locomo_samples(fixture)
+    sliced, report = locomo_samples(fixture, sessions=1)
+    assert 0 < len(sliced) < len(whole)
+    assert report.left_out["outside_session_slice"] == len(whole) - len(sliced)
+    history = load_history(sliced[0].metadata["history_ref"])
+    assert len(history["sessions"]) == 1 < len(load_history(whole[0].metadata["history_ref"])["sessions"])
+    kept = {f"{e.session_id}#{e.id}" for s in history["sessions"] for e in s["entries"]}
+    assert all(s.metadata["gold"]["evidence"] and set(s.metadata["gold"]["evidence"]) <= kept for s in sliced)
+    inside = [s.id for s in whole if s.metadata["gold"]["evidence"] and set(s.metadata["gold"]["evidence"]) <= kept]
+    assert [s.id for s in sliced] == inside
+    with pytest.raises(ValueError, match="sessions must be 0"):
+        locomo_samples(fixture, sessions=-1)
+
+
 def test_longmemeval_loader_reads_compressed_files_and_marks_abstention(longmemeval_oracle):
     samples, report = longmemeval_samples(longmemeval_oracle)
     assert len(samples) == 500 and report.repaired["longmemeval_non_string_answer"] == 32

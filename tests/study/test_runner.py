@@ -286,3 +286,26 @@ def test_a_split_argument_picks_that_declared_dataset_and_an_unknown_split_is_re
     assert default.path.name == "longmemeval_s_dev.json.xz"
     with pytest.raises(LCAError, match="split=m_full names no declared dataset longmemeval_m_full"):
         choose_data(ProtocolRun(name="longmemeval", args={"split": "m_full"}, requires_data=True), meta, None)
+
+
+def test_shuffle_takes_one_seeded_slice_shared_by_every_condition(tmp_path, monkeypatch):
+    from inspect_ai.log import read_eval_log
+
+    import protocols.study.runner as runner
+
+    prose = lambda role, model: FakeScriptedGenerator(lambda messages: "3")  # noqa: E731
+    monkeypatch.setattr(runner, "default_rater_factory", lambda: prose)
+    path, out = write_study(tmp_path), tmp_path / "studies"
+    path.write_text(path.read_text().replace("    limit: 3", "    limit: 3\n    shuffle: true"), encoding="utf-8")
+    result = run_study(path, out=out, display="none", exploratory=True, echo=lambda line: None)
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    (entry,) = manifest["protocols"]
+    assert entry["sample_shuffle"] == 1  # the study's seed 0, plus one: inspect reads 0 as no shuffle
+    ids = [
+        [s.id for s in read_eval_log(str(f)).samples or []]
+        for f in sorted((result.run_dir / "logs" / "hollow_copy").glob("*.eval"))
+    ]
+    scenarios = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    first_three = [f"{s['id']}:{p['id']}" for s in scenarios for p in s["probes"]][:3]
+    assert len(ids) == 2 and sorted(ids[0]) == sorted(ids[1]) and len(ids[0]) == 3
+    assert sorted(ids[0]) != sorted(first_three)  # a seeded slice, not the file's first items

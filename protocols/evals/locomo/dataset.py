@@ -30,8 +30,15 @@ def parse_evidence_ids(raw: object) -> list[str]:
     return [piece.strip() for part in parts for piece in str(part).replace(",", ";").split(";") if piece.strip()]
 
 
-def locomo_samples(path: Path | str, *, limit: int | None = None):
-    """One Sample per QA item; category-2 questions get the paper's date instruction appended."""
+def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int = 0):
+    """One Sample per QA item; category-2 questions get the paper's date instruction appended.
+
+    ``sessions`` > 0 slices each conversation to its first that many sessions and keeps only the questions
+    whose evidence lies wholly inside them (questions without evidence ids cannot be placed and are left
+    out); both counts are in the load report. A slice keeps a study with a slow agent model within its time
+    budget without changing the questions it does ask."""
+    if sessions < 0:
+        raise ValueError(f"locomo: sessions must be 0 (all) or a positive count, not {sessions}")
     from inspect_ai.dataset import Sample
 
     path = Path(path)
@@ -40,9 +47,16 @@ def locomo_samples(path: Path | str, *, limit: int | None = None):
     samples = []
     for record in records[:limit] if limit else records:
         sample_id = str(record["sample_id"])
-        sessions, _ = locomo_history(str(path), sample_id)
-        by_dia = {e.meta.get("dia_id"): e for s in sessions for e in s.entries}
+        history, _ = locomo_history(str(path), sample_id)
+        kept = history[:sessions] if sessions else history
+        by_dia = {e.meta.get("dia_id"): e for s in history for e in s.entries}
+        kept_ids = {e.id for s in kept for e in s.entries}
         for n, qa in enumerate(record["qa"]):
+            if sessions:
+                cited = [by_dia.get(p) for raw in qa.get("evidence", []) for p in parse_evidence_ids(raw)]
+                if not cited or any(e is None or e.id not in kept_ids for e in cited):
+                    report.left_out["outside_session_slice"] += 1
+                    continue
             category = int(qa["category"])
             if "answer" not in qa:
                 report.repaired["locomo_answer_missing_adversarial_used"] += 1
@@ -75,7 +89,8 @@ def locomo_samples(path: Path | str, *, limit: int | None = None):
                         "category": category,
                         "probe": f"{sample_id}:{n}",
                         "asked_at": None,
-                        "history_ref": history_ref(LOADER, str(path), report.sha256, sample_id),
+                        "history_ref": history_ref(LOADER, str(path), report.sha256, sample_id)
+                        | ({"sessions": sessions} if sessions else {}),
                         "gold": {"evidence": evidence, "evidence_texts": texts},
                         "dataset_sha256": report.sha256,
                     },
@@ -92,4 +107,6 @@ def locomo_history(path: str, sample_id: str):
 def load_history(ref: dict[str, Any]) -> dict[str, Any]:
     """One conversation, in the shape the setup solver replays."""
     sessions, _ = locomo_history(ref["file"], ref["id"])
+    if ref.get("sessions"):
+        sessions = sessions[: int(ref["sessions"])]
     return {"identity": {}, "sessions": [{"id": s.session_id, "entries": list(s.entries)} for s in sessions]}

@@ -18,14 +18,23 @@ from protocols.harness.tasks import condition_task
 
 
 @task
-def locomo(data: str = "", condition: str = "full-lca", params: str = "", seed: int = 0, max_tokens: int = 32) -> Task:
-    """The paper's generation settings: temperature 0, at most 32 output tokens."""
+def locomo(
+    data: str = "",
+    condition: str = "full-lca",
+    params: str = "",
+    seed: int = 0,
+    max_tokens: int = 32,
+    sessions: int = 0,
+) -> Task:
+    """The paper's generation settings: temperature 0, at most 32 output tokens. ``sessions`` > 0 replays
+    only each conversation's first that many sessions and asks only the questions whose evidence lies
+    inside them (a slice for slow agent models; the load report counts what it left out)."""
     path = find_data_file("locomo", data or None)
     if path is None:
         raise FileNotFoundError("no LoCoMo file: pass -T data=PATH or set LCA_DATA")
 
     def load():
-        samples, report = locomo_samples(path)
+        samples, report = locomo_samples(path, sessions=sessions)
         for sample in samples:
             category = sample.metadata["category"]
             sample.metadata["category_name"] = f"{category} {CATEGORY_NAMES[category]}"
