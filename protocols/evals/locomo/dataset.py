@@ -48,9 +48,8 @@ def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int 
     for record in records[:limit] if limit else records:
         sample_id = str(record["sample_id"])
         history, _ = locomo_history(str(path), sample_id)
-        kept = history[:sessions] if sessions else history
         by_dia = {e.meta.get("dia_id"): e for s in history for e in s.entries}
-        kept_ids = {e.id for s in kept for e in s.entries}
+        kept_ids = {e.id for s in history[:sessions] for e in s.entries} if sessions else set()
         for n, qa in enumerate(record["qa"]):
             if sessions:
                 cited = [by_dia.get(p) for raw in qa.get("evidence", []) for p in parse_evidence_ids(raw)]
