@@ -8,10 +8,20 @@ from pathlib import Path
 
 from lca import __version__
 
+# Files a run itself appends to by design: a confirmatory study run records its deviations in the study's log
+# (lock.py), so a checkout whose only change is there still runs the committed code.
+NOT_CODE = (":(exclude,glob)preregistration/*.deviations.jsonl",)
+
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    repo = Path(__file__).resolve().parent.parent
+    """This checkout's ``checkout_version``, computed once per process."""
+    return checkout_version(Path(__file__).resolve().parent.parent)
+
+
+def checkout_version(repo: Path) -> str:
+    """``<version>+g<revision>`` for a git checkout, with ``.dirty`` when tracked files differ from the revision
+    (the deviations logs that runs append to excepted, ``NOT_CODE``); the package version elsewhere."""
     if not (repo / ".git").exists():
         return __version__
     try:
@@ -23,7 +33,7 @@ def code_version() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE],
             capture_output=True,
             text=True,
             timeout=5,

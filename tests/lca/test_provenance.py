@@ -48,3 +48,28 @@ def test_one_release_orders_by_git_ancestry_in_a_checkout():
     head, parent = (f"{__version__}+g{r}" for r in revs)
     assert version_order(parent, head) == -1 and version_order(head, parent) == 1
     assert version_order(head, f"{__version__}+g0123456789ab") is None  # a revision this checkout does not hold
+
+
+def test_a_checkout_is_dirty_for_a_code_change_but_not_for_a_study_run_appending_its_deviations(tmp_path):
+    import subprocess
+
+    from lca.provenance import checkout_version
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "preregistration").mkdir()
+    log = tmp_path / "preregistration" / "pilot.deviations.jsonl"
+    log.write_text('{"kind": "relock"}\n')
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    clean = checkout_version(tmp_path)
+    assert re.fullmatch(re.escape(__version__) + r"\+g[0-9a-f]{12}", clean)
+    with log.open("a") as handle:
+        handle.write('{"kind": "data_missing"}\n')
+    assert checkout_version(tmp_path) == clean  # the run's own record is not a code change
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert checkout_version(tmp_path) == clean + ".dirty"
+    assert checkout_version(tmp_path / "preregistration") == __version__  # not the root of a checkout
