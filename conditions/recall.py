@@ -118,6 +118,7 @@ class _SubstrateCondition(Condition):
             about_history=signals.about_history,
             exact_wording=signals.exact_wording,
             continues_previous_task=signals.follow_up,
+            resume=signals.resume,
             previous_injection_used=self._previous_injection_used(probe) if signals.follow_up else None,
         )
 
@@ -160,10 +161,11 @@ class TranscriptRecall(_SubstrateCondition):
 
     name = "transcript-recall"
 
-    def __init__(self, budget_tokens: int = 1200, k: int = 6, floor: float = 0.5) -> None:
+    def __init__(self, budget_tokens: int = 1200, k: int = 6, floor: float = 0.5, resume_turns: int = 4) -> None:
         self.budget_tokens = budget_tokens
         self.k = k
         self.floor = floor
+        self.resume_turns = resume_turns
 
     def recall_config(self) -> RecallConfig:
         weights = ResonanceWeights(
@@ -175,6 +177,7 @@ class TranscriptRecall(_SubstrateCondition):
             memory_quota=0,
             transcript_quota=self.k,
             token_budget=self.budget_tokens,
+            resume_turns=self.resume_turns,
             turn_supersession=False,  # the verbatim transcript alone: no ledger of which turns were superseded
         )
 
@@ -189,7 +192,8 @@ class FullLCA(_SubstrateCondition):
     the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
     ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
     without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
-    (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed). What it did less of than it
+    (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
+    that resumes interrupted work is not given the latest session's last turns first). What it did less of than it
     claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
@@ -208,6 +212,7 @@ class FullLCA(_SubstrateCondition):
         window_tokens: int = 900,
         mmr_lambda: float = 0.75,
         handoff: int = 1,
+        resume_turns: int = 4,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -220,6 +225,7 @@ class FullLCA(_SubstrateCondition):
         self.window_tokens = window_tokens
         self.mmr_lambda = mmr_lambda
         self.handoff = handoff
+        self.resume_turns = resume_turns
 
     def recall_config(self) -> RecallConfig:
         overrides = parse_weights(self.weights)
@@ -233,6 +239,7 @@ class FullLCA(_SubstrateCondition):
             token_budget=self.budget_tokens,
             wildcard_mode="balanced" if self.living_memory else "precision",
             mmr_lambda=self.mmr_lambda,
+            resume_turns=self.resume_turns,
         )
 
     def ingest(self, session: Session) -> None:

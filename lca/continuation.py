@@ -34,6 +34,14 @@ _ANAPHORIC_START = re.compile(
     r"|^\s*(?:it|that|this|those|these|they|them)\b",
     re.IGNORECASE,
 )
+_RESUME = re.compile(
+    r"\b(?:where (?:did|do|were|are) (?:we|things|it|you|i) (?:stand|stop|leave off|left off|get to|break off)|"
+    r"where (?:we|things|it) (?:stood|stand|left off|stopped)|(?:left|leave|broke|break) off|"
+    r"pick(?:ing)? (?:it |this |things )?(?:back )?up|cut off|interrupt(?:ed|ion)|carry on|resum(?:e|ing)|"
+    r"continue where|what was (?:left|next|still to do)|still (?:to do|open|pending)|"
+    r"where were we|get back to (?:it|where|what))\b",
+    re.IGNORECASE,
+)
 FOLLOW_UP_COSINE = 0.35  # a question this close to a recent turn of the live session continues its topic
 RECENT_TURNS = 4  # the live session's turns a follow-up is judged against
 USED_SHARE = 0.5  # a reply that echoes this share of an injected item's key terms used it
@@ -47,6 +55,7 @@ class ContinuationSignals:
     exact_wording: bool = False  # asks for the words as said: the verbatim transcript outranks derived memory
     follow_up: bool = False  # asked in the live session, on its topic
     topic_shift: bool = False  # asked in the live session, on another topic
+    resume: bool = False  # asks to pick up interrupted work: where it stood when the last session ended
 
     def to_dict(self) -> dict[str, bool]:
         return {
@@ -54,6 +63,7 @@ class ContinuationSignals:
             "exact_wording": self.exact_wording,
             "follow_up": self.follow_up,
             "topic_shift": self.topic_shift,
+            "resume": self.resume,
         }
 
 
@@ -76,6 +86,7 @@ def continuation_signals(question: str, live: Sequence[TranscriptEntry] = (), *,
         exact_wording=bool(_EXACT_WORDING.search(question)),
         follow_up=follow_up,
         topic_shift=bool(recent) and not follow_up,
+        resume=bool(_RESUME.search(question)),
     )
 
 

@@ -390,6 +390,10 @@ class IndexStore:
         """The catalog's counts: chunks by source, texts, text bytes, split chunks, failures, sentence keys."""
         return self.catalog_.stats()
 
+    def chunk_count(self) -> int:
+        """How many chunks the store holds (from the cached structure, so cheap on the search path)."""
+        return len(self._structure())
+
     def table_sizes(self) -> dict[str, dict[str, int]]:
         """Bytes on disk and payload of each catalog table and index (needs SQLite's ``dbstat``)."""
         return self.catalog_.table_sizes()

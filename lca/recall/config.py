@@ -73,11 +73,13 @@ class RecallConfig:
 
     weights: ResonanceWeights = field(default_factory=ResonanceWeights)
     pool: int = 50
+    small_store: int = 200  # a store of at most this many chunks is ranked whole, and is small (whole-history rule)
     floor: float = 0.50  # the absolute floor: a candidate at or above it always clears
     floor_mode: str = "store"  # store: lowered to this store's off-topic ceiling + margin | absolute
     floor_min: float = 0.20  # store mode never lowers the floor below this
     floor_margin: float = 0.05  # store mode: how far above the store's off-topic ceiling the floor sits
     date_anchor: bool = True  # a turn dated where the query's date expression points clears the floor
+    resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
@@ -94,6 +96,8 @@ class RecallConfig:
     def __post_init__(self) -> None:
         checks = {
             "pool": self.pool >= 1,
+            "small_store": self.small_store >= 0,
+            "resume_turns": self.resume_turns >= 0,
             "memory_quota": self.memory_quota >= 0,
             "transcript_quota": self.transcript_quota >= 0,
             "item_char_cap": self.item_char_cap >= 1,

@@ -86,6 +86,8 @@ class Recaller:
         self.log_path = log_path
         self._floor: StoreFloor | None = None  # the floor the last recall applied
         self._store_in_pool = False  # the last search returned the whole store
+        self._in_project: set[str] = set()  # the last recall's candidates said in the project it was asked in
+        self._pinned: set[str] = set()  # the last recall's resumed-session tail, offered first (_resume_tail)
         self._whole = False  # the last recall let the whole history past the floor
         self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
 
@@ -93,7 +95,7 @@ class Recaller:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
-        self._token_counts = {}
+        self._token_counts, self._in_project, self._pinned = {}, set(), set()
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
@@ -102,6 +104,8 @@ class Recaller:
         budget = cfg.token_budget
         if cfg.fit_budget:
             scored = self._whole_history(context, cfg, scored, budget)
+        if context.resume and cfg.resume_turns:
+            scored = self._resume_tail(scored, cfg.resume_turns)
         if cfg.policy == "adaptive":
             if all((c.why_not or "").startswith(FLOOR_REASON) for c in scored):
                 action = "skip"  # nothing relevant enough: inject nothing rather than noise
@@ -124,15 +128,38 @@ class Recaller:
     def _whole_history(
         self, context: RecallContext, cfg: RecallConfig, scored: list[ScoredCandidate], budget: int
     ) -> list[ScoredCandidate]:
-        """A question about the user's own history, asked of a store smaller than the pool: that history is
-        its context, so the similarity floor holds none of it back (policy filters still do). What is
-        offered is then cut by the token budget alone, best first; quotas do not apply (``_select``)."""
+        """A question asked of a small store (``small_store``) that is about the history itself: in the first
+        person ("what did I say", "our plan"), or about history by its signals, lets the whole history past the
+        floor; one asked within a project (the host says where it is asked) lets that project's history past.
+        That history is its context, and a paraphrase ("how are breaking interface changes labelled?" for "API
+        versioning: Accept headers") scores no higher than chatter, so a floor would starve it. What is offered is
+        then cut by the token budget alone, best first; quotas do not apply (``_select``); policy filters still
+        hold. A question asked with no such context (an encyclopedic one) keeps the floor."""
         self._whole = False
         refused = {c.chunk_id for c in scored if (c.why_not or "").startswith(FLOOR_REASON)}
-        if not refused or not self._store_in_pool or not speaks_of_own_history(context.query):
+        if not refused or not self._store_in_pool:
             return scored
+        if not (speaks_of_own_history(context.query) or context.about_history):
+            refused &= self._in_project
+            if not refused:
+                return scored
         self._whole = True
         return [replace(c, why_not=None) if c.chunk_id in refused else c for c in scored]
+
+    def _resume_tail(self, scored: list[ScoredCandidate], turns: int) -> list[ScoredCandidate]:
+        """A question that picks up interrupted work ("where did things stand?") is answered by where the
+        latest session ended, which its words rarely resemble: that session's last ``turns`` candidates clear
+        the floor and are offered first, within the budget (policy filters still hold; ``_select``)."""
+        dated = [c for c in scored if c.source_type == "transcript" and c.timestamp]
+        if not dated:
+            return scored
+        latest = max(dated, key=lambda c: (c.timestamp or "", c.source))
+        session = latest.source.split("#", 1)[0]
+        tail = sorted(
+            (c for c in dated if c.source.split("#", 1)[0] == session), key=lambda c: (c.timestamp or "", c.source)
+        )[-turns:]
+        self._pinned = {c.chunk_id for c in tail if c.why_not is None or c.why_not.startswith(FLOOR_REASON)}
+        return [replace(c, why_not=None) if c.chunk_id in self._pinned else c for c in scored]
 
     def _tokens(self, rendered: str) -> int:
         if rendered not in self._token_counts:
@@ -156,16 +183,17 @@ class Recaller:
             qvec: np.ndarray | None = index.query_vector(context.query)
         except EmbeddingFailedError as exc:  # fail closed on the vector, not on recall: rank by BM25 alone
             qvec, self._fallback = None, f"lexical: {exc}"
+        size = index.chunk_count()
+        small = size <= cfg.small_store
+        pool = max(cfg.pool, size) if small else cfg.pool  # a small store is ranked whole
         if qvec is None:
-            hits = index.search(context.query, k=cfg.pool, pool=cfg.pool, mode="lexical", as_of=as_of)
+            hits = index.search(context.query, k=pool, pool=pool, mode="lexical", as_of=as_of)
         else:  # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
-            hits = index.search(
-                context.query, k=cfg.pool, pool=cfg.pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval
-            )
+            hits = index.search(context.query, k=pool, pool=pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval)
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )
-        self._store_in_pool = len(hits) < cfg.pool  # the search ran out of store before it filled the pool
+        self._store_in_pool = small or len(hits) < cfg.pool  # ranked whole, or ran out of store before the pool
         if not hits:
             return [], {}
         anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
@@ -216,6 +244,8 @@ class Recaller:
                     tags |= {str(meta[k]).lower() for k in SCOPE_KEYS if meta.get(k)}
                     # a turn said anywhere but a public channel (or nowhere known) stays out of a public one
                     private_in_public = context.public_channel and meta.get("visibility") != "public"
+            if context.project and context.project.lower() in tags:
+                self._in_project.add(hit.chunk_id)
             e = experience_term(counts)
             # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
             t = temporal_term(
@@ -306,10 +336,15 @@ class Recaller:
             # only cut relevant history, so the budget alone decides (a zero quota, a source switched off,
             # stays zero)
             quotas = {k: max(q, counts[k]) if q > 0 else 0 for k, q in quotas.items()}
+        pinned = [c for c in eligible if c.chunk_id in self._pinned]
+        if pinned and quotas["transcript"] > 0:  # the resumed session's tail takes its slots on top of the quota
+            quotas["transcript"] = max(quotas["transcript"], len(pinned) + min(quotas["transcript"], 2))
         main_slots = sum(quotas.values()) - n_wild
         # MMR: relevance against redundancy with what is already chosen (the best cosine to any chosen item),
         # kept as one running vector so a pick costs one matrix-vector product; ties fall by chunk id
         relevance = np.array([c.score for c in remaining], dtype=np.float64)
+        if self._pinned and len(relevance):  # the resumed session's tail first, in its order of relevance
+            relevance = relevance + np.array([2.0 if c.chunk_id in self._pinned else 0.0 for c in remaining])
         matrix = np.stack([vectors[c.chunk_id] for c in remaining]) if remaining else np.zeros((0, 1))
         redundancy = np.zeros(len(remaining))
         by_id = np.argsort(np.argsort([c.chunk_id for c in remaining], kind="stable"), kind="stable")

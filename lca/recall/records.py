@@ -25,6 +25,7 @@ class RecallContext:
     exact_wording: bool = False
     continues_previous_task: bool = False
     previous_injection_used: bool | None = None
+    resume: bool = False  # picks up interrupted work: the latest session's last turns come first (resume_turns)
 
     def task_markers(self) -> set[str]:
         return {m.lower() for m in (self.role, self.project, self.channel, self.command) if m}

@@ -212,8 +212,10 @@ def _docs_probes(probes: BenchmarkResult) -> str:
             f"{condition} {figures['gold_all']:.2f} ({figures['injected_tokens_mean']:.0f} tokens)"
             for condition, figures in conditions.items()
         )
-        n = next(iter(conditions.values()))["probes"]
-        parts.append(f"{name} ({n} probes): {shares}")
+        first = next(iter(conditions.values()))
+        n, with_gold = first["probes"], first.get("gold_probes", first["probes"])
+        counted = f"{n} probes" if with_gold == n else f"{n} probes, {with_gold} with evidence turns"
+        parts.append(f"{name} ({counted}): {shares}")
     return f"{'; '.join(parts)} ({_source('probes.json')}, {_day(probes)})"
 
 

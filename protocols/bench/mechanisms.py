@@ -1,7 +1,7 @@
 """``lca bench mechanisms``: does each mechanism a researcher can ablate act on the shipped scenarios?
 
 An ablation of a mechanism that never acts measures nothing, yet a report would still print its row. This
-bench replays, for every mechanism (S, E, T, A, Q, K, the adaptive policy, MMR, wildcards, handoffs), one
+bench replays, for every mechanism (S, E, T, A, Q, K, the adaptive policy, MMR, wildcards, handoffs, the resume tail), one
 probe of the shipped mechanism scenarios (``data/scenarios/mechanisms-v2.jsonl``) through a condition with
 the mechanism on and again with it turned off by one assignment, as the harness replays it (substrate
 level: the real embedder, no agent model), and reports what the injected context held each time. The
@@ -63,7 +63,10 @@ CASES: tuple[MechanismCase, ...] = (
         "living_memory=0",
         "more",
     ),
-    MechanismCase("handoffs", "mech-handoff", "q1", "full-lca[budget_tokens=400]", "handoff=0"),
+    # the resume rule and the handoff both bring back where interrupted work stood: each is measured with the
+    # other off, since in this small store either alone finds the open task
+    MechanismCase("handoffs", "mech-handoff", "q1", "full-lca[budget_tokens=400,resume_turns=0]", "handoff=0"),
+    MechanismCase("resume tail", "mech-handoff", "q1", "full-lca[budget_tokens=400,handoff=0]", "resume_turns=0"),
 )
 
 

@@ -161,14 +161,16 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     def share(key: str, subset: Sequence[Mapping[str, Any]]) -> float | None:
         return round(sum(1 for r in subset if r[key]) / len(subset), 4) if subset else None
 
+    with_gold = [r for r in rows if r["gold"]]  # a probe with no evidence turn (abstention, private) needs none
     with_forbidden = [r for r in rows if r["forbidden_kept_out"] is not None]
     with_mentions = [r for r in rows if r.get("needed_text") is not None]
     with_forbidden_text = [r for r in rows if r.get("forbidden_out") is not None]
     latency = [r["recall_latency_ms"] for r in rows]
     return {
         "probes": len(rows),
-        "gold_all": share("gold_all", rows),
-        "gold_any": share("gold_any", rows),
+        "gold_probes": len(with_gold),
+        "gold_all": share("gold_all", with_gold),
+        "gold_any": share("gold_any", with_gold),
         "forbidden_probes": len(with_forbidden),
         "forbidden_kept_out": share("forbidden_kept_out", with_forbidden),
         "mention_probes": len(with_mentions),
@@ -312,7 +314,8 @@ def run_probes_bench(args: argparse.Namespace) -> int:
             if name in TARGET_CONDITIONS:
                 mark = "  [PASS]" if (f["gold_all"] or 0) >= TARGET else "  [FAIL]"
             print(
-                f"  {name:<18} needed turn(s) all {f['gold_all']:.2f} any {f['gold_any']:.2f}  "
+                f"  {name:<18} needed turn(s) all {shown('gold_all')} any {shown('gold_any')} "
+                f"(of {f['gold_probes']} probes with evidence)  "
                 f"forbidden kept out {shown('forbidden_kept_out')} (with mentions {shown('forbidden_out')})  "
                 f"mentions in text {shown('needed_text')}  nothing injected {f['nothing_injected']:.2f}  "
                 f"tokens {f['injected_tokens_mean']:>6.1f}  recall p50 {f['recall_latency_p50_ms']:.1f} ms"

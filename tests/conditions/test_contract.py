@@ -117,7 +117,7 @@ def test_a_runtime_check_without_a_runtime_factory_says_so(tmp_path):
 def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
     condition = build_condition("transcript-recall", floor=0.0, k=3)
     check_condition(condition, runtime)
-    assert condition.get_params() == {"budget_tokens": 1200, "k": 3, "floor": 0.0}
+    assert condition.get_params() == {"budget_tokens": 1200, "k": 3, "floor": 0.0, "resume_turns": 4}
     assert not hasattr(condition, "runtime")
 
 

@@ -53,3 +53,21 @@ def test_an_injection_is_used_when_the_reply_echoes_most_of_an_items_key_terms()
     assert injection_used(injected, "Staging's database listens on port 6543, as noted.")
     assert not injection_used(injected, "I am not sure which port it is.")
     assert not injection_used([], "anything")
+
+
+@pytest.mark.parametrize(
+    ("question", "resume"),
+    [
+        ("We were cut off mid-task last time. Where did things stand?", True),
+        ("Picking up after the interruption: what was left to do?", True),
+        ("Where did we leave off?", True),
+        ("Let's continue where we stopped yesterday.", True),
+        ("Where were we?", True),
+        ("Which database do we use?", False),
+        ("Where do the backups go?", False),
+        ("What did we decide about the launch?", False),
+    ],
+)
+def test_a_question_that_resumes_interrupted_work_is_read_from_the_question(question, resume):
+    assert continuation_signals(question).resume is resume
+    assert continuation_signals(question).to_dict()["resume"] is resume

@@ -22,6 +22,7 @@ from lca.recall import (
     temporal_term,
 )
 from lca.substrate import Substrate
+from lca.types import EntryKind
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 
@@ -463,7 +464,7 @@ def test_a_large_store_keeps_the_absolute_floor(tmp_path):
         "krebs cycle produce energy",
     ]
     texts = [f"{encyclopedic[n % 5]} note {n}" for n in range(15)] + SMALL_STORE
-    config = RecallConfig(pool=10)
+    config = RecallConfig(pool=10, small_store=0)  # larger than the pool, and not ranked whole
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=config) as s:
         s.append([make_entry("s", n, text) for n, text in enumerate(texts, 1)])
         result = s.recall("which hospital does lucia work night shifts at")
@@ -480,6 +481,46 @@ def test_a_question_about_the_users_own_history_gets_a_small_store_whole(small):
     assert small.recall(query, config=RecallConfig(fit_budget=False)).items == ()
     tight = small.recall(query, config=RecallConfig(token_budget=60))
     assert 0 < len(tight.items) < len(SMALL_STORE) and tight.tokens <= 60  # the budget still decides
+
+
+def test_a_question_asked_in_a_project_gets_that_projects_small_history_past_the_floor(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text, meta={"project": "atlas"}) for n, text in enumerate(SMALL_STORE, 1)])
+        s.append([make_entry("o", 1, "orchard ladder painted green", meta={"project": "garden"})])
+        paraphrase = "Which planet has the longest day?"  # shares nothing with the history, as a paraphrase may not
+        assert s.recall(paraphrase).items == ()  # asked nowhere in particular: the floor holds
+        result = s.recall(RecallContext(paraphrase, project="atlas"))
+        injected = {i.source.split("[")[0] for i in result.items}
+        assert result.whole_history and len(injected) == len(SMALL_STORE)
+        assert "transcript:o#o:1" not in injected  # another project's turn is still held to the floor
+        assert s.recall(RecallContext(paraphrase, project="atlas"), config=RecallConfig(fit_budget=False)).items == ()
+
+
+def test_a_store_just_over_the_pool_is_still_ranked_whole_while_it_is_small(tmp_path):
+    texts = [f"{SMALL_STORE[n % len(SMALL_STORE)]} day {n}" for n in range(60)]
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(texts, 1)])
+        query = "what did I tell you about my week"
+        ranked_whole = s.recall(query, config=RecallConfig(pool=50, token_budget=100_000))
+        assert ranked_whole.whole_history and len(ranked_whole.items) == 60
+        cut = s.recall(query, config=RecallConfig(pool=50, small_store=10, token_budget=100_000))
+        assert not cut.whole_history and len(cut.candidates) == 50  # past small_store: the pool decides
+
+
+def test_a_question_that_resumes_work_gets_the_latest_sessions_tail_first(tmp_path):
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("a", n, f"routine {text}") for n, text in enumerate(SMALL_STORE, 1)])
+        tail = ["rotate staging certificate still to do", "renewed request only", "have to run now"]
+        s.append([make_entry("b", n, t, timestamp=f"2026-02-01T00:00:0{n}") for n, t in enumerate(tail, 1)])
+        s.append([make_entry("b", 9, "a later note", kind=EntryKind.ASSISTANT_TURN, timestamp="2026-02-01T00:00:09")])
+        tight = RecallConfig(token_budget=10_000, transcript_quota=2, resume_turns=3)
+        resumed = s.recall(RecallContext("Where did we leave off?", resume=True), config=tight)
+        first = [i.source.split("[")[0] for i in resumed.items[:3]]
+        assert first[:3] and set(first) == {"transcript:b#b:2", "transcript:b#b:3", "transcript:b#b:9"}
+        plain = s.recall(RecallContext("Where did we leave off?"), config=tight)
+        assert {i.source.split("[")[0] for i in plain.items[:3]} != set(first)  # the signal, not the words
+        off = s.recall(RecallContext("Where did we leave off?", resume=True), config=replace(tight, resume_turns=0))
+        assert [i.source for i in off.items] == [i.source for i in plain.items]
 
 
 def test_a_turn_dated_where_the_question_points_clears_the_floor(tmp_path):

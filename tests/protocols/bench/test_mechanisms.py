@@ -13,7 +13,7 @@ from protocols.harness.scenario import load_scenarios
 
 def test_every_case_names_a_shipped_probe_and_a_valid_ablation():
     scenarios = {s.id: s for s in load_scenarios(DEFAULT_SCENARIOS)[0]}
-    assert len({c.mechanism for c in CASES}) == len(CASES) == 10
+    assert len({c.mechanism for c in CASES}) == len(CASES) == 11
     for case in CASES:
         probe = next(p for p in scenarios[case.scenario].probes if p.id == case.probe)
         assert probe.evidence, case.mechanism  # the gold says what the mechanism is for
@@ -67,8 +67,10 @@ def test_every_mechanism_acts_on_the_shipped_scenarios_with_the_real_embedder(tm
     out = tmp_path / "mechanisms.json"
     assert bench.run(bench.parser().parse_args(["--out", str(out)])) == 0
     result = BenchmarkResult.read(out)
-    assert result.metrics == {"acted": 10, "cases": 10} and result.all_pass
+    assert result.metrics == {"acted": 11, "cases": 11} and result.all_pass
     by_mechanism = {r["mechanism"]: r for r in result.rows}
     assert by_mechanism["adaptive policy"]["with"]["recall_action"] == "defer"
     assert by_mechanism["K risk"]["without"]["forbidden_kept_out"] is False  # the conflicted memory got in
-    assert "| handoffs |" in out.with_suffix(".md").read_text()
+    assert (
+        "| handoffs |" in out.with_suffix(".md").read_text() and "| resume tail |" in out.with_suffix(".md").read_text()
+    )
