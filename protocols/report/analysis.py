@@ -12,6 +12,9 @@ Krippendorff's alpha); this module only chooses among them and applies the decis
 * equivalence: TOST on the paired differences with the margin. *supported* when the corrected TOST p-value is
   below alpha; *not supported* when the (1 - 2 alpha) interval lies wholly outside the margin; else
   *inconclusive*.
+* *uninformative* (equivalence only) when the prediction names a ``floor`` (or ``ceiling``) and both conditions'
+  means lie at or below it (at or above it): neither condition can do the task, so parity there says nothing about
+  them, whatever TOST says.
 * *not tested* when there is nothing to test: fewer than two paired items, a condition without data, or a judged
   measure whose coding was refused (its agreement figures are given instead).
 """
@@ -43,7 +46,8 @@ from protocols.report.run import StudyRun, finite
 from protocols.study.schema import ComputedMeasure, JudgedMeasure, Prediction, Study
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED = "supported", "not supported", "inconclusive", "not tested"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTED)
+UNINFORMATIVE = "uninformative"
+VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, UNINFORMATIVE, NOT_TESTED)
 
 
 def _json(value: Any) -> Any:
@@ -103,6 +107,8 @@ class PredictionOutcome:
     directed_estimate: float | None = None
     directed_ci: tuple[float | None, float | None] = (None, None)
     means: dict[str, float] = field(default_factory=dict)
+    floor: float | None = None  # equivalence: both means at or below it make the test uninformative
+    ceiling: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _json(asdict(self) | {"result": self.result})
@@ -259,6 +265,8 @@ def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFram
         role=prediction.role,
         conditions=conditions,
         threshold=threshold,
+        floor=prediction.floor,
+        ceiling=prediction.ceiling,
     )
     refused = _not_coded(judged.get(measure.id)) if isinstance(measure, JudgedMeasure) else None
     if refused:
@@ -308,6 +316,9 @@ def decide(outcome: PredictionOutcome, alpha: float) -> PredictionOutcome:
     low, high = outcome.directed_ci
     bound = float(outcome.threshold or 0.0)
     if outcome.kind == "equivalence":
+        bounded = _at_bound(outcome)
+        if bounded:
+            return replace(outcome, verdict=UNINFORMATIVE, reason=bounded)
         if p is not None and p < alpha:
             return replace(
                 outcome, verdict=SUPPORTED, reason=f"equivalent within ±{bound:g} (TOST, corrected p {p:.3g})"
@@ -335,6 +346,19 @@ def decide(outcome: PredictionOutcome, alpha: float) -> PredictionOutcome:
         "not significant after correction" if p is None or p >= alpha else f"difference {estimate:.3g} below {bound:g}"
     )
     return replace(outcome, verdict=INCONCLUSIVE, reason=f"{why}; the interval still admits the predicted effect")
+
+
+def _at_bound(outcome: PredictionOutcome) -> str | None:
+    """Why an equivalence test is uninformative: both conditions at the pre-registered floor or ceiling."""
+    means = [m for m in outcome.means.values() if m == m]
+    if len(means) < 2:
+        return None
+    shown = ", ".join(f"{c} {m:.3g}" for c, m in outcome.means.items())
+    if outcome.floor is not None and max(means) <= outcome.floor:
+        return f"both conditions at the floor ({shown}; floor {outcome.floor:g}): parity there says nothing"
+    if outcome.ceiling is not None and min(means) >= outcome.ceiling:
+        return f"both conditions at the ceiling ({shown}; ceiling {outcome.ceiling:g}): parity there says nothing"
+    return None
 
 
 def correct(p_values: list[float | None], method: str) -> list[float | None]:

@@ -212,7 +212,7 @@ def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any
         f"Alpha {study.analysis.alpha:g}; correction {study.analysis.correction} within each role family (primary, "
         "secondary). Superiority: supported when the difference reaches the minimum effect in the predicted "
         "direction and the corrected p is below alpha; not supported when its interval lies below the minimum "
-        "effect. Equivalence: TOST with the margin; not supported when the interval lies outside it.",
+        "effect. Equivalence: TOST with the margin; not supported when the interval lies outside it; uninformative when both conditions lie at the floor (or ceiling) the prediction names.",
         "",
     ]
     header = [

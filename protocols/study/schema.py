@@ -112,6 +112,10 @@ class Prediction(_Strict):
     min_effect: float | None = None
     conditions: tuple[str, ...] | None = None
     margin: float | None = None
+    # equivalence only: when both conditions' means lie at or below ``floor`` (or at or above ``ceiling``), parity
+    # says nothing about the conditions (neither can do the task), and the verdict is "uninformative"
+    floor: float | None = None
+    ceiling: float | None = None
     role: Literal["primary", "secondary"] = "primary"
     rationale: str = ""
 
@@ -323,7 +327,7 @@ def _prediction_problems(study, prediction, where, hypotheses, measures) -> list
             add("min_effect", f"min_effect must be >= 0, got {prediction.min_effect}")
         if prediction.better is not None and prediction.better == prediction.than:
             add("than", f"compares '{prediction.better}' with itself")
-        for field in ("conditions", "margin"):
+        for field in ("conditions", "margin", "floor", "ceiling"):
             if getattr(prediction, field) is not None:
                 add(field, f"{field} belongs to an equivalence prediction; a superiority one names better and than")
         compared = [("better", prediction.better), ("than", prediction.than)]
@@ -335,6 +339,8 @@ def _prediction_problems(study, prediction, where, hypotheses, measures) -> list
             add("conditions", f"an equivalence prediction names exactly two conditions, got {got}")
         elif prediction.conditions[0] == prediction.conditions[1]:
             add("conditions", f"compares '{prediction.conditions[0]}' with itself")
+        if prediction.floor is not None and prediction.ceiling is not None and prediction.floor >= prediction.ceiling:
+            add("ceiling", f"ceiling {prediction.ceiling} must lie above floor {prediction.floor}")
         for field in ("better", "than", "min_effect"):
             if getattr(prediction, field) is not None:
                 add(

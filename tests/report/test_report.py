@@ -14,7 +14,7 @@ import pytest
 from lca.errors import LCAError
 from protocols import cli
 from protocols.report import analyse_frame, items_frame, load_run
-from protocols.report.analysis import NOT_SUPPORTED, NOT_TESTED, SUPPORTED, JudgedStatus
+from protocols.report.analysis import NOT_SUPPORTED, NOT_TESTED, SUPPORTED, UNINFORMATIVE, JudgedStatus
 from protocols.study.schema import load_study
 from tests.report.conftest import CONDITIONS, GGUF_SHA, STUDY_ID, make_run
 
@@ -226,6 +226,54 @@ def test_tost_equivalent_and_not(tiny_study):
     p2 = verdicts(tiny_study, far)["P2"]
     assert p2.verdict == NOT_SUPPORTED and p2.result.detail.startswith("not equivalent")
     assert p2.directed_ci[1] <= -0.2
+
+
+def test_parity_at_a_pre_registered_floor_or_ceiling_is_uninformative_not_support(tiny_study):
+    n = 40
+    needed = {"stateless": [0.0] * n, "full-lca": [1.0] * n}
+    bounded = tiny_study.model_copy(
+        update={
+            "predictions": tuple(
+                p.model_copy(update={"floor": 0.05, "ceiling": 0.95}) if p.kind == "equivalence" else p
+                for p in tiny_study.predictions
+            )
+        }
+    )
+    for value, where in ((0.0, "floor"), (1.0, "ceiling")):
+        flat = frame_of(
+            {
+                "continuity_behaviour/false_hedge": {c: [value] * n for c in CONDITIONS},
+                "continuity_context/needed_text": needed,
+            },
+            n,
+        )
+        assert verdicts(tiny_study, flat)["P2"].verdict == SUPPORTED  # TOST alone: zero difference, zero spread
+        p2 = verdicts(bounded, flat)["P2"]
+        assert p2.verdict == UNINFORMATIVE and f"at the {where}" in p2.reason and p2.result is not None
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, 2, n).astype(float)
+    mixed = frame_of(
+        {
+            "continuity_behaviour/false_hedge": {c: base.tolist() for c in CONDITIONS},
+            "continuity_context/needed_text": needed,
+        },
+        n,
+    )
+    assert verdicts(bounded, mixed)["P2"].verdict == SUPPORTED  # off the bounds, the floor changes nothing
+
+
+def test_a_floor_belongs_to_an_equivalence_prediction(tmp_path):
+    from tests.report.conftest import STUDY_YAML
+
+    path = tmp_path / f"{STUDY_ID}.yaml"
+    import yaml
+
+    data = yaml.safe_load(STUDY_YAML)
+    superiority = next(p for p in data["predictions"] if p["kind"] == "superiority")
+    superiority["floor"] = 0.05
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(LCAError, match="floor belongs to an equivalence prediction"):
+        load_study(path, registered=False)
 
 
 def test_a_judged_measure_is_tested_only_when_its_agreement_passed(tiny_study):
