@@ -15,15 +15,24 @@ def add_parser(sub) -> None:
     p.add_argument("study", metavar="STUDY", help="the study id, or the path of its document (preregistration/ID.yaml)")
     p.add_argument("--run", dest="run_id", help="the run id (default: the latest, as STUDY/LATEST names it)")
     p.add_argument("--studies", default="results/studies", help="where study runs are (default: results/studies)")
-    p.add_argument("--out", default="results/reports", help="where reports go (default: results/reports)")
+    p.add_argument("--out", default=DEFAULT_REPORTS, help="where reports go (default: results/reports)")
     p.set_defaults(func=cmd_report)
 
 
+DEFAULT_REPORTS = "results/reports"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    report_run(args.study, args.run_id, args.studies, args.out)
+    return 0
+
+
+def report_run(study: str, run_id: str | None, studies: str, out: str) -> None:
+    """Write one run's report and print its verdicts (``lca report``, and ``lca run STUDY --report``)."""
     from protocols.report import load_run, write_report
 
-    run = load_run(args.study, args.run_id, args.studies)
-    files = write_report(run, args.out)
+    run = load_run(study, run_id, studies)
+    files = write_report(run, out)
     if run.exploratory:
         print("EXPLORATORY: this run does not test the pre-registered plan (see the report's banner)")
     for outcome in files.analysis.predictions:
@@ -31,4 +40,3 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(
         f"written: {files.report}, {files.summary}, {files.items}, {len(files.plots)} plot(s) in {files.folder / 'plots'}"
     )
-    return 0

@@ -51,7 +51,7 @@ STUDY_FIXED_FLAGS = (  # a study's design is its document: these flags would cha
     ("task_arg", "-T"),
     ("log_dir", "--log-dir"),
 )
-STUDY_ONLY_FLAGS = (("exploratory", "--exploratory"), ("data", "--data"), ("out", "--out"))
+STUDY_ONLY_FLAGS = (("exploratory", "--exploratory"), ("data", "--data"), ("out", "--out"), ("report", "--report"))
 
 
 def cmd_run_study(args: argparse.Namespace) -> int:
@@ -75,6 +75,10 @@ def cmd_run_study(args: argparse.Namespace) -> int:
         display=args.display,
         retry_attempts=args.retry_attempts,
     )
+    if args.report:  # a run with a failed protocol is reported too: the report says what did not finish
+        from protocols.cli.report import report_run
+
+        report_run(args.protocol, result.run_id, args.out or DEFAULT_OUT, args.report)
     return 0 if result.ok else 1
 
 
@@ -244,4 +248,12 @@ def add_parser(sub) -> None:
         "--data", metavar="FOLDER", help="study only: the folder holding the benchmark files (else $LCA_DATA)"
     )
     p.add_argument("--out", metavar="FOLDER", help="study only: where study runs go (default results/studies)")
+    p.add_argument(
+        "--report",
+        nargs="?",
+        const="results/reports",
+        metavar="FOLDER",
+        help="study only: then write this run's report, as `lca report STUDY --run RUN_ID` would, into FOLDER "
+        "(default results/reports)",
+    )
     p.set_defaults(func=cmd_run)

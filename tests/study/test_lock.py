@@ -69,7 +69,9 @@ def test_lock_check_edit_and_relock_with_a_reason(study, capsys):
     code, out, _ = lca(capsys, "lock", study)
     assert code == 0 and "already locked" in out and lock_path(study).read_bytes() == before
 
-    study.write_text(study.read_text().replace("limit: 16", "limit: 24"))
+    edited = study.read_text().replace("limit: 8\n", "limit: 24\n", 1)
+    assert edited != study.read_text()  # a real edit of the design
+    study.write_text(edited)
     code, out, _ = lca(capsys, "check", study)
     assert code == 1 and "edited since it was locked" in out
     with pytest.raises(StudyNotLockedError, match="edited since it was locked"):

@@ -168,9 +168,14 @@ def test_an_exploratory_run_says_so_in_the_console_run_json_and_every_log(tmp_pa
     prose = lambda role, model: FakeScriptedGenerator(lambda messages: "I would say a 4.")  # noqa: E731
     monkeypatch.setattr(runner, "default_rater_factory", lambda: prose)
     path, out = write_study(tmp_path), tmp_path / "studies"
-    assert cli.main(["run", str(path), "--exploratory", "--out", str(out), "--display", "none"]) == 0
+    reports = tmp_path / "reports"
+    argv = ["run", str(path), "--exploratory", "--out", str(out), "--display", "none", "--report", str(reports)]
+    assert cli.main(argv) == 0
     console = capsys.readouterr().out
     assert "EXPLORATORY" in console
+    # --report wrote this run's report, with the banner, as `lca report` would
+    report = (reports / "tiny_study" / "report.md").read_text()
+    assert "**EXPLORATORY**" in report and "P1 (primary, needed_text)" in console
     run_id = (out / "tiny_study" / "LATEST").read_text().strip()
     assert run_id.endswith("-exploratory")
     run_dir = out / "tiny_study" / run_id
@@ -309,3 +314,34 @@ def test_shuffle_takes_one_seeded_slice_shared_by_every_condition(tmp_path, monk
     first_three = [f"{s['id']}:{p['id']}" for s in scenarios for p in s["probes"]][:3]
     assert len(ids) == 2 and sorted(ids[0]) == sorted(ids[1]) and len(ids[0]) == 3
     assert sorted(ids[0]) != sorted(first_three)  # a seeded slice, not the file's first items
+
+
+def test_the_shipped_pilot_runs_end_to_end_on_the_fixtures_and_is_reported(tmp_path, monkeypatch):
+    """The main job's study as shipped (its protocols, slices, measures and predictions), with scripted models
+    and the fake embedder, on a machine without the benchmark files: every protocol runs, the fixtures stand in
+    with a recorded deviation, and the report gives every prediction a verdict."""
+    import shutil
+
+    from protocols.report import load_run, write_report
+    from protocols.study import lock_status
+
+    pilot = REPO / "preregistration" / "hollow_copy_pilot.yaml"
+    shutil.copy(pilot, tmp_path / pilot.name)
+    shutil.copy(pilot.with_name(pilot.name + ".lock.json"), tmp_path / (pilot.name + ".lock.json"))
+    path = tmp_path / pilot.name
+    assert lock_status(path).state == "locked"
+    monkeypatch.setattr(data_paths, "data_roots", lambda explicit=None: [tmp_path / "no-data"])
+    same = lambda role, model: FakeScriptedGenerator(lambda messages: '{"rating": 3}')  # noqa: E731
+    result = run_study(path, out=tmp_path / "studies", display="none", rater_factory=same, echo=lambda line: None)
+    assert result.ok, [p.get("error") for p in result.manifest["protocols"]]
+    protocols = {p["name"]: p for p in result.manifest["protocols"]}
+    assert set(protocols) == {"hollow_copy", "locomo", "longmemeval"}
+    assert {p["status"] for p in protocols.values()} == {"success"}
+    assert all(t["samples"] >= 1 for p in protocols.values() for t in p["tasks"])
+    missing = {d["what"].split(":")[0] for d in result.manifest["deviations"] if d["kind"] == "data_missing"}
+    assert len(missing) == 2  # LoCoMo and LongMemEval ran their fixtures, and said so
+    files = write_report(load_run(path, result.run_id, tmp_path / "studies"), tmp_path / "reports")
+    verdicts = {o.id: o.verdict for o in files.analysis.predictions}
+    assert set(verdicts) == {f"P{n}" for n in range(1, 10)}
+    report = files.report.read_text()
+    assert "plumbing-grade" in report and "data_missing" in report
