@@ -8,9 +8,10 @@ from pathlib import Path
 
 from lca import __version__
 
-# Files a run itself appends to by design: a confirmatory study run records its deviations in the study's log
-# (lock.py), so a checkout whose only change is there still runs the committed code.
-NOT_CODE = (":(exclude,glob)preregistration/*.deviations.jsonl",)
+# Not code: the study documents, their locks and deviations logs (preregistration/) carry their own integrity, a
+# sha256 lock per document, and a confirmatory run appends to a deviations log by design, so a checkout whose only
+# change is there still runs the committed code.
+NOT_CODE = (":(exclude)preregistration",)
 
 
 @functools.lru_cache(maxsize=1)
@@ -21,7 +22,7 @@ def code_version() -> str:
 
 def checkout_version(repo: Path) -> str:
     """``<version>+g<revision>`` for a git checkout, with ``.dirty`` when tracked files differ from the revision
-    (the deviations logs that runs append to excepted, ``NOT_CODE``); the package version elsewhere."""
+    (the pre-registrations excepted, ``NOT_CODE``); the package version elsewhere."""
     if not (repo / ".git").exists():
         return __version__
     try:

@@ -50,7 +50,7 @@ def test_one_release_orders_by_git_ancestry_in_a_checkout():
     assert version_order(head, f"{__version__}+g0123456789ab") is None  # a revision this checkout does not hold
 
 
-def test_a_checkout_is_dirty_for_a_code_change_but_not_for_a_study_run_appending_its_deviations(tmp_path):
+def test_a_checkout_is_dirty_for_a_code_change_but_not_for_its_pre_registrations(tmp_path):
     import subprocess
 
     from lca.provenance import checkout_version
@@ -70,6 +70,9 @@ def test_a_checkout_is_dirty_for_a_code_change_but_not_for_a_study_run_appending
     with log.open("a") as handle:
         handle.write('{"kind": "data_missing"}\n')
     assert checkout_version(tmp_path) == clean  # the run's own record is not a code change
+    (tmp_path / "preregistration" / "pilot.yaml").write_text("id: pilot\n")
+    git("add", "preregistration")
+    assert checkout_version(tmp_path) == clean  # nor a study document (its lock carries its own sha256)
     (tmp_path / "code.py").write_text("x = 2\n")
     assert checkout_version(tmp_path) == clean + ".dirty"
     assert checkout_version(tmp_path / "preregistration") == __version__  # not the root of a checkout
