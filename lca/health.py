@@ -20,6 +20,7 @@ from lca.health_checks import (
     TORN_REASON,
     Key,
     acknowledge_quarantine,
+    authority_check,
     code_version_check,
     compaction_check,
     consolidation_check,
@@ -29,7 +30,7 @@ from lca.health_checks import (
     record_key,
 )
 from lca.identity import IdentityStore
-from lca.index.chunker import UNINDEXED_KINDS
+from lca.index.chunker import indexed
 from lca.index.store import IndexStore, interrupted_save_files
 from lca.ingest import TRANSCRIPT_MARK, watermark_problem, writer_versions
 from lca.layout import StoreLayout
@@ -212,6 +213,7 @@ def store_health(
     except RecordFormatError:
         cycles = None  # the consolidation check names the unreadable ledger
     checks.append(compaction_check(layout, cycles, transcript))
+    checks.append(authority_check(layout))
 
     # --- version: who wrote last, and every version that wrote since the index was built ---------------
     if index is not None and not damage:
@@ -270,9 +272,7 @@ def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _Tra
             view.by_kind.update(entry.kind.value for entry in part.entries)
             view.present.update((e.session_id, e.id) for e in part.entries)
         if seen:  # below the watermark: in the catalog, or held back as an embedding failure (handoffs never are)
-            view.below_watermark.update(
-                (e.session_id, e.id) for e in seen.entries if e.content.strip() and e.kind not in UNINDEXED_KINDS
-            )
+            view.below_watermark.update((e.session_id, e.id) for e in seen.entries if indexed(e))
         if not edited:
             view.pending += len(rest.entries)
         tail = _unfinished_tail(path)

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lca.authority import fencing_refusals, read_authority
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
@@ -373,3 +374,29 @@ def compaction_check(
             "unreadable_log_lines": unreadable,
         },
     )
+
+
+def authority_check(layout: StoreLayout) -> HealthCheck:
+    """Whether this store may write the agent's history (lca.authority), and whether writers were refused: a
+    transferred or replica copy is a warning (its writes will fail), a refused append is too (a stale writer is
+    still running somewhere), an unreadable record fails."""
+    try:
+        record = read_authority(layout.root)
+        refusals = fencing_refusals(layout.root)
+    except RecordFormatError as exc:
+        return HealthCheck("authority", FAIL, str(exc), {})
+    if record is None:
+        return HealthCheck("authority", OK, "no authority record yet (the first append makes one)", {})
+    data = {**record.to_dict(), "refusals": len(refusals)}
+    detail = f"agent {record.agent_id}, epoch {record.epoch}, {record.state}"
+    problems = []
+    if not record.writable:
+        problems.append(f"a {record.state} copy: its appends are refused ({record.reason})")
+    if refusals:
+        last = refusals[-1]
+        problems.append(
+            f"{len(refusals)} append(s) refused by fencing, the last at {last.get('at')} from pid {last.get('pid')} "
+            f"({last.get('problem')})"
+        )
+    status = WARN if problems else OK
+    return HealthCheck("authority", status, detail + "".join(f"; {p}" for p in problems), data)

@@ -83,7 +83,17 @@ class StoreLayout:
     def retrieval_log(self) -> Path:
         return self.events / "retrievals.jsonl"
 
+    @property
+    def authority_log(self) -> Path:
+        """Every change of the authority record: who held the agent's authority, at which epoch, when."""
+        return self.events / "authority.jsonl"
+
     # ---- governance ----------------------------------------------------------------------------
+    @property
+    def authority(self) -> Path:
+        """The agent id, the fencing epoch and whether this store is the active copy (``lca.authority``)."""
+        return self.root / "authority.json"
+
     @property
     def proposals(self) -> Path:
         """Procedural writes held for a named approver."""
@@ -137,6 +147,11 @@ class StoreLayout:
     @property
     def prune_log(self) -> Path:
         return self.logs / "prune.jsonl"
+
+    @property
+    def fencing_log(self) -> Path:
+        """Appends refused because the writer's authority was gone (``lca.authority``)."""
+        return self.logs / "fencing.jsonl"
 
     # ---- derived: everything ``lca reindex`` deletes and rebuilds ------------------------------
     @property

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lca.authority import WriterFence
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, fsync_dir, write_all
 from lca.layout import SESSION_SUFFIX, StoreLayout
@@ -217,6 +218,7 @@ class TranscriptStore:
         self.sessions_dir = self.layout.sessions
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
+        self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
         self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
 
     # ---- naming -----------------------------------------------------------------
@@ -300,7 +302,8 @@ class TranscriptStore:
                         f"{path}: entry '{entry.id}' is already recorded with different content "
                         f"({known}); acknowledged history is never rewritten"
                     )
-            if new:
+            if new:  # under the session's lock: a migration that advanced the epoch has fenced this writer off
+                self._fence.check(f"append {len(new)} entr{'y' if len(new) == 1 else 'ies'} to session {session_id}")
                 data = b"".join(encode_entry(e) for e in new)
                 write_all(fd, data)
                 os.fsync(fd)

@@ -122,12 +122,23 @@ already holds (JSON with pointers and quoted tails); the live context manager re
 session start, and recall ranking it beside the turns would only crowd them out."""
 
 
+OPERATIONAL = "operational"
+"""A meta flag on the system events the substrate writes about itself (a migration's steps): history of the
+store's operation, kept in the transcript, never indexed (recall would rank the JSON beside the conversation)."""
+
+
+def indexed(entry) -> bool:
+    """Whether the index holds a transcript entry: it has content, is not a handoff or checkpoint note, and is not
+    one of the substrate's own operational events."""
+    return bool(entry.content.strip()) and entry.kind not in UNINDEXED_KINDS and not (entry.meta or {}).get(OPERATIONAL)
+
+
 def entry_chunks(entry, chunker: Chunker) -> list:
     """Chunks of one transcript entry; a named speaker is kept as an indexed prefix, an attachment's caption
     as indexed text after the content (its pointer covers the content only)."""
     from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
-    if not entry.content.strip() or entry.kind in UNINDEXED_KINDS:
+    if not indexed(entry):
         return []
     prefix = _speaker_prefix(entry.author)
     content = entry.content + attachment_text(entry.meta)

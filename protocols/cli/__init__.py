@@ -9,6 +9,7 @@ Modules by responsibility: ``common`` (store path, opening a store, errors), ``s
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
 benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results),
+``bundles`` (``lca bundle``, ``lca migrate``, ``lca authority``: bundles, fencing and migration),
 ``prereg`` (``lca prereg``, locking and checking a pre-registered study) and ``report`` (``lca report``, the
 report of a study run). Only
 ``run`` and the benchmarks import the evaluation harness.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, common, figures, governance, prereg, report, run, scenarios, store
+from protocols.cli import bench, bundles, common, figures, governance, prereg, report, run, scenarios, store
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     figures.add_parser(sub)
     governance.add_parsers(sub, common_args)
+    bundles.add_parsers(sub, common_args)
     run.add_parser(sub)
     scenarios.add_parser(sub)
     prereg.add_parser(sub)

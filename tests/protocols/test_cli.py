@@ -114,3 +114,27 @@ def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
     )
     assert fitted["negatives"] == 50 and 0.0 < fitted["floor"] < 1.0
     assert f"floor: {fitted['floor']}" in (store / "recall.yaml").read_text()
+
+
+def test_bundle_export_verify_import_and_migrate_through_the_cli(tmp_path):
+    store, bundle = tmp_path / "store", tmp_path / "bundle"
+    lca("ingest", "--format", "locomo", "--quiet", str(FIXTURE), store=store, check=True)
+    out = lca("bundle", "export", str(bundle), store=store, check=True).stdout
+    assert "exported" in out and "memory" in out
+    assert "verified" in lca("bundle", "verify", str(bundle), check=True).stdout
+    session = next((bundle / "memory" / "sessions").glob("*.jsonl"))
+    session.write_bytes(session.read_bytes()[:-10])
+    bad = lca("bundle", "verify", str(bundle))
+    assert bad.returncode == 2 and session.name in bad.stderr and "truncated" in bad.stderr
+    refused = lca("bundle", "import", str(bundle), "--no-rebuild", store=tmp_path / "copy")
+    assert refused.returncode == 2 and not (tmp_path / "copy").exists()
+    moved = lca("migrate", str(tmp_path / "target"), "--binding", "model=B", "--quiet", store=store, check=True).stdout
+    assert "epoch 1 -> 2" in moved and "writers on" in moved
+    shown = json.loads(lca("authority", "--json", store=store, check=True).stdout)
+    assert shown["authority"]["state"] == "transferred" and shown["authority"]["epoch"] == 2
+    target = json.loads(lca("authority", "--json", store=tmp_path / "target", check=True).stdout)
+    assert target["authority"]["state"] == "active" and target["authority"]["agent_id"] == shown["authority"]["agent_id"]
+    hits = json.loads(lca("search", "pottery teacher", "--json", store=tmp_path / "target", check=True).stdout)["hits"]
+    assert hits  # the target's index was rebuilt from the transcript
+    health = lca("health", store=store)
+    assert "transferred copy" in health.stdout

@@ -1,0 +1,413 @@
+"""Substrate bundles: the continuity-bearing state of one agent, exported, verified, imported and migrated.
+
+A bundle is a folder with three parts and a manifest:
+
+- ``identity/``: the identity, user and instruction files, their archive, and procedural proposals (private);
+- ``memory/``: the transcript, quarantined lines, memory files and their archive, the learned-state event logs,
+  consolidation reports and the store's logs (private);
+- ``body/``: the versioned configuration (``recall.yaml``, ``retrieval.yaml``), with the code version and the
+  embedder in the manifest (shareable);
+- ``manifest.json``: every file's part, path, size and sha256, the versions, and the lineage (agent id, the
+  bundle the store itself came from, the source's epoch). Its ``bundle_id`` is the sha256 of the rest of it.
+
+Derived stores (``index/``) are not shipped: an import rebuilds them from the transcript and memory files, so
+the rebuilt recall is the source's. Authority is not shipped either (``lca.authority``): an import is a
+read-only replica or a new agent with recorded descent; only ``migrate`` hands the agent's authority on, and it
+fences the source off first. Every file is verified before anything is activated; a tampered, truncated,
+missing or extra file is refused, naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lca.authority import AuthorityRecord, advance, ensure_authority, new_agent_id, read_authority, write_authority
+from lca.errors import LCAError
+from lca.fileio import atomic_write_bytes, exclusive_lock, fsync_dir
+from lca.layout import StoreLayout
+from lca.provenance import code_version
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+PARTS = ("identity", "memory", "body")
+IMPORT_MODES = ("replica", "new-agent")
+IDENTITY_DIRS = ("identity", "proposals", "archive/identity")
+BODY_FILES = ("recall.yaml", "retrieval.yaml")
+NOT_SHIPPED = ("index", "write.lock", "authority.json")  # derived, a lock, and authority (never copied)
+CHUNK = 1 << 20
+
+
+class BundleError(LCAError):
+    """A bundle that cannot be written, read or trusted; the message names the file."""
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    part: str
+    path: str  # relative to the store root, POSIX
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    bundle_id: str
+    agent_id: str
+    created_at: str
+    code_version: str
+    source_epoch: int
+    parent_bundle: str | None
+    descent: tuple[str, ...]
+    embedder_id: str | None
+    files: tuple[BundleFile, ...]
+    format: int = FORMAT
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        """Everything but the id, in a canonical form (the id is its sha256)."""
+        return {
+            "format": self.format,
+            "agent_id": self.agent_id,
+            "created_at": self.created_at,
+            "code_version": self.code_version,
+            "source_epoch": self.source_epoch,
+            "parent_bundle": self.parent_bundle,
+            "descent": list(self.descent),
+            "embedder_id": self.embedder_id,
+            "extra": self.extra,
+            "files": [vars(f) for f in self.files],
+        }
+
+    def to_json(self) -> bytes:
+        return (json.dumps({"bundle_id": self.bundle_id, **self.body()}, indent=2, sort_keys=True) + "\n").encode()
+
+    def counts(self) -> dict[str, int]:
+        return {part: sum(1 for f in self.files if f.part == part) for part in PARTS}
+
+
+def _canonical_id(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def part_of(relative: str) -> str | None:
+    """The part a store-relative path belongs to; None when it is not shipped."""
+    top = relative.split("/", 1)[0]
+    if top in NOT_SHIPPED or relative in NOT_SHIPPED:
+        return None
+    if relative in BODY_FILES:
+        return "body"
+    if any(relative == d or relative.startswith(d + "/") for d in IDENTITY_DIRS):
+        return "identity"
+    return "memory"  # the transcript, memory files, event logs, reports, logs, and anything unknown (private)
+
+
+def _walk(root: Path) -> Iterator[tuple[str, Path]]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            yield path.relative_to(root).as_posix(), path
+
+
+def _copy_hashing(source: Path, target: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while block := src.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+            dst.write(block)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return digest.hexdigest(), size
+
+
+def _hash(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as handle:
+        while block := handle.read(CHUNK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _embedder_id(layout: StoreLayout) -> str | None:
+    """The embedder the source's index was built with, when it has one (read-only; nothing is opened for write)."""
+    if not layout.catalog.exists():
+        return None
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{layout.catalog}?mode=ro", uri=True) as db:
+            row = db.execute("SELECT embedder_id FROM embedders ORDER BY rowid DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def export_bundle(
+    store: Path | str, out: Path | str, *, lock_timeout: float = 600.0, extra: dict[str, Any] | None = None
+) -> Manifest:
+    """Write the store's bundle to ``out`` (a new folder), holding the store's writer lock so that nothing is
+    written meanwhile (quiesce). The manifest is written last: a folder without one is not a bundle."""
+    layout = StoreLayout(store)
+    if not layout.holds_store():
+        raise BundleError(f"{layout.root}: holds no store to export")
+    with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {layout.root}"):
+        return _export_locked(layout, Path(out), extra)
+
+
+def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None) -> Manifest:
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"{out}: exists and is not empty; a bundle is written into a new folder")
+    authority = ensure_authority(layout.root)
+    files = []
+    for relative, path in _walk(layout.root):
+        part = part_of(relative)
+        if part is None:
+            continue
+        digest, size = _copy_hashing(path, out / part / relative)
+        files.append(BundleFile(part, relative, digest, size))
+    parent = next((d[len("bundle:") :] for d in reversed(authority.descent) if d.startswith("bundle:")), None)
+    draft = Manifest(
+        "",
+        authority.agent_id,
+        _now(),
+        code_version(),
+        authority.epoch,
+        parent,
+        authority.descent,
+        _embedder_id(layout),
+        tuple(files),
+        extra=dict(extra or {}),
+    )
+    manifest = Manifest(**{**vars(draft), "bundle_id": _canonical_id(draft.body())})
+    atomic_write_bytes(out / MANIFEST, manifest.to_json())
+    return manifest
+
+
+def read_manifest(bundle: Path | str) -> Manifest:
+    path = Path(bundle) / MANIFEST
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BundleError(f"{path}: missing; a folder without a manifest is not a (finished) bundle") from None
+    except ValueError as exc:
+        raise BundleError(f"{path}: not valid JSON: {exc}") from None
+    try:
+        files = tuple(BundleFile(**f) for f in data["files"])
+        manifest = Manifest(
+            data["bundle_id"],
+            data["agent_id"],
+            data["created_at"],
+            data["code_version"],
+            int(data["source_epoch"]),
+            data.get("parent_bundle"),
+            tuple(data.get("descent") or ()),
+            data.get("embedder_id"),
+            files,
+            int(data.get("format", FORMAT)),
+            dict(data.get("extra") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{path}: malformed manifest: {type(exc).__name__}: {exc}") from None
+    if manifest.format != FORMAT:
+        raise BundleError(f"{path}: bundle format {manifest.format}; this code reads format {FORMAT}")
+    return manifest
+
+
+def verify_bundle(bundle: Path | str) -> Manifest:
+    """The manifest, after every check passes: its id is the hash of its content, every listed file is present
+    with its size and sha256 in its part, and nothing unlisted lies in the parts. Raises naming the first file
+    that fails."""
+    bundle = Path(bundle)
+    manifest = read_manifest(bundle)
+    if _canonical_id(manifest.body()) != manifest.bundle_id:
+        raise BundleError(f"{bundle / MANIFEST}: the manifest was altered (its content no longer hashes to its id)")
+    listed = set()
+    for entry in manifest.files:
+        if entry.part not in PARTS or part_of(entry.path) != entry.part or ".." in Path(entry.path).parts:
+            raise BundleError(f"{bundle / MANIFEST}: file {entry.path!r} is listed in part {entry.part!r}, not its own")
+        path = bundle / entry.part / entry.path
+        listed.add(f"{entry.part}/{entry.path}")
+        if not path.is_file():
+            raise BundleError(f"{path}: missing from the bundle")
+        digest, size = _hash(path)
+        if size != entry.bytes:
+            raise BundleError(f"{path}: {size} bytes, the manifest says {entry.bytes} (truncated or extended)")
+        if digest != entry.sha256:
+            raise BundleError(f"{path}: sha256 {digest[:12]} differs from the manifest's {entry.sha256[:12]} (altered)")
+    for part in PARTS:
+        for relative, path in _walk(bundle / part) if (bundle / part).exists() else ():
+            if f"{part}/{relative}" not in listed:
+                raise BundleError(f"{path}: not in the manifest (an extra file is refused, not imported)")
+    return manifest
+
+
+def import_bundle(
+    bundle: Path | str,
+    target: Path | str,
+    *,
+    mode: str = "replica",
+    rebuild: Callable[[Path], Any] | None = None,
+    authority: AuthorityRecord | None = None,
+) -> Manifest:
+    """Verify the bundle, then activate it at ``target`` (a folder that holds no store): the files are copied into a
+    staging folder beside it, checked again, and renamed into place in one step. ``mode`` is what the copy is:
+    ``replica`` (read-only; the source keeps authority) or ``new-agent`` (a new agent id, its descent recorded).
+    ``rebuild(target)`` rebuilds the derived stores (``Substrate.reindex`` with the caller's embedder).
+    ``authority`` is for ``migrate`` only: the record the target takes over."""
+    if mode not in IMPORT_MODES and authority is None:
+        raise BundleError(
+            f"unknown import mode {mode!r}; known: {', '.join(IMPORT_MODES)} (authority moves by migrate)"
+        )
+    manifest = verify_bundle(bundle)
+    target = Path(target)
+    if StoreLayout(target).holds_store() or (target.exists() and any(target.iterdir())):
+        raise BundleError(f"{target}: exists and is not empty; a bundle is imported into a new store")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.importing-", dir=target.parent))
+    try:
+        for entry in manifest.files:
+            digest, size = _copy_hashing(Path(bundle) / entry.part / entry.path, staging / entry.path)
+            if (digest, size) != (entry.sha256, entry.bytes):  # changed between the check and the copy
+                raise BundleError(f"{Path(bundle) / entry.part / entry.path}: changed while it was imported")
+        descent = (*manifest.descent, f"agent:{manifest.agent_id}", f"bundle:{manifest.bundle_id}")
+        if authority is not None:
+            record = authority
+        elif mode == "replica":
+            record = AuthorityRecord(
+                manifest.agent_id, manifest.source_epoch, "replica", _now(), f"replica of bundle {manifest.bundle_id}"
+            )
+        else:
+            record = AuthorityRecord(
+                new_agent_id(), 1, "active", _now(), f"new agent from bundle {manifest.bundle_id}", descent
+            )
+        write_authority(staging, record)
+        if target.exists():
+            target.rmdir()
+        os.replace(staging, target)
+        fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if rebuild is not None:
+        rebuild(target)
+    return manifest
+
+
+# ---- migration: quiesce -> checkpoint -> validate -> bind -> rehydrate -> resume ------------------------------
+MIGRATION_STEPS = ("quiesce", "checkpoint", "validate", "bind", "rehydrate", "resume")
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    ok: bool
+    bundle_id: str | None
+    source_epoch: int
+    target_epoch: int | None
+    steps: tuple[dict[str, Any], ...]
+    error: str | None = None
+    rolled_back: bool = False
+
+
+MIGRATION_SESSION = "lca-migrations"  # the session a store's migration events are recorded in
+
+
+def record_migration_event(store: Path, step: str, detail: dict[str, Any]) -> None:
+    """One migration step as a system event in the store's transcript (fenced like every append)."""
+    from lca.index.chunker import OPERATIONAL
+    from lca.transcript import TranscriptStore
+    from lca.types import EntryKind, TranscriptEntry
+
+    record = read_authority(store)
+    entry = TranscriptEntry(
+        id=f"migration:{detail.get('migration')}:{step}",
+        session_id=MIGRATION_SESSION,
+        agent_id=record.agent_id if record else "unknown",
+        kind=EntryKind.SYSTEM_EVENT,
+        timestamp=str(detail["at"]),
+        content=json.dumps({"migration_step": step, **detail}, sort_keys=True),
+        author="lca",
+        meta={"migration_step": step, OPERATIONAL: True},  # history of the store, not of the conversation
+    )
+    TranscriptStore(store).append([entry])
+
+
+def migrate(
+    source: Path | str,
+    target: Path | str,
+    *,
+    bundle_dir: Path | str,
+    rebuild: Callable[[Path], Any] | None = None,
+    binding: dict[str, Any] | None = None,
+    lock_timeout: float = 600.0,
+) -> MigrationResult:
+    """Move the agent's authority from ``source`` to ``target``, each step a system event in the transcript
+    (``lca-migrations``). Quiesce: the source's writer lock is held from here to bind, so nothing is written
+    meanwhile. Checkpoint: its bundle is written; validate: verified. Bind: the source moves to ``transferred``
+    at the next epoch (from here its writers are refused). Rehydrate: the target is activated at that epoch and
+    its derived stores rebuilt (``rebuild``). Resume: the target records the new binding. A failure before bind
+    leaves the source authoritative; a failed rehydration rolls back: the target is removed and the source takes
+    authority again at a later epoch. ``binding`` describes the new environment (model, harness, host): metadata
+    of the migration, not identity."""
+    source, target, bundle_dir = Path(source), Path(target), Path(bundle_dir)
+    steps: list[dict[str, Any]] = []
+    binding = dict(binding or {})
+    layout = StoreLayout(source)
+    before = ensure_authority(source)
+    if not before.writable:
+        raise BundleError(f"{layout.authority}: this store is a {before.state} copy; it has no authority to hand on")
+    migration = hashlib.sha256(f"{source}|{target}|{_now()}|{os.getpid()}".encode()).hexdigest()[:12]
+
+    def step(name: str, store: Path, **detail: Any) -> None:
+        entry = {"step": name, "at": _now(), "migration": migration, "store": str(store), **detail}
+        record_migration_event(store, name, entry)
+        steps.append(entry)
+
+    try:
+        with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {source}"):
+            step("quiesce", source, epoch=before.epoch, binding=binding)
+            step("checkpoint", source, bundle_dir=str(bundle_dir))
+            manifest = _export_locked(layout, bundle_dir, {"migration": {"id": migration, "binding": binding}})
+            verify_bundle(bundle_dir)
+            steps.append(
+                {"step": "validate", "at": _now(), "bundle_id": manifest.bundle_id, "files": manifest.counts()}
+            )
+            bound = advance(source, state="transferred", reason=f"migrated to {target}", successor=str(target))
+    except Exception as exc:  # nothing was bound: the source stays authoritative
+        shutil.rmtree(bundle_dir, ignore_errors=True)
+        return MigrationResult(False, None, before.epoch, None, tuple(steps), f"{type(exc).__name__}: {exc}")
+    record = AuthorityRecord(
+        before.agent_id,
+        bound.epoch,
+        "active",
+        _now(),
+        f"migrated from {source} (bundle {manifest.bundle_id})",
+        (*before.descent, f"bundle:{manifest.bundle_id}"),
+    )
+    try:
+        import_bundle(bundle_dir, target, authority=record, rebuild=rebuild)
+        step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
+        step("rehydrate", target, rebuilt=rebuild is not None)
+        step("resume", target, binding=binding)
+    except Exception as exc:  # roll back: the target goes, the source takes authority again at a later epoch
+        shutil.rmtree(target, ignore_errors=True)
+        error = f"{type(exc).__name__}: {exc}"
+        back = advance(source, state="active", reason=f"rollback of the migration to {target}: {error}")
+        step("rollback", source, epoch=back.epoch, error=error)
+        return MigrationResult(False, manifest.bundle_id, before.epoch, None, tuple(steps), error, rolled_back=True)
+    return MigrationResult(True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps))
