@@ -34,12 +34,15 @@ _ANAPHORIC_START = re.compile(
     r"|^\s*(?:it|that|this|those|these|they|them)\b",
     re.IGNORECASE,
 )
-_RESUME = re.compile(
-    r"\b(?:where (?:did|do|were|are) (?:we|things|it|you|i) (?:stand|stop|leave off|left off|get to|break off)|"
-    r"where (?:we|things|it) (?:stood|stand|left off|stopped)|(?:left|leave|broke|break) off|"
-    r"pick(?:ing)? (?:it |this |things )?(?:back )?up|cut off|interrupt(?:ed|ion)|carry on|resum(?:e|ing)|"
-    r"continue where|what was (?:left|next|still to do)|still (?:to do|open|pending)|"
-    r"where were we|get back to (?:it|where|what))\b",
+_RESUME = re.compile(  # picking up interrupted work; each form names the break or the place work stood
+    r"\b(?:where (?:did|do|were|are) (?:we|things|it) (?:stand|stop|leave off|left off|get to|break off)|"
+    r"where (?:we|things|it) (?:stood|stand|left off|stopped)|(?:we|i|you) (?:left|leave|broke) off|"
+    r"pick(?:ing)? (?:it |this |things )?(?:back )?up (?:where|after|from where)|(?:were|was|got) cut off|"
+    r"(?:after|since|before) the (?:interruption|break)|(?:were|was|got) interrupted|"
+    r"continue where|carry on where|resum(?:e|ing) (?:the|our|where|work)|"
+    r"what (?:is|was) (?:left|still) to do|what (?:is|was) left|where were we|"
+    r"(?:session|call|conversation|chat|meeting) (?:(?:ended|stopped) (?:abruptly|early|suddenly|unexpectedly)|"
+    r"broke off|was cut short))\b",
     re.IGNORECASE,
 )
 FOLLOW_UP_COSINE = 0.35  # a question this close to a recent turn of the live session continues its topic

@@ -63,9 +63,16 @@ def test_an_injection_is_used_when_the_reply_echoes_most_of_an_items_key_terms()
         ("Where did we leave off?", True),
         ("Let's continue where we stopped yesterday.", True),
         ("Where were we?", True),
+        ("The last session ended abruptly. What is the next step?", True),
+        ("Our call was cut short yesterday; what remains?", True),
         ("Which database do we use?", False),
         ("Where do the backups go?", False),
         ("What did we decide about the launch?", False),
+        ("Where did Caroline pick up her new hobby?", False),
+        ("Is the bakery still open on Sundays?", False),
+        ("Did the storm cut off the power?", False),
+        ("What is the next step for the launch?", False),
+        ("When the meeting ended, where did Melanie go?", False),
     ],
 )
 def test_a_question_that_resumes_interrupted_work_is_read_from_the_question(question, resume):
