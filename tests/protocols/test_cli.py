@@ -133,7 +133,9 @@ def test_bundle_export_verify_import_and_migrate_through_the_cli(tmp_path):
     shown = json.loads(lca("authority", "--json", store=store, check=True).stdout)
     assert shown["authority"]["state"] == "transferred" and shown["authority"]["epoch"] == 2
     target = json.loads(lca("authority", "--json", store=tmp_path / "target", check=True).stdout)
-    assert target["authority"]["state"] == "active" and target["authority"]["agent_id"] == shown["authority"]["agent_id"]
+    assert (
+        target["authority"]["state"] == "active" and target["authority"]["agent_id"] == shown["authority"]["agent_id"]
+    )
     hits = json.loads(lca("search", "pottery teacher", "--json", store=tmp_path / "target", check=True).stdout)["hits"]
     assert hits  # the target's index was rebuilt from the transcript
     health = lca("health", store=store)
