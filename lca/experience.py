@@ -156,6 +156,14 @@ class ExperienceLog:
         """target -> Counter of event kinds, replayed from the log (cached by the log's size)."""
         return self._replayed()[1]
 
+    def corrections(self) -> dict[str, tuple[str, ...]]:
+        """target -> the turns ("<session>#<entry>") whose explicit event corrected or superseded it."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for target, kind, span in sorted(self._replayed()[2], key=lambda k: (k[0], k[1], k[2] or "")):
+            if kind in ("corrected", "superseded") and span:
+                out[target].append(span)
+        return {target: tuple(dict.fromkeys(spans)) for target, spans in out.items()}
+
 
 # ---- explicit events in the transcript --------------------------------------------------------
 def source_key(session_id: str, entry_id: str) -> str:

@@ -299,6 +299,7 @@ class Substrate:
             log_path=self.layout.recall_log,
             retrievals=self.retrievals,
             entry_meta=self.transcript.entry_meta,
+            corrections=self.experience.corrections,
         )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:

@@ -79,6 +79,7 @@ class RecallConfig:
     floor_min: float = 0.20  # store mode never lowers the floor below this
     floor_margin: float = 0.05  # store mode: how far above the store's off-topic ceiling the floor sits
     date_anchor: bool = True  # a turn dated where the query's date expression points clears the floor
+    correction_pairing: bool = True  # a turn an explicit event corrected brings the turn that corrects it
     resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
@@ -129,7 +130,7 @@ class RecallConfig:
             raise RecordFormatError(
                 f"unknown floor mode {self.floor_mode!r}; known: {', '.join(FLOOR_MODES)}", field="floor_mode"
             )
-        for name in ("date_anchor", "fit_budget", "turn_supersession"):
+        for name in ("date_anchor", "fit_budget", "turn_supersession", "correction_pairing"):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
         if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):

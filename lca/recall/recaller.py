@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,8 +74,10 @@ class Recaller:
         log_path: Path | None = None,
         retrievals=None,
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
+        corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
     ) -> None:
         self.index = index
+        self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
         self.retrievals = retrievals
@@ -300,9 +302,37 @@ class Recaller:
                     why_not=why_not,
                 )
             )
+        if cfg.correction_pairing and self.corrections is not None:
+            out = self._pair_corrections(out, cfg)
         out.sort(key=lambda c: (-c.score, c.chunk_id))
         self._query_shape = query_shape(qvec) if qvec is not None else 0
         return out, vectors
+
+    def _pair_corrections(self, out: list[ScoredCandidate], cfg: RecallConfig) -> list[ScoredCandidate]:
+        """A turn that an explicit event corrected or superseded brings the turn that did it: the correction
+        scores at least as the turn it corrects and clears the floor with it. Its words ("It came out in
+        2019.", "Not from there: hotfixes start from release/2.x.") resemble the question less than the mistake
+        does, yet it is what the question needs, whether the mistake is held back (turn_supersession) or shown
+        beside it (transcript-recall). The score it inherits is the corrected turn's before the risk term held
+        that turn back."""
+        corrections = self.corrections() if self.corrections is not None else {}
+        if not corrections:
+            return out
+        by_turn = {c.source.split("[", 1)[0]: n for n, c in enumerate(out) if c.source_type == "transcript"}
+        for c in list(out):
+            if c.source_type != "transcript":
+                continue
+            relevant = c.why_not is None or c.why_not.startswith("policy filter")  # it cleared the floor
+            inherited = c.score + cfg.weights.risk * c.terms.get("risk", 0.0)
+            for span in corrections.get(c.source.split("[", 1)[0], ()):
+                n = by_turn.get(f"transcript:{span}")
+                if n is None:
+                    continue
+                k = out[n]
+                why = None if relevant and (k.why_not or "").startswith(FLOOR_REASON) else k.why_not
+                if inherited > k.score or why != k.why_not:
+                    out[n] = replace(k, score=max(k.score, inherited), why_not=why)
+        return out
 
     def _meta(self, session_id: str | None, entry_id: str | None) -> Mapping[str, Any]:
         if self.entry_meta is None or not session_id or not entry_id:

@@ -523,6 +523,33 @@ def test_a_question_that_resumes_work_gets_the_latest_sessions_tail_first(tmp_pa
         assert [i.source for i in off.items] == [i.source for i in plain.items]
 
 
+def test_a_corrected_turn_brings_the_turn_that_corrects_it(tmp_path):
+    mistake = "I will create the export bucket for the nightly dumps in us-east-1 like the others"
+    fix = "Wrong region: our data has to stay in eu-central-1."
+    chatter = [f"nightly standup notes {n} were short" for n in range(8)]
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(chatter, 1)])
+        s.append([make_entry("s", 20, mistake, kind=EntryKind.ASSISTANT_TURN)])
+        s.append([make_entry("s", 21, fix, meta={"event": {"type": "correction", "of": "s#s:20"}})])
+        query = "create the bucket for the nightly dumps"
+        budget = RecallConfig(
+            transcript_quota=2, token_budget=10_000, fit_budget=False, floor_mode="absolute", floor=0.3
+        )
+        paired = {c.source.split("[")[0]: c for c in s.recall(query, config=budget).candidates}
+        plain = {
+            c.source.split("[")[0]: c
+            for c in s.recall(query, config=replace(budget, correction_pairing=False)).candidates
+        }
+        mistake_key, fix_key = "transcript:s#s:20", "transcript:s#s:21"
+        assert plain[mistake_key].why_not and "superseded" in plain[mistake_key].why_not  # held back (full LCA)
+        assert not plain[fix_key].injected and plain[fix_key].cosine < 0.3  # the fix shares few of the words
+        assert paired[fix_key].injected and paired[fix_key].score > plain[fix_key].score
+        # without the supersession ledger (transcript-recall) the mistake is shown, and its correction beside it
+        shown = s.recall(query, config=replace(budget, turn_supersession=False))
+        injected = [i.source.split("[")[0] for i in shown.items]
+        assert mistake_key in injected and fix_key in injected
+
+
 def test_a_turn_dated_where_the_question_points_clears_the_floor(tmp_path):
     from lca.recall.floor import query_anchor
 
