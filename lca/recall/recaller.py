@@ -106,7 +106,7 @@ class Recaller:
         budget = cfg.token_budget
         if cfg.fit_budget:
             scored = self._whole_history(context, cfg, scored, budget)
-        if context.resume and cfg.resume_turns:
+        if context.resume and cfg.resume_turns and self._store_in_pool:  # the latest session is among the candidates
             scored = self._resume_tail(scored, cfg.resume_turns)
         if cfg.policy == "adaptive":
             if all((c.why_not or "").startswith(FLOOR_REASON) for c in scored):
@@ -151,7 +151,9 @@ class Recaller:
     def _resume_tail(self, scored: list[ScoredCandidate], turns: int) -> list[ScoredCandidate]:
         """A question that picks up interrupted work ("where did things stand?") is answered by where the
         latest session ended, which its words rarely resemble: that session's last ``turns`` candidates clear
-        the floor and are offered first, within the budget (policy filters still hold; ``_select``)."""
+        the floor and are offered first, within the budget (policy filters still hold; ``_select``). Only where the
+        store was ranked whole: in a larger one the latest session need not be among the candidates, and the
+        handoff (full-lca) carries where the work stood."""
         dated = [c for c in scored if c.source_type == "transcript" and c.timestamp]
         if not dated:
             return scored

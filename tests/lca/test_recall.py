@@ -521,6 +521,12 @@ def test_a_question_that_resumes_work_gets_the_latest_sessions_tail_first(tmp_pa
         assert {i.source.split("[")[0] for i in plain.items[:3]} != set(first)  # the signal, not the words
         off = s.recall(RecallContext("Where did we leave off?", resume=True), config=replace(tight, resume_turns=0))
         assert [i.source for i in off.items] == [i.source for i in plain.items]
+        # a store not ranked whole: the latest session need not be among the candidates, so nothing is pinned
+        large = replace(tight, small_store=0, pool=3)
+        question = "Where did we leave off?"
+        assert [i.source for i in s.recall(RecallContext(question, resume=True), config=large).items] == [
+            i.source for i in s.recall(RecallContext(question), config=large).items
+        ]
 
 
 def test_a_corrected_turn_brings_the_turn_that_corrects_it(tmp_path):
