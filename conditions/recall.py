@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
@@ -82,16 +84,57 @@ class _SubstrateCondition(Condition):
     def reset(self) -> None:
         self.close()
         super().reset()
-        from lca.substrate import Substrate
-
         if self.runtime.embedder is None:
             raise LCAError(f"condition '{self.name}' needs an embedder in its runtime")
-        self.substrate = Substrate(
-            self.home / "store",
+        self.substrate = self._open(self.home / "store")
+
+    def _open(self, root: Path):
+        from lca.substrate import Substrate
+
+        return Substrate(
+            root,
             embedder=self.runtime.embedder,
             recall_config=self.recall_config(),
             token_counter=self.runtime.token_counter,
         )
+
+    def migrate(
+        self,
+        target: Path | str,
+        *,
+        bundle_dir: Path | str,
+        binding: Mapping[str, Any] | None = None,
+        describe: Callable[[Condition], str] | None = None,
+    ):
+        """Move this condition's substrate to ``target`` by the migration protocol (``lca.bundle.migrate``) and go
+        on from there: the derived stores are rebuilt with the condition's embedder, and every later context is
+        built from the target. ``describe(self)``, when given, is asked once the target is active (the
+        self-description check); it may build contexts. A failed migration leaves the condition on the source.
+        Returns the ``MigrationResult``."""
+        from lca.bundle import migrate
+
+        source = Path(self.substrate.home)
+        self.close()
+
+        def rebuild(root: Path) -> None:
+            with self._open(root) as substrate:
+                substrate.reindex()
+
+        def described(root: Path) -> str:
+            self.substrate = self._open(root)
+            return describe(self) if describe is not None else ""
+
+        result = migrate(
+            source,
+            target,
+            bundle_dir=bundle_dir,
+            rebuild=rebuild,
+            binding=dict(binding or {}),
+            describe=described if describe is not None else None,
+        )
+        if getattr(self, "substrate", None) is None:
+            self.substrate = self._open(Path(target) if result.ok else source)
+        return result
 
     def close(self) -> None:
         substrate = getattr(self, "substrate", None)

@@ -322,6 +322,7 @@ class MigrationResult:
     steps: tuple[dict[str, Any], ...]
     error: str | None = None
     rolled_back: bool = False
+    self_description: dict[str, Any] | None = None  # the check after resume (``lca.self_description``), if asked
 
 
 MIGRATION_SESSION = "lca-migrations"  # the session a store's migration events are recorded in
@@ -347,6 +348,30 @@ def record_migration_event(store: Path, step: str, detail: dict[str, Any]) -> No
     TranscriptStore(store).append([entry])
 
 
+def record_self_description(
+    target: Path | str,
+    statement: str | None,
+    binding: dict[str, Any],
+    *,
+    migration: str | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Check the resumed agent's ``statement`` against the identity installed in ``target``
+    (``lca.self_description``) and record it as a ``self_description`` system event; the binding is kept as the
+    environment, metadata beside the check, not identity. ``error``: the agent could not be asked."""
+    from lca.self_description import check_self_description
+
+    if statement is None:
+        detail: dict[str, Any] = {"error": error or "no statement", "environment": dict(binding)}
+    else:
+        detail = check_self_description(target, statement, binding).to_dict()
+    if migration is None:
+        record = read_authority(target)
+        migration = f"epoch-{record.epoch if record else 0}"
+    record_migration_event(Path(target), "self_description", {"at": _now(), "migration": migration, **detail})
+    return detail
+
+
 def migrate(
     source: Path | str,
     target: Path | str,
@@ -354,6 +379,7 @@ def migrate(
     bundle_dir: Path | str,
     rebuild: Callable[[Path], Any] | None = None,
     binding: dict[str, Any] | None = None,
+    describe: Callable[[Path], str] | None = None,
     lock_timeout: float = 600.0,
 ) -> MigrationResult:
     """Move the agent's authority from ``source`` to ``target``, each step a system event in the transcript
@@ -363,7 +389,11 @@ def migrate(
     its derived stores rebuilt (``rebuild``). Resume: the target records the new binding. A failure before bind
     leaves the source authoritative; a failed rehydration rolls back: the target is removed and the source takes
     authority again at a later epoch. ``binding`` describes the new environment (model, harness, host): metadata
-    of the migration, not identity."""
+    of the migration, not identity. ``describe(target)``, when given, is the resumed agent's answer to
+    ``lca.self_description.QUESTION``; it is checked against the installed identity and recorded as a
+    ``self_description`` event (a failed or inconsistent description is reported, it does not undo the move).
+    The target's transcript holds every step (quiesce and checkpoint travel in the bundle; validate, bind,
+    rehydrate and resume are appended after activation); the source's holds the steps up to validate."""
     source, target, bundle_dir = Path(source), Path(target), Path(bundle_dir)
     steps: list[dict[str, Any]] = []
     binding = dict(binding or {})
@@ -384,9 +414,7 @@ def migrate(
             step("checkpoint", source, bundle_dir=str(bundle_dir))
             manifest = _export_locked(layout, bundle_dir, {"migration": {"id": migration, "binding": binding}})
             verify_bundle(bundle_dir)
-            steps.append(
-                {"step": "validate", "at": _now(), "bundle_id": manifest.bundle_id, "files": manifest.counts()}
-            )
+            step("validate", source, bundle_id=manifest.bundle_id, files=manifest.counts())
             bound = advance(source, state="transferred", reason=f"migrated to {target}", successor=str(target))
     except Exception as exc:  # nothing was bound: the source stays authoritative
         shutil.rmtree(bundle_dir, ignore_errors=True)
@@ -401,6 +429,7 @@ def migrate(
     )
     try:
         import_bundle(bundle_dir, target, authority=record, rebuild=rebuild)
+        record_migration_event(target, "validate", {**steps[-1], "store": str(target)})
         step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
         step("rehydrate", target, rebuilt=rebuild is not None)
         step("resume", target, binding=binding)
@@ -410,4 +439,138 @@ def migrate(
         back = advance(source, state="active", reason=f"rollback of the migration to {target}: {error}")
         step("rollback", source, epoch=back.epoch, error=error)
         return MigrationResult(False, manifest.bundle_id, before.epoch, None, tuple(steps), error, rolled_back=True)
-    return MigrationResult(True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps))
+    described = None
+    if describe is not None:
+        statement: str | None = None
+        failure: str | None = None
+        try:
+            statement = describe(target)
+        except Exception as exc:  # the agent could not be asked: reported, the migration stands
+            failure = f"{type(exc).__name__}: {exc}"
+        described = record_self_description(target, statement, binding, migration=migration, error=failure)
+        steps.append({"step": "self_description", **described})
+    return MigrationResult(True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps), None, False, described)
+
+
+# ---- checking a migration: what authorized system continuity means, mechanically ----------------------------
+def history_fingerprint(store: Path | str) -> dict[tuple[str, str, str], int]:
+    """Every conversation entry of the store's transcript (the migration events left out: they are the store's
+    own history) as (session, entry id, sha256 of its content) with its count; equal fingerprints mean no entry
+    was lost, duplicated or altered."""
+    from lca.transcript import TranscriptStore
+
+    counts: dict[tuple[str, str, str], int] = {}
+    for entry in TranscriptStore(store).iter_entries():
+        if entry.session_id == MIGRATION_SESSION:
+            continue
+        key = (entry.session_id, entry.id, hashlib.sha256(entry.content.encode("utf-8")).hexdigest())
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class MigrationCheck:
+    """The mechanical checks of one migration. ``lineage_intact``: the target is the same agent and descends from
+    the bundle it was activated from; ``epoch_advanced``: the target holds the next epoch and the source was
+    transferred at it; ``source_fenced``: an append by a writer opened on the source before the move was refused
+    and left nothing; ``entries_lost`` / ``entries_duplicated``: conversation entries (by session, id and
+    content) of the source missing from, or repeated in, the target; ``steps_recorded``: the target's transcript
+    holds every step as a system event."""
+
+    lineage_intact: bool
+    epoch_advanced: bool
+    source_fenced: bool | None
+    entries_lost: int
+    entries_duplicated: int
+    steps_recorded: bool
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.lineage_intact
+            and self.epoch_advanced
+            and self.source_fenced is not False
+            and not self.entries_lost
+            and not self.entries_duplicated
+            and self.steps_recorded
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in vars(self).items() if k != "problems"},
+            "problems": list(self.problems),
+            "ok": self.ok,
+        }
+
+
+def check_migration(
+    source: Path | str,
+    target: Path | str,
+    result: MigrationResult,
+    before: dict[tuple[str, str, str], int],
+    *,
+    stale_writer: Any = None,
+) -> MigrationCheck:
+    """Check a finished migration against the source's ``history_fingerprint`` taken before it. ``stale_writer``
+    is a ``TranscriptStore`` opened on the source before the migration: one append through it must be refused
+    (None: not tested)."""
+    from lca.authority import FencedWriteError
+    from lca.transcript import TranscriptStore
+    from lca.types import EntryKind, TranscriptEntry
+
+    problems: list[str] = []
+    src, dst = read_authority(source), read_authority(target)
+    lineage = bool(
+        result.ok
+        and src is not None
+        and dst is not None
+        and dst.agent_id == src.agent_id
+        and dst.descent[-1:] == (f"bundle:{result.bundle_id}",)
+    )
+    if not lineage:
+        problems.append("lineage: the target is not the source's agent descending from the migration's bundle")
+    epoch = bool(
+        result.ok
+        and src is not None
+        and dst is not None
+        and dst.epoch == result.source_epoch + 1 == src.epoch
+        and src.state == "transferred"
+        and dst.writable
+    )
+    if not epoch:
+        problems.append("epoch: the target does not hold the next epoch, or the source was not transferred at it")
+    fenced = None
+    if stale_writer is not None:
+        attempt = TranscriptEntry(
+            id=f"stale-write:{result.bundle_id}",
+            session_id="lca-stale-writer",
+            agent_id=src.agent_id if src else "unknown",
+            kind=EntryKind.SYSTEM_EVENT,
+            timestamp=_now(),
+            content="an append by the writer the migration left behind",
+        )
+        try:
+            stale_writer.append([attempt])
+            fenced = False
+        except FencedWriteError:
+            fenced = not any(e.id == attempt.id for e in TranscriptStore(source).iter_entries())
+        if not fenced:
+            problems.append("fencing: the stale writer's append entered the source's history")
+    after = history_fingerprint(target) if Path(target).exists() else {}
+    lost = sum(max(0, n - after.get(key, 0)) for key, n in before.items())
+    duplicated = sum(max(0, n - before.get(key, 0)) for key, n in after.items())
+    if lost or duplicated:
+        problems.append(f"entries: {lost} lost, {duplicated} duplicated or altered")
+    recorded: set[str] = set()
+    if Path(target).exists() and result.steps:
+        prefix = f"migration:{result.steps[0]['migration']}:"
+        recorded = {
+            str(e.meta.get("migration_step"))
+            for e in TranscriptStore(target).read(MIGRATION_SESSION).entries
+            if e.id.startswith(prefix)
+        }
+    steps = set(MIGRATION_STEPS) <= recorded
+    if not steps:
+        problems.append(f"steps: the target records {sorted(recorded)}, not all of {', '.join(MIGRATION_STEPS)}")
+    return MigrationCheck(lineage, epoch, fenced, lost, duplicated, steps, tuple(problems))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the harness is imported only when a run is asked (``lca --h
     from protocols.harness.variants import Assignment, Variant
 
 PARAMS_TASK_ARG = "params"  # the task parameter that carries a condition's parameters
-RUN_ROLES = ("summarizer", "reviewer", "grader")
+RUN_ROLES = ("summarizer", "reviewer", "grader", "migrated")  # migrated: the agent after a model binding change
 SHARED_FLAGS = ("--param", "-T params", "--params-file")  # sources that give every condition a parameter
 
 

@@ -124,78 +124,111 @@ def parse_params(condition: str, spec: str) -> dict[str, Any]:
     )
 
 
+def role_generators(state, loop) -> dict[str, InspectRoleGenerator]:
+    """The sample's generator per role (inspect's model roles, each falling back to the agent), callable from the
+    condition's worker thread; identical calls are shared across the process's samples."""
+    from inspect_ai.model import get_model
+
+    agent = get_model()
+    return {
+        role: InspectRoleGenerator(
+            get_model(role=role, default=agent), loop, role, epoch=state.epoch, shared=SHARED_ROLE_CALLS
+        )
+        for role in ROLES
+        if role != "grader"
+    }
+
+
+async def sample_history(state) -> dict[str, Any]:
+    """The sample's history: in its metadata, or a benchmark file's, loaded by reference (``harness.benchmarks``)."""
+    if "history_ref" in state.metadata:
+        from protocols.harness.benchmarks import load_history
+
+        return await asyncio.to_thread(load_history, state.metadata["history_ref"])
+    return state.metadata["history"]
+
+
+def sample_runtime(history: dict[str, Any], generators, seed: int) -> ConditionRuntime:
+    """A runtime in a fresh working folder (the caller removes it) with the process's embedder."""
+    return ConditionRuntime(
+        workdir=Path(tempfile.mkdtemp(prefix="lca-sample-")),
+        embedder=shared_embedder(),
+        generators=generators,
+        seed=seed,
+        identity=history.get("identity") or {},
+    )
+
+
+def sample_probe(state, history: dict[str, Any], runtime: ConditionRuntime):
+    """The history's sessions as conditions take them and the sample's probe (``harness.replay``); run in the
+    worker thread (the continuation signals may embed)."""
+    from protocols.harness.replay import history_sessions, make_probe
+
+    context = state.metadata.get("probe_context") or {}
+    sessions = history_sessions(history, continues=bool(context.get("continues")))
+    probe = make_probe(
+        str(state.metadata.get("probe", state.sample_id)),
+        state.input_text,
+        state.metadata.get("asked_at"),
+        context,
+        sessions,
+        embedder=runtime.embedder,
+    )
+    return sessions, probe
+
+
+def packet_record(packet, generators) -> dict[str, Any]:
+    """A context packet as the sample's store keeps it: the packet, its pointers and text, the role calls."""
+    return packet.to_dict() | {
+        "pointers": sorted({p for i in packet.items for p in i.pointers}),
+        "injected_text": packet.injected_text(),
+        "role_calls": {r: g.calls for r, g in generators.items()},
+        "role_calls_shared": {r: g.shared_calls for r, g in generators.items()},
+    }
+
+
+def record_packet(state, condition: str, packet, generators) -> None:
+    """Keep the packet (``PACKET_KEY``) and say in the sample's metadata and the log what the condition did less
+    of than it claims (the run's summary counts it)."""
+    state.store.set(PACKET_KEY, packet_record(packet, generators))
+    shortfalls = dict(packet.notes.get("shortfalls") or {})
+    state.metadata["shortfalls"] = shortfalls
+    for kind, detail in shortfalls.items():
+        LOGGER.warning("condition %s did less than it claims (%s): %s", condition, kind, detail)
+
+
+def chat_messages(messages):
+    from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+
+    chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
+    return [chat[m["role"]](content=m["content"]) for m in messages]
+
+
 def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
-    from inspect_ai.model import ChatMessageSystem, ChatMessageUser, get_model
     from inspect_ai.solver import solver
 
     @solver(name="replay_condition")
     def _make():
         async def solve(state, generate):
-
-            loop = asyncio.get_running_loop()
-            agent = get_model()
-            generators = {
-                role: InspectRoleGenerator(
-                    get_model(role=role, default=agent), loop, role, epoch=state.epoch, shared=SHARED_ROLE_CALLS
-                )
-                for role in ROLES
-                if role != "grader"
-            }
-            if "history_ref" in state.metadata:  # a benchmark file, loaded by reference (see harness.benchmarks)
-                from protocols.harness.benchmarks import load_history
-
-                history = await asyncio.to_thread(load_history, state.metadata["history_ref"])
-            else:
-                history = state.metadata["history"]
-            workdir = Path(tempfile.mkdtemp(prefix="lca-sample-"))
-            runtime = ConditionRuntime(
-                workdir=workdir,
-                embedder=shared_embedder(),
-                generators=generators,
-                seed=seed,
-                identity=history.get("identity") or {},
-            )
+            generators = role_generators(state, asyncio.get_running_loop())
+            history = await sample_history(state)
+            runtime = sample_runtime(history, generators, seed)
 
             def work():
-                from protocols.harness.replay import history_sessions, make_probe, replay
+                from protocols.harness.replay import replay
 
-                context = state.metadata.get("probe_context") or {}
-                sessions = history_sessions(history, continues=bool(context.get("continues")))
-                probe = make_probe(
-                    str(state.metadata.get("probe", state.sample_id)),
-                    state.input_text,
-                    state.metadata.get("asked_at"),
-                    context,
-                    sessions,
-                    embedder=runtime.embedder,
-                )
+                sessions, probe = sample_probe(state, history, runtime)
                 built = build_condition(condition, **params).attach(runtime)
                 try:
                     built.reset()
                     return replay(built, sessions, probe)
                 finally:
                     built.close()
-                    shutil.rmtree(workdir, ignore_errors=True)
+                    shutil.rmtree(runtime.workdir, ignore_errors=True)
 
             packet = await asyncio.to_thread(work)
-            state.store.set(
-                PACKET_KEY,
-                packet.to_dict()
-                | {
-                    "pointers": sorted({p for i in packet.items for p in i.pointers}),
-                    "injected_text": packet.injected_text(),
-                    "role_calls": {r: g.calls for r, g in generators.items()},
-                    "role_calls_shared": {r: g.shared_calls for r, g in generators.items()},
-                },
-            )
-            shortfalls = dict(packet.notes.get("shortfalls") or {})
-            state.metadata["shortfalls"] = (
-                shortfalls  # the eval log's sample metadata says it, and the summary counts it
-            )
-            for kind, detail in shortfalls.items():
-                LOGGER.warning("condition %s did less than it claims (%s): %s", condition, kind, detail)
-            chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
-            state.messages = [chat[m["role"]](content=m["content"]) for m in packet.messages]
+            record_packet(state, condition, packet, generators)
+            state.messages = chat_messages(packet.messages)
             return state
 
         return solve

@@ -40,6 +40,7 @@ def condition_task(
     load: Callable[[], Loaded],
     scorers: Callable[[], list],
     instruction: str | None = None,
+    solver: Callable[[str, dict[str, Any], int], list] | None = None,
 ):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
     datasets). ``condition`` is a registered name or a variant label (``full-lca[weights.temporal=0]``,
@@ -50,7 +51,9 @@ def condition_task(
     sha256 and which pinned official file it is (if any), the seed, the code revision, the embedder and
     when the task was made; the Task's own ``version`` is the protocol's. ``instruction``, when given, is
     appended to the question the agent model sees (after the condition has built its context from the question
-    alone), the same for every condition: a protocol's answer format, never a hint."""
+    alone), the same for every condition: a protocol's answer format, never a hint. ``solver(condition, params,
+    seed)``, when given, replaces the replay-then-generate chain with the protocol's own (the condition name and
+    parameters resolved and checked as above)."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
@@ -70,7 +73,9 @@ def condition_task(
     pinned = {d.sha256: d.name for d in meta.datasets if d.sha256}
     return Task(
         dataset=MemoryDataset(list(samples), name=dataset_name),
-        solver=[
+        solver=solver(variant.condition, parsed, seed)
+        if solver is not None
+        else [
             replay_condition(variant.condition, parsed, seed),
             *([answer_instruction(instruction)] if instruction else []),
             generate(),

@@ -4,6 +4,7 @@ a copy never carries authority, and after a migration the old writer is fenced o
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from lca.authority import FencedWriteError, advance, fencing_refusals, read_authority
 from lca.bundle import (
     MIGRATION_SESSION,
+    MIGRATION_STEPS,
     BundleError,
     export_bundle,
     import_bundle,
@@ -193,7 +195,7 @@ def test_a_migration_hands_authority_on_and_loses_or_duplicates_nothing(source, 
     assert entries(tmp_path / "target") == history  # nothing lost, nothing duplicated
     assert recalled(tmp_path / "target") == recalled(source)
     steps = [e.meta["migration_step"] for e in TranscriptStore(tmp_path / "target").read(MIGRATION_SESSION).entries]
-    assert steps == ["quiesce", "checkpoint", "bind", "rehydrate", "resume"]  # the source's first two travelled
+    assert steps == list(MIGRATION_STEPS)  # quiesce and checkpoint travelled; the rest were appended on activation
     with pytest.raises(FencedWriteError):
         TranscriptStore(source).append([make_entry("s1", 9, "written on the old copy")])
     TranscriptStore(tmp_path / "target").append([make_entry("s1", 9, "written on the new one")])
@@ -209,7 +211,7 @@ def test_a_failed_rehydration_rolls_back_to_the_source(source, tmp_path):
     record = read_authority(source)
     assert record.writable and record.epoch == 3 and "rollback" in record.reason
     steps = [e.meta["migration_step"] for e in TranscriptStore(source).read(MIGRATION_SESSION).entries]
-    assert steps == ["quiesce", "checkpoint", "rollback"]
+    assert steps == ["quiesce", "checkpoint", "validate", "rollback"]
     TranscriptStore(source).append([make_entry("s1", 9, "the source writes again")])
 
 
@@ -252,3 +254,55 @@ def test_after_a_migration_the_old_process_is_fenced_off(source, tmp_path):
     assert "s1:20" in {e.id for e in TranscriptStore(tmp_path / "target").read("s1").entries}
     (refusal,) = fencing_refusals(source)
     assert refusal["pid"] == writer.pid and refusal["writer_epoch"] == 1 and refusal["store_epoch"] == 2
+
+
+# ---- checking a migration, and the self-description after it ----------------------------------------------------
+def test_check_migration_passes_a_clean_move_and_names_a_lost_entry_and_an_unfenced_writer(source, tmp_path):
+    from lca.bundle import check_migration, history_fingerprint
+
+    before = history_fingerprint(source)
+    stale = TranscriptStore(source)
+    result = migrate(source, tmp_path / "target", bundle_dir=tmp_path / "b", rebuild=rebuild)
+    check = check_migration(source, tmp_path / "target", result, before, stale_writer=stale)
+    assert check.ok and check.source_fenced and (check.entries_lost, check.entries_duplicated) == (0, 0)
+    assert check.lineage_intact and check.epoch_advanced and check.steps_recorded and not check.problems
+
+    session = TranscriptStore(tmp_path / "target").session_path("s1")  # one turn goes missing on the target
+    lines = session.read_text().splitlines(keepends=True)
+    session.write_text("".join(lines[:-1]))
+    lost = check_migration(source, tmp_path / "target", result, before)
+    assert not lost.ok and lost.entries_lost == 1 and "1 lost" in lost.problems[0]
+
+    advance(source, state="active", reason="a broken rollback that re-opens the old copy")
+    unfenced = check_migration(source, tmp_path / "target", result, before, stale_writer=TranscriptStore(source))
+    assert unfenced.source_fenced is False and not unfenced.epoch_advanced and not unfenced.ok
+
+
+def test_a_migration_asks_the_resumed_agent_who_it_is_and_records_the_check(source, tmp_path):
+    from lca.self_description import check_self_description
+
+    binding = {"model": "openai/gpt-4o-mini", "host": "/srv/host-b"}
+    said = "I am the atlas project's assistant, working with Marco on the billing service."
+    result = migrate(
+        source, tmp_path / "t", bundle_dir=tmp_path / "b", rebuild=rebuild, binding=binding, describe=lambda t: said
+    )
+    assert result.ok and result.self_description["consistent"] is True
+    assert result.self_description["environment"] == binding  # metadata beside the check, not identity
+    events = TranscriptStore(tmp_path / "t").read(MIGRATION_SESSION).entries
+    assert events[-1].meta["migration_step"] == "self_description"
+
+    wrong = check_self_description(tmp_path / "t", "I'm GPT-4o-mini, a model made by OpenAI.", binding)
+    assert wrong.environment_claimed == ("model",) and wrong.consistent is False and wrong.coverage < 0.5
+    bare = tmp_path / "bare"
+    TranscriptStore(bare).append([make_entry("a", 1, "hello")])
+    nothing = check_self_description(bare, "I am an assistant.", binding)
+    assert not nothing.installed and nothing.consistent is None and math.isnan(nothing.coverage)
+
+
+def test_an_agent_that_cannot_be_asked_is_reported_and_the_migration_stands(source, tmp_path):
+    def mute(target: Path) -> str:
+        raise RuntimeError("the new model endpoint is down")
+
+    result = migrate(source, tmp_path / "t", bundle_dir=tmp_path / "b", rebuild=rebuild, describe=mute)
+    assert result.ok and "endpoint is down" in result.self_description["error"]
+    assert read_authority(tmp_path / "t").writable

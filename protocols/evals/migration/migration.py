@@ -1,0 +1,216 @@
+"""Migration: freeze a substrate checkpoint, move it by the migration protocol with one binding changed, and
+measure both authorized system continuity (mechanical) and behavioural identity fidelity (the hollow-copy
+probes, before versus after).
+
+inspect eval protocols/evals/migration/migration.py -T bindings=host,model --model lca-local/smollm2 \
+    --model-role migrated=openai/gpt-4o-mini
+lca run migration --conditions full-lca,transcript-recall --role migrated=lca-local/smollm2
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Task, task
+
+from lca.errors import LCAError
+from protocols.evals.migration.dataset import DEFAULT_SCENARIOS, migration_samples, parse_bindings
+from protocols.evals.migration.scorer import MIGRATION_KEY, identity_fidelity, migration_system
+from protocols.evals.registry import folder_metadata
+from protocols.harness.scorers import substrate
+from protocols.harness.tasks import condition_task
+
+SURFACES = ("system", "user-turn")
+"""How a context reaches the model: as a system message, or written into the user's turn (a surface without a
+system role). Before the move it is always ``system``."""
+MIGRATED_ROLE = "migrated"
+
+
+def on_surface(messages, surface: str) -> list[dict[str, str]]:
+    """The packet's messages as ``surface`` delivers them."""
+    messages = [dict(m) for m in messages]
+    if surface == "system" or not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0]["content"], messages[1:]
+    first_user = next(n for n, m in enumerate(rest) if m["role"] == "user")
+    rest[first_user] = {"role": "user", "content": f"{system}\n\n{rest[first_user]['content']}"}
+    return rest
+
+
+def _recalled(condition, probe) -> list[tuple[str, float]]:
+    result = condition.substrate.recall(condition.recall_context(probe))
+    return [(item.source, round(item.score, 6)) for item in result.items]
+
+
+def _latest_handoff(condition) -> str | None:
+    from lca.context import LiveContextManager
+
+    latest = LiveContextManager.latest_handoff(condition.substrate, "agent")
+    return latest.id if latest is not None else None
+
+
+def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surface: str, max_tokens: int):
+    """Replay the history into the condition, answer the probe (before), migrate its substrate with the sample's
+    binding changed, check the move, ask the self-description question, answer the probe again (after)."""
+    from inspect_ai.model import GenerateConfig, get_model
+    from inspect_ai.solver import solver
+
+    from conditions import Probe, build_condition
+    from lca.bundle import check_migration, history_fingerprint, record_self_description
+    from lca.self_description import QUESTION
+    from lca.transcript import TranscriptStore
+    from protocols.harness.replay import replay
+    from protocols.harness.solvers import (
+        SHARED_ROLE_CALLS,
+        chat_messages,
+        packet_record,
+        record_packet,
+        role_generators,
+        sample_history,
+        sample_probe,
+        sample_runtime,
+    )
+    from protocols.providers.models import InspectRoleGenerator
+
+    @solver(name="migrate_and_probe")
+    def _make():
+        async def solve(state, generate):
+            loop = asyncio.get_running_loop()
+            generators = role_generators(state, loop)
+            kind = str(state.metadata["binding"])
+            agent_model = get_model()
+            after_model = get_model(role=MIGRATED_ROLE, default=agent_model) if kind == "model" else agent_model
+            before_agent = InspectRoleGenerator(agent_model, loop, "agent", epoch=state.epoch, shared=SHARED_ROLE_CALLS)
+            after_agent = InspectRoleGenerator(
+                after_model, loop, MIGRATED_ROLE, epoch=state.epoch, shared=SHARED_ROLE_CALLS
+            )
+            history = await sample_history(state)
+            runtime = sample_runtime(history, generators, seed)
+            after_surface = surface if kind == "surface" else "system"
+
+            def answer(agent, messages) -> str:
+                return agent.generate(messages, max_tokens=max_tokens, temperature=0.0, seed=seed)
+
+            def work():
+                sessions, probe = sample_probe(state, history, runtime)
+                built = build_condition(condition, **params).attach(runtime)
+                try:
+                    built.reset()
+                    before = replay(built, sessions, probe)
+                    answer_before = answer(before_agent, before.messages)
+                    recall_before, handoff_before = _recalled(built, probe), _latest_handoff(built)
+                    source = Path(built.substrate.home)
+                    fingerprint = history_fingerprint(source)
+                    stale_writer = TranscriptStore(source)  # a writer the move leaves behind
+                    target = runtime.workdir / f"host-{kind}" / "store"
+                    binding = {
+                        "changed": kind,
+                        "model": str(after_model),
+                        "host": str(target.parent),
+                        "surface": after_surface,
+                        "harness": "inspect",
+                    }
+                    result = built.migrate(target, bundle_dir=runtime.workdir / "bundle", binding=binding)
+                    check = check_migration(source, target, result, fingerprint, stale_writer=stale_writer)
+                    if not result.ok:
+                        raise LCAError(f"migration of sample {state.sample_id} failed: {result.error}")
+                    recall_after, handoff_after = _recalled(built, probe), _latest_handoff(built)
+                    after = built.build_context(probe)
+                    asked = Probe(
+                        f"{probe.id}:self-description",
+                        QUESTION,
+                        probe.asked_at,
+                        channel=probe.channel,
+                        project=probe.project,
+                        role=probe.role,
+                    )
+                    described_messages = on_surface(built.build_context(asked).messages, after_surface)
+                    described = record_self_description(
+                        target,
+                        answer(after_agent, described_messages),
+                        binding,
+                        migration=str(result.steps[0]["migration"]),
+                    )
+                    record = {
+                        "binding": binding,
+                        "check": check.to_dict(),
+                        "recall_equal": recall_before == recall_after,
+                        "handoff_carried": None if handoff_before is None else handoff_before == handoff_after,
+                        "self_description": described,
+                        "before": {"answer": answer_before, "packet": packet_record(before, generators)},
+                        "summary": {
+                            "bundle_id": result.bundle_id,
+                            "epochs": [result.source_epoch, result.target_epoch],
+                            "steps": [s["step"] for s in result.steps],
+                            "recalled_items": [len(recall_before), len(recall_after)],
+                        },
+                    }
+                    return record, after
+                finally:
+                    built.close()
+                    shutil.rmtree(runtime.workdir, ignore_errors=True)
+
+            record, after = await asyncio.to_thread(work)
+            record_packet(state, condition, after, generators)
+            state.messages = chat_messages(on_surface(after.messages, after_surface))
+            state.output = await after_model.generate(
+                state.messages, config=GenerateConfig(max_tokens=max_tokens, temperature=0.0, seed=seed)
+            )
+            state.messages.append(state.output.message)
+            record["after"] = {"answer": state.output.completion, "model": str(after_model)}
+            state.store.set(MIGRATION_KEY, record)
+            return state
+
+        return solve
+
+    return _make()
+
+
+@task
+def migration(
+    scenarios: str = str(DEFAULT_SCENARIOS),
+    condition: str = "full-lca",
+    params: str = "",
+    bindings: str = "host,model,surface",
+    surface: str = "user-turn",
+    seed: int = 0,
+    max_tokens: int = 160,
+) -> Task:
+    """``condition``: one that keeps a substrate (``full-lca``, ``transcript-recall`` or a variant of them).
+    ``bindings``: what each migration changes, one at a time (``host``, ``model``, ``surface``), each a copy of
+    every probe. ``surface``: how the context reaches the model after a ``surface`` change (``user-turn``: no
+    system message). The ``migrated`` model role answers after a ``model`` change (default: the agent)."""
+    from conditions import condition_class
+    from protocols.harness.variants import parse_variant
+
+    chosen = parse_bindings(bindings)
+    if surface not in SURFACES or surface == "system":
+        raise LCAError(f"migration: surface must be one the agent did not use before the move: {SURFACES[1]}")
+    cls = condition_class(parse_variant(condition).condition)
+    if not hasattr(cls, "migrate"):
+        raise LCAError(
+            f"migration: condition '{cls.name}' keeps no substrate to migrate; use full-lca or transcript-recall"
+        )
+    task_ = condition_task(
+        folder_metadata(__file__),
+        condition=condition,
+        params=params,
+        seed=seed,
+        max_tokens=max_tokens,
+        dataset=scenarios,
+        dataset_name=Path(scenarios).stem,
+        load=lambda: migration_samples(scenarios, chosen),
+        scorers=lambda: [
+            migration_system(),
+            identity_fidelity(),
+            substrate(),
+        ],
+        solver=lambda name, parsed, seed_: [
+            migrate_and_probe(name, parsed, seed_, surface=surface, max_tokens=max_tokens)
+        ],
+    )
+    task_.metadata = {**(task_.metadata or {}), "surface": surface}
+    return task_
