@@ -239,17 +239,25 @@ def _num(value: float | None) -> str:
 
 
 # ---- predictions ----------------------------------------------------------------------------------------
-def _paired(frame: pd.DataFrame, measure, a: str, b: str) -> tuple[pd.Series, pd.Series, str | None]:
-    values = measure_frame(frame, measure)
-    wide = values.pivot(index="sample_id", columns="condition", values="value") if len(values) else pd.DataFrame()
-    for condition in (a, b):
-        if condition not in wide.columns:
+def _paired(
+    frame: pd.DataFrame, study: Study, arms: tuple[tuple[str, str], ...], labels: tuple[str, ...]
+) -> tuple[pd.Series, pd.Series, str | None]:
+    """The two arms' values, aligned by sample: each arm is (condition, measure id); two conditions on one
+    measure, or two measures of one condition."""
+    series = []
+    for (condition, measure_id), label in zip(arms, labels):
+        measure = study.measure(measure_id)
+        values = measure_frame(frame, measure)
+        mine = values[values["condition"] == condition] if len(values) else values
+        if not len(mine):
             return (
                 pd.Series(dtype=float),
                 pd.Series(dtype=float),
-                (f"no values of '{measure_column(measure)}' under '{condition}' on protocol '{measure.protocol}'"),
+                f"no values of '{measure_column(measure)}' under '{condition}' on protocol '{measure.protocol}'",
             )
-    return wide[a], wide[b], None
+        series.append(mine.set_index("sample_id")["value"].astype(float).rename(label))
+    wide = pd.concat(series, axis=1)
+    return wide.iloc[:, 0], wide.iloc[:, 1], None
 
 
 def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFrame, judged: Mapping[str, JudgedStatus]):
@@ -268,11 +276,14 @@ def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFram
         floor=prediction.floor,
         ceiling=prediction.ceiling,
     )
-    refused = _not_coded(judged.get(measure.id)) if isinstance(measure, JudgedMeasure) else None
-    if refused:
-        return PredictionOutcome(**base, verdict=NOT_TESTED, reason=refused)
+    arms = study.prediction_arms(prediction)
+    for _, measure_id in dict.fromkeys(arms):
+        armed = study.measure(measure_id)
+        refused = _not_coded(judged.get(armed.id)) if isinstance(armed, JudgedMeasure) else None
+        if refused:
+            return PredictionOutcome(**base, verdict=NOT_TESTED, reason=refused)
     a, b = conditions
-    x, y, missing = _paired(frame, measure, a, b)
+    x, y, missing = _paired(frame, study, arms, conditions)
     if missing:
         return PredictionOutcome(**base, verdict=NOT_TESTED, reason=missing)
     both = x.notna() & y.notna()

@@ -100,7 +100,9 @@ Measure = Annotated[ComputedMeasure | JudgedMeasure, Field(discriminator="kind")
 
 class Prediction(_Strict):
     """Superiority (``better`` beats ``than`` by at least ``min_effect`` in the measure's better direction) or
-    equivalence (the two ``conditions`` differ by less than ``margin``, tested by TOST). Primary predictions
+    equivalence (the two ``conditions`` differ by less than ``margin``, tested by TOST). With ``against``, the two
+    arms are two measures of one condition (``within``) on the same samples: ``measure`` beats, or is equivalent
+    to, ``against``. Primary predictions
     form the family the correction runs over; secondary ones are reported beside them, corrected separately."""
 
     id: Label
@@ -116,6 +118,11 @@ class Prediction(_Strict):
     # says nothing about the conditions (neither can do the task), and the verdict is "uninformative"
     floor: float | None = None
     ceiling: float | None = None
+    # within one condition: ``measure`` against the measure ``against``, paired by sample (before/after designs,
+    # such as a migration's fidelity before and after the move); ``within`` is the condition, and superiority then
+    # names no better/than, equivalence no conditions
+    within: str | None = None
+    against: Label | None = None
     role: Literal["primary", "secondary"] = "primary"
     rationale: str = ""
 
@@ -206,10 +213,20 @@ class Study(_Strict):
         return tuple(p for p in self.predictions if p.measure == measure_id)
 
     def prediction_conditions(self, prediction: Prediction) -> tuple[str, ...]:
-        """The two conditions a prediction compares, in its order (better first for superiority)."""
+        """The labels of the two arms a prediction compares, in its order (better first for superiority): two
+        conditions, or for a within-condition prediction ``condition:measure`` twice."""
+        return tuple(
+            a if m == prediction.measure and not prediction.against else f"{a}:{m}"
+            for a, m in self.prediction_arms(prediction)
+        )
+
+    def prediction_arms(self, prediction: Prediction) -> tuple[tuple[str, str], ...]:
+        """The two arms as (condition, measure id), in the prediction's order."""
+        if prediction.against:
+            return ((prediction.within or "", prediction.measure), (prediction.within or "", prediction.against))
         if prediction.kind == "superiority":
-            return (prediction.better or "", prediction.than or "")
-        return tuple(prediction.conditions or ())
+            return ((prediction.better or "", prediction.measure), (prediction.than or "", prediction.measure))
+        return tuple((c, prediction.measure) for c in prediction.conditions or ())
 
 
 def _find(items, key: str, what: str):
@@ -319,6 +336,9 @@ def _prediction_problems(study, prediction, where, hypotheses, measures) -> list
     measure = measures.get(prediction.measure)
     if measure is None:
         add("measure", f"no measure '{prediction.measure}' (known: {', '.join(measures)})")
+    if prediction.against is not None or prediction.within is not None:
+        _within_problems(study, prediction, add, measure, measures)
+        return problems
     if prediction.kind == "superiority":
         for field in ("better", "than", "min_effect"):
             if getattr(prediction, field) is None:
@@ -359,6 +379,51 @@ def _prediction_problems(study, prediction, where, hypotheses, measures) -> list
     return problems
 
 
+def _within_problems(study, prediction, add, measure, measures) -> None:
+    """The rules of a within-condition prediction (``within`` and ``against``), each broken one given to ``add``."""
+    if prediction.within is None or prediction.against is None:
+        add(
+            "against" if prediction.against is None else "within",
+            "a within-condition prediction names both within and against",
+        )
+    other = measures.get(prediction.against) if prediction.against else None
+    if prediction.against is not None and other is None:
+        add("against", f"no measure '{prediction.against}' (known: {', '.join(measures)})")
+    if prediction.against is not None and prediction.against == prediction.measure:
+        add("against", f"compares measure '{prediction.measure}' with itself")
+    if measure is not None and other is not None and other.protocol != measure.protocol:
+        add(
+            "against",
+            f"'{other.id}' is a measure of protocol '{other.protocol}', '{measure.id}' of '{measure.protocol}'; the arms pair samples of one protocol",
+        )
+    for field in ("better", "than", "conditions"):
+        if getattr(prediction, field) is not None:
+            add(
+                field,
+                f"a within-condition prediction compares two measures of '{prediction.within}'; {field} does not apply",
+            )
+    if prediction.kind == "superiority":
+        if prediction.min_effect is None or prediction.min_effect < 0:
+            add("min_effect", f"a superiority prediction needs min_effect >= 0, got {prediction.min_effect}")
+        for field in ("margin", "floor", "ceiling"):
+            if getattr(prediction, field) is not None:
+                add(field, f"{field} belongs to an equivalence prediction")
+    else:
+        if prediction.margin is None or prediction.margin <= 0:
+            add("margin", f"an equivalence prediction needs margin > 0, got {prediction.margin}")
+        if prediction.min_effect is not None:
+            add("min_effect", "min_effect belongs to a superiority prediction")
+    if prediction.within is not None:
+        if prediction.within not in study.conditions:
+            add("within", f"'{prediction.within}' is not among the study's conditions")
+        elif measure is not None and measure.protocol in study.protocol_names:
+            if prediction.within not in study.protocol_conditions(measure.protocol):
+                add(
+                    "within",
+                    f"'{prediction.within}' is not run on protocol '{measure.protocol}' (measure '{measure.id}')",
+                )
+
+
 def _problems_error(problems: list[tuple[str, str]], path: str | None = None) -> RecordFormatError:
     field, message = problems[0]
     if len(problems) > 1:
@@ -371,7 +436,6 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
     """Broken rules against the repository: protocols registered, conditions registered (names or variant
     labels), task arguments the protocol takes, each computed measure's scorer and metric declared by its
     protocol's eval.yaml, model roles known to the harness."""
-    from conditions import ROLES
     from protocols.evals.registry import ProtocolRegistry
     from protocols.harness.variants import parse_variant, variant_params
 
@@ -419,7 +483,9 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                     f"no '{measure.metric}'; it reports: {', '.join(metrics)}",
                 )
             )
-    agent_roles = set(ROLES) - {"agent"}
+    from protocols.cli.planning import RUN_ROLES
+
+    agent_roles = set(RUN_ROLES)  # the conditions' roles and the migrated agent of the migration protocol
     for role in study.models.roles:
         if role not in agent_roles and not role.startswith(RATER_PREFIX):
             problems.append(

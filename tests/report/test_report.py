@@ -294,3 +294,88 @@ def test_a_judged_measure_is_tested_only_when_its_agreement_passed(tiny_study):
     assert p3.result.test == "paired_bootstrap" and p3.directed_estimate == 3 and p3.verdict == SUPPORTED
     assert p3.role == "secondary" and p3.p_adjusted == p3.result.p_value  # alone in its family
     assert not math.isnan(p3.means["full-lca"])
+
+
+def within_study(tmp_path, **prediction):
+    """The tiny study with one more prediction: two measures of full-lca compared on the same samples."""
+    import yaml
+
+    from tests.report.conftest import STUDY_YAML
+
+    data = yaml.safe_load(STUDY_YAML)
+    data["measures"].append(
+        {
+            "id": "evidence",
+            "protocol": "hollow_copy",
+            "kind": "computed",
+            "scorer": "substrate",
+            "metric": "evidence_pointer",
+            "computation": "an evidence turn among the pointers",
+            "scale": "binary",
+        }
+    )
+    data["predictions"].append({"id": "P4", "hypothesis": "H1", "measure": "needed_text", **prediction})
+    path = tmp_path / f"{STUDY_ID}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_study(path, registered=False)
+
+
+def test_a_within_condition_prediction_pairs_two_measures_of_one_condition(tmp_path):
+    n = 40
+    study = within_study(tmp_path, kind="equivalence", within="full-lca", against="evidence", margin=0.2)
+    assert study.prediction_conditions(study.prediction("P4")) == ("full-lca:needed_text", "full-lca:evidence")
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 2, n).astype(float)
+    other = {"stateless": [0.0] * n, "full-lca": [1.0] * n}  # the stateless arm must not enter the comparison
+    hedge = {c: [0.0] * n for c in CONDITIONS}
+    same = frame_of(
+        {
+            "continuity_context/needed_text": {"stateless": [0.0] * n, "full-lca": base.tolist()},
+            "substrate/evidence_pointer": {"stateless": other["stateless"], "full-lca": base.tolist()},
+            "continuity_behaviour/false_hedge": hedge,
+        },
+        n,
+    )
+    p4 = verdicts(study, same)["P4"]
+    assert p4.verdict == SUPPORTED and p4.result.n == n and p4.result.test == "tost_paired"
+    assert set(p4.means) == {"full-lca:needed_text", "full-lca:evidence"}
+    apart = frame_of(
+        {
+            "continuity_context/needed_text": {"stateless": [0.0] * n, "full-lca": [0.0] * n},
+            "substrate/evidence_pointer": other,
+            "continuity_behaviour/false_hedge": hedge,
+        },
+        n,
+    )
+    assert verdicts(study, apart)["P4"].verdict == NOT_SUPPORTED
+    better = within_study(tmp_path, kind="superiority", within="full-lca", against="evidence", min_effect=0.5)
+    flipped = frame_of(
+        {
+            "continuity_context/needed_text": {"stateless": [0.0] * n, "full-lca": [1.0] * n},
+            "substrate/evidence_pointer": {"stateless": [1.0] * n, "full-lca": [0.0] * n},
+            "continuity_behaviour/false_hedge": hedge,
+        },
+        n,
+    )
+    assert verdicts(better, flipped)["P4"].verdict == SUPPORTED
+
+
+@pytest.mark.parametrize(
+    "prediction, field, message",
+    [
+        ({"kind": "equivalence", "within": "full-lca", "margin": 0.1}, "against", "names both within and against"),
+        ({"kind": "equivalence", "within": "full-lca", "against": "nope", "margin": 0.1}, "against", "no measure 'nope'"),
+        ({"kind": "equivalence", "within": "full-lca", "against": "needed_text", "margin": 0.1}, "against", "itself"),
+        ({"kind": "equivalence", "within": "summary", "against": "evidence", "margin": 0.1}, "within", "not among"),
+        (
+            {"kind": "superiority", "within": "full-lca", "against": "evidence", "better": "full-lca", "min_effect": 0},
+            "better",
+            "does not apply",
+        ),
+        ({"kind": "superiority", "within": "full-lca", "against": "evidence"}, "min_effect", "min_effect >= 0"),
+    ],
+)
+def test_a_within_condition_prediction_is_checked_naming_the_field(tmp_path, prediction, field, message):
+    with pytest.raises(LCAError, match=message) as info:
+        within_study(tmp_path, **prediction)
+    assert f"predictions.3.{field}" in str(info.value)

@@ -4,7 +4,7 @@ probes, before versus after).
 
 inspect eval protocols/evals/migration/migration.py -T bindings=host,model --model lca-local/smollm2 \
     --model-role migrated=openai/gpt-4o-mini
-lca run migration --conditions full-lca,transcript-recall --role migrated=lca-local/smollm2
+lca run migration --model lca-local/smollm2 --conditions full-lca,transcript-recall --role migrated=lca-local/smollm2
 """
 
 from __future__ import annotations
