@@ -14,6 +14,7 @@ import json
 import uuid
 from pathlib import Path
 
+from lca.authority import WriterFence
 from lca.errors import ApprovalRequired, LCAError
 from lca.fileio import atomic_write_bytes
 from lca.layout import StoreLayout
@@ -31,6 +32,7 @@ class IdentityStore:
         self.root = Path(root)
         self.layout = StoreLayout(self.root)
         self.dir = self.layout.identity
+        self._fence = WriterFence(self.root)  # identity is authoritative state: only the active copy writes it
 
     def path_for(self, name: str) -> Path:
         if name not in IDENTITY_FILES:
@@ -52,6 +54,7 @@ class IdentityStore:
         path = self.path_for(name)
         if not (approver and approver.strip()):
             raise ApprovalRequired(f"identity file '{name}' is procedural: writing it needs a named approver")
+        self._fence.check(f"write identity file '{name}'")
         if path.exists():
             previous = path.read_text(encoding="utf-8")
             archived = self.layout.identity_archive(name) / (_digest(previous).split(":")[1][:16] + ".md")
@@ -66,6 +69,7 @@ class IdentityStore:
     def propose(self, name: str, text: str, *, why: str) -> str:
         """Hold a change for approval; returns the proposal id."""
         self.path_for(name)
+        self._fence.check(f"hold a proposal for identity file '{name}'")
         proposal_id = f"proposal-identity-{name}-{uuid.uuid4().hex[:6]}"
         payload = {
             "id": proposal_id,

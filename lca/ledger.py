@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lca.authority import WriterFence
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
@@ -231,6 +232,7 @@ class Ledger:
 
     def __init__(self, root: Path | str) -> None:
         self.path = StoreLayout(root).ledger
+        self._fence = WriterFence(root)  # the learned state is authoritative: only the active copy appends
 
     # -- reading
     def events(self, *, until: float | None = None) -> list[LedgerEvent]:
@@ -266,6 +268,7 @@ class Ledger:
         if kind not in EVENT_KINDS:
             raise RecordFormatError(f"unknown ledger event {kind!r}", field="kind")
         event = LedgerEvent(kind, subject, time.time() if at is None else at, redact_tree(dict(data or {})))
+        self._fence.check(f"append ledger event {kind} ({subject})")
         append_bytes(self.path, (event.to_json() + "\n").encode("utf-8"))
         return event
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lca.authority import WriterFence
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import atomic_write_bytes
 from lca.layout import StoreLayout
@@ -235,6 +236,7 @@ class MemoryStore:
         self.root = Path(root)
         self.layout = StoreLayout(self.root)
         self.dir = self.layout.memory
+        self._fence = WriterFence(self.root)  # memory is authoritative state: only the active copy writes it
 
     def path_for(self, memory_id: str) -> Path:
         return self.layout.memory_file(memory_id)
@@ -318,6 +320,7 @@ class MemoryStore:
             return None
 
     def _write(self, record: MemoryRecord, body: str) -> MemoryFile:
+        self._fence.check(f"write memory '{record.id}'")
         stamped = record.model_copy(update={"content_hash": memory_content_hash(record, body)})
         path = self.path_for(stamped.id)
         atomic_write_bytes(path, render_memory(stamped, body).encode("utf-8"))
@@ -328,6 +331,7 @@ class MemoryStore:
     ) -> MemoryFile:
         """Bump usage counters; the content hash does not change."""
         current = self.get(memory_id)
+        self._fence.check(f"count the use of memory '{memory_id}'")
         updated = current.record.model_copy(
             update={
                 "hits": current.record.hits + hits,

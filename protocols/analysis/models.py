@@ -108,6 +108,32 @@ def _ols_fit(data: pd.DataFrame) -> tuple[Any, list[str]]:
     return fit, notes
 
 
+def _exact_contrasts(data: pd.DataFrame, codes: dict[str, str], reference: str) -> dict[str, TestResult]:
+    """No variation within any condition: a model's standard errors would be zero or round-off (a p of 0.049 on
+    1e-16), so the contrasts are the exact differences of the conditions' values, without a test."""
+    values = data.groupby("cond")["y"].first()
+    counts = data["cond"].value_counts()
+    out: dict[str, TestResult] = {}
+    for name, code in codes.items():
+        if name == reference:
+            continue
+        estimate = float(values[code] - values[codes[reference]])
+        out[name] = TestResult(
+            test="exact_contrast",
+            n=int(len(data)),
+            estimate=estimate,
+            ci_low=estimate,
+            ci_high=estimate,
+            statistic=None,
+            p_value=None,
+            effect_size=None,
+            effect_name="none (no variation)",
+            detail=f"{name} - {reference}: rows {int(counts[code])} vs {int(counts[codes[reference]])}; every row of "
+            "each condition has the same value, so the contrast is exact and no model or test applies",
+        )
+    return out
+
+
 def condition_model(
     frame: pd.DataFrame,
     outcome: str,
@@ -130,6 +156,8 @@ def condition_model(
     if not 0.0 < level < 1.0:
         raise StatisticsInputError(f"condition_model: level must lie strictly between 0 and 1, got {level}")
     data, codes, reference, dropped = _prepare(frame, outcome, condition_col, group_cols, reference)
+    if data.groupby("cond")["y"].nunique().max() <= 1:
+        return _exact_contrasts(data, codes, reference)
     n_groups = data["g0"].nunique()
     notes: list[str] = []
     fit = None

@@ -448,3 +448,25 @@ def test_one_row_per_group_falls_back_with_a_note():
     frame["scenario"] = [f"g{i}" for i in range(len(frame))]
     result = condition_model(frame, "score", "condition", ["scenario"], reference="stateless")["summary"]
     assert "FALLBACK from mixed model: every group holds one row" in result.detail
+
+
+@pytest.mark.parametrize("kind", ["mixed", "cluster_robust"])
+def test_a_condition_model_of_values_that_never_vary_is_an_exact_contrast_not_a_round_off_test(kind):
+    frame = pd.DataFrame(
+        {
+            "y": [1.0] * 6 + [1.0] * 6 + [0.0] * 6,
+            "condition": ["a"] * 6 + ["b"] * 6 + ["c"] * 6,
+            "scenario": ["s1", "s2"] * 9,
+        }
+    )
+    out = models.condition_model(frame, "y", "condition", ["scenario"], kind=kind, reference="a")
+    assert (out["b"].estimate, out["c"].estimate) == (0.0, -1.0)
+    assert (
+        out["b"].p_value is None
+        and out["b"].test == "exact_contrast"
+        and (out["c"].ci_low, out["c"].ci_high) == (-1.0, -1.0)
+    )
+    varied = frame.assign(y=[1.0, 0.0] * 3 + [1.0] * 12)  # one condition varies: the model is fitted
+    assert models.condition_model(varied, "y", "condition", ["scenario"], kind=kind, reference="a")["b"].test.endswith(
+        "_contrast"
+    )

@@ -306,3 +306,36 @@ def test_an_agent_that_cannot_be_asked_is_reported_and_the_migration_stands(sour
     result = migrate(source, tmp_path / "t", bundle_dir=tmp_path / "b", rebuild=rebuild, describe=mute)
     assert result.ok and "endpoint is down" in result.self_description["error"]
     assert read_authority(tmp_path / "t").writable
+
+
+def test_after_a_migration_the_old_copy_writes_no_memory_identity_or_learned_state(source, tmp_path):
+    from lca.identity import IdentityStore
+    from lca.ledger import Ledger
+    from lca.memory import MemoryStore
+
+    memory, identity = MemoryStore(source), IdentityStore(source)  # opened before the move, like a live process
+    assert migrate(source, tmp_path / "t", bundle_dir=tmp_path / "b", rebuild=rebuild).ok
+    record = MemoryRecord(
+        id="late",
+        type=MemoryType.FACT,
+        created=datetime(2026, 1, 2),
+        authority=Authority.REVIEWED,
+        privacy=Privacy.PRIVATE,
+    )
+    before = sorted(p.name for p in (source / "memory").rglob("*.md"))
+    ledger_before = (
+        (source / "events" / "ledger.jsonl").read_bytes() if (source / "events" / "ledger.jsonl").exists() else b""
+    )
+    for attempt in (
+        lambda: memory.write(record, "written on the old copy"),
+        lambda: memory.record_use("deploy", hits=1),
+        lambda: identity.write("identity", "someone else", approver="ana"),
+        lambda: Ledger(source).append("identity_written", "identity", {"approver": "ana"}),
+    ):
+        with pytest.raises(FencedWriteError):
+            attempt()
+    assert sorted(p.name for p in (source / "memory").rglob("*.md")) == before
+    assert (source / "identity" / "identity.md").read_text() == "I am the atlas project's assistant.\n"
+    after = (source / "events" / "ledger.jsonl").read_bytes() if (source / "events" / "ledger.jsonl").exists() else b""
+    assert after == ledger_before and len(fencing_refusals(source)) == 4
+    MemoryStore(tmp_path / "t").write(record, "written on the new one")  # the target holds the authority

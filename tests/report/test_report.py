@@ -364,7 +364,11 @@ def test_a_within_condition_prediction_pairs_two_measures_of_one_condition(tmp_p
     "prediction, field, message",
     [
         ({"kind": "equivalence", "within": "full-lca", "margin": 0.1}, "against", "names both within and against"),
-        ({"kind": "equivalence", "within": "full-lca", "against": "nope", "margin": 0.1}, "against", "no measure 'nope'"),
+        (
+            {"kind": "equivalence", "within": "full-lca", "against": "nope", "margin": 0.1},
+            "against",
+            "no measure 'nope'",
+        ),
         ({"kind": "equivalence", "within": "full-lca", "against": "needed_text", "margin": 0.1}, "against", "itself"),
         ({"kind": "equivalence", "within": "summary", "against": "evidence", "margin": 0.1}, "within", "not among"),
         (
