@@ -258,7 +258,9 @@ def test_a_sheet_missing_a_column_or_a_bad_key_is_refused(tmp_path):
 def test_any_number_of_rater_roles_is_accepted_and_other_names_refused():
     roles = parse_roles(["grader=x/y", "rater_a=m/1", "rater-b=m/2", "rater_gpt_3=m/3"])
     assert roles == {"grader": "x/y", "rater_a": "m/1", "rater_b": "m/2", "rater_gpt_3": "m/3"}
-    with pytest.raises(ParameterError, match="unknown name 'judge'; known: grader, reviewer, summarizer, or any"):
+    with pytest.raises(
+        ParameterError, match="unknown name 'judge'; known: grader, migrated, reviewer, summarizer, or any"
+    ):
         parse_roles(["rater_a=m/1", "judge=x/y"])
     with pytest.raises(ParameterError, match="'rater_a' is given twice"):
         parse_roles(["rater_a=m/1", "rater_a=m/2"])

@@ -100,7 +100,10 @@ def test_an_unknown_param_exits_2_naming_it_without_a_traceback():
         (["-T", "params=gravity=1"], "-T params 'gravity=1': condition 'full-lca' has no parameter 'gravity'"),
         (["-T", "seed=soon"], "-T 'seed=soon': takes an integer, not 'soon'"),
         (["-T", "condition=stateless"], "-T 'condition=stateless': unknown name 'condition'"),
-        (["--role", "judge=x/y"], "--role 'judge=x/y': unknown name 'judge'; known: grader, reviewer, summarizer"),
+        (
+            ["--role", "judge=x/y"],
+            "--role 'judge=x/y': unknown name 'judge'; known: grader, migrated, reviewer, summarizer",
+        ),
     ],
 )
 def test_run_refuses_bad_parameters_in_one_line_before_anything_loads(argv, expected, capsys, tmp_path):
