@@ -84,9 +84,9 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
             agent_model = get_model()
             after_model = get_model(role=MIGRATED_ROLE, default=agent_model) if kind == "model" else agent_model
             before_agent = InspectRoleGenerator(agent_model, loop, "agent", epoch=state.epoch, shared=SHARED_ROLE_CALLS)
-            after_agent = InspectRoleGenerator(
-                after_model, loop, MIGRATED_ROLE, epoch=state.epoch, shared=SHARED_ROLE_CALLS
-            )
+            # never shared: after the move the model is asked afresh, so a model that answers the same input
+            # differently run to run shows it here instead of being handed its own earlier answer
+            after_agent = InspectRoleGenerator(after_model, loop, MIGRATED_ROLE, epoch=state.epoch)
             history = await sample_history(state)
             runtime = sample_runtime(history, generators, seed)
             after_surface = surface if kind == "surface" else "system"
