@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -104,13 +104,11 @@ class _SubstrateCondition(Condition):
         *,
         bundle_dir: Path | str,
         binding: Mapping[str, Any] | None = None,
-        describe: Callable[[Condition], str] | None = None,
     ):
         """Move this condition's substrate to ``target`` by the migration protocol (``lca.bundle.migrate``) and go
         on from there: the derived stores are rebuilt with the condition's embedder, and every later context is
-        built from the target. ``describe(self)``, when given, is asked once the target is active (the
-        self-description check); it may build contexts. A failed migration leaves the condition on the source.
-        Returns the ``MigrationResult``."""
+        built from the target. A failed migration leaves the condition on the source. Returns the
+        ``MigrationResult``."""
         from lca.bundle import migrate
 
         source = Path(self.substrate.home)
@@ -120,20 +118,8 @@ class _SubstrateCondition(Condition):
             with self._open(root) as substrate:
                 substrate.reindex()
 
-        def described(root: Path) -> str:
-            self.substrate = self._open(root)
-            return describe(self) if describe is not None else ""
-
-        result = migrate(
-            source,
-            target,
-            bundle_dir=bundle_dir,
-            rebuild=rebuild,
-            binding=dict(binding or {}),
-            describe=described if describe is not None else None,
-        )
-        if getattr(self, "substrate", None) is None:
-            self.substrate = self._open(Path(target) if result.ok else source)
+        result = migrate(source, target, bundle_dir=bundle_dir, rebuild=rebuild, binding=dict(binding or {}))
+        self.substrate = self._open(Path(target) if result.ok else source)
         return result
 
     def close(self) -> None:

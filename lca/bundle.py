@@ -353,21 +353,19 @@ def record_self_description(
     statement: str | None,
     binding: dict[str, Any],
     *,
-    migration: str | None = None,
+    migration: str,
     error: str | None = None,
 ) -> dict[str, Any]:
     """Check the resumed agent's ``statement`` against the identity installed in ``target``
     (``lca.self_description``) and record it as a ``self_description`` system event; the binding is kept as the
-    environment, metadata beside the check, not identity. ``error``: the agent could not be asked."""
+    environment, metadata beside the check, not identity. ``migration``: the id of the migration it follows;
+    ``error``: the agent could not be asked."""
     from lca.self_description import check_self_description
 
     if statement is None:
         detail: dict[str, Any] = {"error": error or "no statement", "environment": dict(binding)}
     else:
         detail = check_self_description(target, statement, binding).to_dict()
-    if migration is None:
-        record = read_authority(target)
-        migration = f"epoch-{record.epoch if record else 0}"
     record_migration_event(Path(target), "self_description", {"at": _now(), "migration": migration, **detail})
     return detail
 
@@ -403,10 +401,11 @@ def migrate(
         raise BundleError(f"{layout.authority}: this store is a {before.state} copy; it has no authority to hand on")
     migration = hashlib.sha256(f"{source}|{target}|{_now()}|{os.getpid()}".encode()).hexdigest()[:12]
 
-    def step(name: str, store: Path, **detail: Any) -> None:
+    def step(name: str, store: Path, **detail: Any) -> dict[str, Any]:
         entry = {"step": name, "at": _now(), "migration": migration, "store": str(store), **detail}
         record_migration_event(store, name, entry)
         steps.append(entry)
+        return entry
 
     try:
         with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {source}"):
@@ -414,7 +413,7 @@ def migrate(
             step("checkpoint", source, bundle_dir=str(bundle_dir))
             manifest = _export_locked(layout, bundle_dir, {"migration": {"id": migration, "binding": binding}})
             verify_bundle(bundle_dir)
-            step("validate", source, bundle_id=manifest.bundle_id, files=manifest.counts())
+            validated = step("validate", source, bundle_id=manifest.bundle_id, files=manifest.counts())
             bound = advance(source, state="transferred", reason=f"migrated to {target}", successor=str(target))
     except Exception as exc:  # nothing was bound: the source stays authoritative
         shutil.rmtree(bundle_dir, ignore_errors=True)
@@ -429,7 +428,7 @@ def migrate(
     )
     try:
         import_bundle(bundle_dir, target, authority=record, rebuild=rebuild)
-        record_migration_event(target, "validate", {**steps[-1], "store": str(target)})
+        record_migration_event(target, "validate", {**validated, "store": str(target)})
         step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
         step("rehydrate", target, rebuilt=rebuild is not None)
         step("resume", target, binding=binding)

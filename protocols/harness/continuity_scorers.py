@@ -272,7 +272,8 @@ def context_values(
     return values
 
 
-def _shown(values: Mapping[str, float]) -> str:
+def shown_values(values: Mapping[str, float]) -> str:
+    """The measures that apply, as ``name=value`` for a score's explanation."""
     return ", ".join(f"{k}={v:g}" for k, v in values.items() if not math.isnan(v)) or "no measure applies"
 
 
@@ -309,7 +310,7 @@ def continuity_behaviour(categories: Sequence[str] | None = None):
             return Score(
                 value=values,
                 answer=redacted(answer),
-                explanation=redacted(f"{state.metadata.get('category')}: {_shown(values)}"),
+                explanation=redacted(f"{state.metadata.get('category')}: {shown_values(values)}"),
             )
 
         return score
@@ -331,7 +332,7 @@ def continuity_context(categories: Sequence[str] | None = None):
             return Score(
                 value=values,
                 explanation=redacted(
-                    f"{state.metadata.get('category')} under {packet.get('condition')}: {_shown(values)}"
+                    f"{state.metadata.get('category')} under {packet.get('condition')}: {shown_values(values)}"
                 ),
             )
 

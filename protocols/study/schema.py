@@ -215,10 +215,10 @@ class Study(_Strict):
     def prediction_conditions(self, prediction: Prediction) -> tuple[str, ...]:
         """The labels of the two arms a prediction compares, in its order (better first for superiority): two
         conditions, or for a within-condition prediction ``condition:measure`` twice."""
-        return tuple(
-            a if m == prediction.measure and not prediction.against else f"{a}:{m}"
-            for a, m in self.prediction_arms(prediction)
-        )
+        arms = self.prediction_arms(prediction)
+        if prediction.against:
+            return tuple(f"{condition}:{measure}" for condition, measure in arms)
+        return tuple(condition for condition, _ in arms)
 
     def prediction_arms(self, prediction: Prediction) -> tuple[tuple[str, str], ...]:
         """The two arms as (condition, measure id), in the prediction's order."""

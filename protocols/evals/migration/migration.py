@@ -64,7 +64,6 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
     from lca.transcript import TranscriptStore
     from protocols.harness.replay import replay
     from protocols.harness.solvers import (
-        SHARED_ROLE_CALLS,
         chat_messages,
         packet_record,
         record_packet,
@@ -83,7 +82,6 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
             kind = str(state.metadata["binding"])
             agent_model = get_model()
             after_model = get_model(role=MIGRATED_ROLE, default=agent_model) if kind == "model" else agent_model
-            before_agent = InspectRoleGenerator(agent_model, loop, "agent", epoch=state.epoch, shared=SHARED_ROLE_CALLS)
             # never shared: after the move the model is asked afresh, so a model that answers the same input
             # differently run to run shows it here instead of being handed its own earlier answer
             after_agent = InspectRoleGenerator(after_model, loop, MIGRATED_ROLE, epoch=state.epoch)
@@ -100,7 +98,7 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
                 try:
                     built.reset()
                     before = replay(built, sessions, probe)
-                    answer_before = answer(before_agent, before.messages)
+                    answer_before = answer(generators["agent"], before.messages)
                     recall_before, handoff_before = _recalled(built, probe), _latest_handoff(built)
                     source = Path(built.substrate.home)
                     fingerprint = history_fingerprint(source)
@@ -187,7 +185,7 @@ def migration(
     from protocols.harness.variants import parse_variant
 
     chosen = parse_bindings(bindings)
-    if surface not in SURFACES or surface == "system":
+    if surface not in SURFACES[1:]:  # before the move it is always the system message
         raise LCAError(f"migration: surface must be one the agent did not use before the move: {SURFACES[1]}")
     cls = condition_class(parse_variant(condition).condition)
     if not hasattr(cls, "migrate"):

@@ -27,6 +27,7 @@ from protocols.harness.continuity_scorers import (
     applicable_mean,
     behaviour_values,
     context_values,
+    shown_values,
 )
 
 MIGRATION_KEY = "lca_migration"
@@ -81,12 +82,9 @@ def system_values(record: Mapping[str, Any]) -> dict[str, float]:
         "recall_equal": _flag(record.get("recall_equal")),
         "handoff_carried": _flag(record.get("handoff_carried")),
     }
-    required = [v for k, v in values.items() if k not in ("handoff_carried", "entries_lost", "entries_duplicated")]
-    carried = values["handoff_carried"]
+    # check.ok holds lineage, epoch, fencing, entries and steps; recall and the handoff count where measured
     values["system_continuity"] = float(
-        bool(check.get("ok"))
-        and all(v == 1.0 for v in required if not math.isnan(v))
-        and (math.isnan(carried) or carried == 1.0)
+        bool(check.get("ok")) and values["recall_equal"] != 0.0 and values["handoff_carried"] != 0.0
     )
     return values
 
@@ -117,10 +115,6 @@ def fidelity_values(
     }
 
 
-def _shown(values: Mapping[str, float]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in values.items() if not math.isnan(v)) or "no measure applies"
-
-
 def migration_system():
     """Authorized system continuity, mechanically (see the module docstring)."""
     from inspect_ai.scorer import Score, scorer
@@ -134,7 +128,7 @@ def migration_system():
             return Score(
                 value=values,
                 explanation=redacted(
-                    f"binding {state.metadata.get('binding')}: {_shown(values)}"
+                    f"binding {state.metadata.get('binding')}: {shown_values(values)}"
                     + (f"; problems: {'; '.join(problems)}" if problems else "")
                 ),
                 metadata={"migration": record.get("summary") or {}},
@@ -162,7 +156,7 @@ def identity_fidelity():
                 value=values,
                 answer=redacted(state.output.completion if state.output else ""),
                 explanation=redacted(
-                    f"{state.metadata.get('category')} @ {state.metadata.get('binding')}: {_shown(values)}; "
+                    f"{state.metadata.get('category')} @ {state.metadata.get('binding')}: {shown_values(values)}; "
                     f"before: {before[:300]!r}"
                 ),
             )
