@@ -22,6 +22,7 @@ from lca.continuation import ContinuationSignals
 from lca.errors import LCAError
 from lca.memory import MemoryRecord
 from lca.ports import Embedder, TextGenerator
+from lca.retrieval import RetrievalConfig
 from lca.types import TranscriptEntry
 
 ROLES = ("agent", "summarizer", "reviewer", "grader")
@@ -118,6 +119,8 @@ class ConditionRuntime:
     seed: int = 0
     token_counter: Callable[[str], int] | None = None
     identity: Mapping[str, str] = field(default_factory=dict)  # identity / user / instructions texts
+    retrieval: RetrievalConfig | None = None  # the ranking a substrate condition's store uses (a protocol's
+    # retrieval.yaml); None: the store's own
 
     def generator(self, role: str) -> TextGenerator:
         if role in self.generators:

@@ -97,13 +97,13 @@ class IndexStore:
         embed_batch: int = 256,
         embed_retries: int = 2,
         approximate_threshold: int = 200_000,
-        sentence_keys: bool = False,
         retrieval: RetrievalConfig | None = None,
     ) -> None:
         self.root = Path(root)
-        self.sentence_keys = sentence_keys  # each sentence of a multi-sentence chunk is also a dense key
         self.embedder = embedder
-        self.retrieval = retrieval or RetrievalConfig()  # the ranking; ``pool`` overrides its pool
+        self.retrieval = (
+            retrieval or RetrievalConfig()
+        )  # the ranking and what the index keeps; ``pool`` overrides its pool
         if pool is not None and pool != self.retrieval.pool:
             self.retrieval = replace(self.retrieval, pool=pool)
         self.pool = self.retrieval.pool
@@ -238,7 +238,7 @@ class IndexStore:
         result = AddResult()
         keys = (
             {c.chunk_id: [(text_digest(k), k) for k in sentence_keys(c.text)] for c in batch}
-            if self.sentence_keys
+            if self.retrieval.sentence_keys
             else {}
         )
         texts = [(c.text_hash, c.text) for c in batch] + [key for chunk_keys in keys.values() for key in chunk_keys]

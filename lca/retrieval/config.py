@@ -6,8 +6,9 @@ weights are in z units of the fused score (with ``rrf`` or ``blend`` fusion the 
 standardized over the candidates before any signal adds to it), so one weight means the same under
 every fusion. The defaults are the choices made on the LongMemEval_S dev split (docs/benchmarks.md): z fusion
 with BM25 at half the dense weight, the temporal anchor and one round of feedback; the dialog signals
-(context, question, reply, speaker) default to 0 and are switched on by a store's or a benchmark's
-``retrieval.yaml``.
+(context, question, reply, speaker) default to 0 and sentence keys are off (their index cost); a store's or
+a benchmark's ``retrieval.yaml`` switches them on. One field is read when the store is written rather than
+when it is searched: ``sentence_keys``, what the index keeps.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class RetrievalConfig:
     z_all_limit: int = 10_000  # ... this many chunks and the pool past it ("auto"; an approximate index: pool)
     sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
     # (``sentence_keys``), one of its sentences; off: its own text only
+    sentence_keys: bool = False  # the store keeps each sentence of a multi-sentence chunk as an extra dense key
+    # (written at index time, so it applies to chunks indexed after it is set; ``lca reindex`` for the rest).
+    # Off by default: on a long-turn store the keys cost several kB per chunk (docs/index.md)
     context_weight: float = 0.0  # + w x the mean fused score of the turn's neighbours in its session
     context_before: int = 1  # neighbours before the turn (same session, in entry order) ...
     context_after: int = 1  # ... and after it
@@ -111,16 +115,16 @@ class RetrievalConfig:
     def uses_signals(self) -> bool:
         return any(getattr(self, name) for name in SIGNAL_WEIGHTS) or not self.names_in_dense_query
 
-    def ablations(self, *, sentence_keys: bool = False) -> dict[str, RetrievalConfig]:
+    def ablations(self) -> dict[str, RetrievalConfig]:
         """One variant per part that is on: that part off, the rest as it is (``lca bench retrieval --ablate``).
-        ``sentence_keys``: the stores keep sentence keys, so scoring by them is a part too."""
+        Where the store keeps sentence keys, scoring by them is a part too (the keys stay in the store)."""
         off: dict[str, Any] = {name: 0.0 for name in SIGNAL_WEIGHTS if getattr(self, name)}
         variants = {f"{name}=0": replace(self, **{name: value}) for name, value in off.items()}
         if self.bm25_weight:
             variants["bm25_weight=0"] = replace(self, bm25_weight=0.0)
         if not self.names_in_dense_query and self.speaker_weight:
             variants["names_in_dense_query=on"] = replace(self, names_in_dense_query=True)
-        if sentence_keys and self.sentences:
+        if self.sentence_keys and self.sentences:
             variants["sentences=off"] = replace(self, sentences=False)
         return variants
 

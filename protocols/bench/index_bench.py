@@ -85,6 +85,7 @@ def run_index_bench(args) -> int:
         return 2
 
     from lca.layout import StoreLayout
+    from lca.retrieval import RetrievalConfig
     from lca.substrate import Substrate
     from protocols.bench.index.ingest import (
         load_dataset,
@@ -107,7 +108,7 @@ def run_index_bench(args) -> int:
     dataset = load_dataset(data)
 
     keyed = getattr(args, "sentence_keys", "off") == "on"
-    substrate = Substrate(work, progress=True, sentence_keys=keyed)
+    substrate = Substrate(work, progress=True, retrieval=RetrievalConfig(sentence_keys=keyed))
     reader = None
     meter = Meter()
     try:

@@ -56,8 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sentence-keys",
         choices=["on", "off"],
-        default="off",
-        help="build the stores with sentence keys (each sentence of a multi-sentence chunk also a dense key)",
+        default=None,
+        help="build the stores with sentence keys (each sentence of a multi-sentence chunk also a dense key) or "
+        "without; default: as the dataset's retrieval.yaml says (its sentence_keys)",
     )
     parser.add_argument(
         "--roles",
@@ -92,6 +93,8 @@ def checked_config(args) -> AskedConfig:
     ranking = RetrievalConfig.from_file(args.config) if getattr(args, "config", None) else dataset_config(args.dataset)
     if getattr(args, "fusion", None):
         ranking = ranking.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
+    if getattr(args, "sentence_keys", None):
+        ranking = ranking.with_overrides([f"sentence_keys={args.sentence_keys}"], flag="--sentence-keys")
     retriever = args.retriever
     resonance = retriever == "resonance"
     config = with_assignments(AskedConfig(ranking), getattr(args, "set", None), resonance=resonance)
@@ -112,8 +115,7 @@ def run_configs(args, config: AskedConfig) -> dict[str, AskedConfig]:
     resonance = args.retriever == "resonance"
     configs = {"default": config}
     if getattr(args, "ablate", False):
-        keyed = getattr(args, "sentence_keys", "off") == "on"
-        variants = config.ablations(sentence_keys=keyed, resonance=resonance)
+        variants = config.ablations(resonance=resonance)
         configs |= {f"without {name}": variant for name, variant in variants.items()}
     grid = grid_variants(config, getattr(args, "grid", None), resonance=resonance)
     configs |= {f"grid {name}": variant for name, variant in grid.items()}
@@ -290,7 +292,7 @@ def run_record_config(args, config: AskedConfig) -> dict[str, Any]:
         "dataset": args.dataset,
         "retriever": args.retriever,
         "retrieval_config": config.retrieval.to_dict(),
-        "sentence_keys": args.sentence_keys == "on",
+        "sentence_keys": config.retrieval.sentence_keys,
         "roles": args.roles,
         "limit": args.limit,
     }
@@ -345,7 +347,6 @@ def _run(
         progress=progress,
         workdir=workdir,
         configs=configs,
-        sentence_keys=args.sentence_keys == "on",
         checkpoint=checkpoint,
         **options,
     )

@@ -19,12 +19,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lca.errors import LCAError, RecordFormatError
+from lca.retrieval import RetrievalConfig
 
 EVALS_ROOT = Path(__file__).resolve().parent
 REPO = EVALS_ROOT.parents[1]
 METADATA_FILE = "eval.yaml"
 README_FILE = "README.md"
 DATASET_MODULE = "dataset.py"
+RETRIEVAL_FILE = "retrieval.yaml"  # optional: the ranking a benchmark's stores use, chosen on its dev split
 README_SECTIONS = ("What it measures", "How to run it", "Parameters", "Measures", "Caveats")
 _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = r"^[a-z][a-z0-9_-]*$"
@@ -137,6 +139,14 @@ def folder_metadata(path: str | Path) -> ProtocolMetadata:
     if not file.is_file():
         raise LCAError(f"{folder}: not a protocol folder (no {METADATA_FILE})")
     return _read_metadata(file, file.stat().st_mtime_ns)
+
+
+def folder_retrieval(path: str | Path) -> RetrievalConfig | None:
+    """The protocol folder's ``retrieval.yaml`` (of the folder holding ``path``, as ``folder_metadata``), or
+    None where it has none: the one file both the protocol's task and ``lca bench retrieval`` rank by."""
+    path = Path(path).resolve()
+    file = (path if path.is_dir() else path.parent) / RETRIEVAL_FILE
+    return RetrievalConfig.from_file(file) if file.is_file() else None
 
 
 class ProtocolRegistry:

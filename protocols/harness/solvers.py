@@ -21,6 +21,7 @@ from typing import Any
 
 from conditions import ROLES, ConditionRuntime, build_condition
 from lca.params import parse_assignments
+from lca.retrieval import RetrievalConfig
 from protocols.harness.variants import condition_parameter_types
 from protocols.providers.models import InspectRoleGenerator
 
@@ -148,14 +149,18 @@ async def sample_history(state) -> dict[str, Any]:
     return state.metadata["history"]
 
 
-def sample_runtime(history: dict[str, Any], generators, seed: int) -> ConditionRuntime:
-    """A runtime in a fresh working folder (the caller removes it) with the process's embedder."""
+def sample_runtime(
+    history: dict[str, Any], generators, seed: int, retrieval: RetrievalConfig | None = None
+) -> ConditionRuntime:
+    """A runtime in a fresh working folder (the caller removes it) with the process's embedder; ``retrieval``:
+    the protocol's ranking for the condition's store (its ``retrieval.yaml``), else the store's own."""
     return ConditionRuntime(
         workdir=Path(tempfile.mkdtemp(prefix="lca-sample-")),
         embedder=shared_embedder(),
         generators=generators,
         seed=seed,
         identity=history.get("identity") or {},
+        retrieval=retrieval,
     )
 
 
@@ -204,7 +209,7 @@ def chat_messages(messages):
     return [chat[m["role"]](content=m["content"]) for m in messages]
 
 
-def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
+def replay_condition(condition: str, params: dict[str, Any], seed: int = 0, retrieval: RetrievalConfig | None = None):
     from inspect_ai.solver import solver
 
     @solver(name="replay_condition")
@@ -212,7 +217,7 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0):
         async def solve(state, generate):
             generators = role_generators(state, asyncio.get_running_loop())
             history = await sample_history(state)
-            runtime = sample_runtime(history, generators, seed)
+            runtime = sample_runtime(history, generators, seed, retrieval)
 
             def work():
                 from protocols.harness.replay import replay

@@ -6,7 +6,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lca.retrieval import RetrievalConfig
 
 Loaded = tuple[Sequence[Any], str, dict[str, Any]]  # samples, the file's sha256, extra metadata
 
@@ -41,6 +44,7 @@ def condition_task(
     scorers: Callable[[], list],
     instruction: str | None = None,
     solver: Callable[[str, dict[str, Any], int], list] | None = None,
+    retrieval: RetrievalConfig | None = None,
 ):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
     datasets). ``condition`` is a registered name or a variant label (``full-lca[weights.temporal=0]``,
@@ -53,7 +57,9 @@ def condition_task(
     appended to the question the agent model sees (after the condition has built its context from the question
     alone), the same for every condition: a protocol's answer format, never a hint. ``solver(condition, params,
     seed)``, when given, replaces the replay-then-generate chain with the protocol's own (the condition name and
-    parameters resolved and checked as above)."""
+    parameters resolved and checked as above). ``retrieval``, when given (a benchmark's ``retrieval.yaml``), is
+    the ranking the substrate conditions' stores use, so the recall a condition injects is the recall that
+    benchmark's retrieval figures measure; it is in the task's metadata."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
@@ -76,7 +82,7 @@ def condition_task(
         solver=solver(variant.condition, parsed, seed)
         if solver is not None
         else [
-            replay_condition(variant.condition, parsed, seed),
+            replay_condition(variant.condition, parsed, seed, retrieval),
             *([answer_instruction(instruction)] if instruction else []),
             generate(),
         ],
@@ -98,6 +104,7 @@ def condition_task(
             "embedder": embedder_id(),
             "created_at": datetime.now(UTC).isoformat(),
             "answer_instruction": instruction,
+            "retrieval_config": retrieval.to_dict() if retrieval is not None else None,
             **metadata,
         },
     )

@@ -354,3 +354,26 @@ def test_full_lca_consolidates_at_session_end_and_ablations_are_parameters(tmp_p
     unverified.close()
     with pytest.raises(ParameterError, match=re.escape("weights 'gravity=1': unknown name 'gravity'")):
         build_condition("full-lca", weights="gravity=1").attach(runtime(tmp_path / "w")).reset()
+
+
+TWO_SENTENCES = "I moved to Lisbon in May this year. The flat has a blue door and a small garden."
+
+
+@pytest.mark.parametrize("name", ["transcript-recall", "full-lca"])
+def test_a_substrate_condition_ranks_by_its_runtimes_retrieval_config_and_by_the_stores_without_one(tmp_path, name):
+    """A benchmark task hands its retrieval.yaml to the conditions through the runtime: their stores rank (and
+    index) by it, so the recall they inject is what the benchmark's retrieval figures measure."""
+    from lca.retrieval import RetrievalConfig
+
+    chosen = RetrievalConfig(context_weight=0.5, question_weight=2.0, sentence_keys=True)
+    for config, expected in ((chosen, chosen), (None, RetrievalConfig())):
+        run = runtime(tmp_path / str(config is None))
+        run.retrieval = config
+        condition = build_condition(name, verify=0) if name == "full-lca" else build_condition(name)
+        try:
+            replay(condition.attach(run), contract_history(texts=[[TWO_SENTENCES, "Noted, the blue door."]]))
+            assert condition.substrate.index.retrieval == expected
+            keys = condition.substrate.index.catalog_.db.execute("SELECT count(*) FROM sentence_keys").fetchone()[0]
+            assert (keys > 0) == (config is not None)  # what the index keeps follows the config too
+        finally:
+            condition.close()

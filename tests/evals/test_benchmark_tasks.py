@@ -107,3 +107,36 @@ def test_locomo_fixture_history_is_loaded_by_the_loader_its_reference_names():
     assert all(set(s.metadata["gold"]["evidence"]) <= ids for s in samples)
     with pytest.raises(ValueError, match="names no loader"):
         load_history({"dataset": "locomo", "file": ref["file"], "id": "fixture-1"})
+
+
+def test_a_benchmark_task_ranks_its_conditions_stores_by_its_folders_retrieval_config(tmp_path, monkeypatch):
+    """The LoCoMo task's full-lca and transcript-recall recall through LoCoMo's retrieval.yaml, the file its
+    retrieval figures are measured with, and the task's metadata says which ranking it was."""
+    from inspect_ai import eval as inspect_eval
+
+    import conditions.recall as recall_conditions
+    from protocols.bench.retrieval.config import dataset_config
+    from protocols.evals.locomo.locomo import locomo
+
+    opened = []
+    original = recall_conditions._SubstrateCondition._open
+
+    def spy(self, root):
+        substrate = original(self, root)
+        opened.append(substrate.index.retrieval)
+        return substrate
+
+    monkeypatch.setattr(recall_conditions._SubstrateCondition, "_open", spy)
+    monkeypatch.setattr(solvers, "_EMBEDDER", solvers.LockedEmbedder(FakeHashingEmbedder(max_input_tokens=200)))
+    expected = dataset_config("locomo")
+    assert expected.context_weight > 0  # LoCoMo's file differs from the store's defaults
+    (log,) = inspect_eval(
+        locomo(data=str(FIXTURES / "locomo_fixture.json"), condition="transcript-recall"),
+        model=fake_agent(),
+        limit=1,
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success"
+    assert opened and all(config == expected for config in opened)
+    assert log.eval.metadata["retrieval_config"] == expected.to_dict()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lca.index.vectors import vector_id_for
+from lca.retrieval import RetrievalConfig
 from lca.substrate import Substrate
 from lca.types import text_digest
 from protocols.bench.index.latency import top_owners
@@ -33,7 +34,9 @@ def test_top_owners_counts_each_owner_once_at_its_best_vector():
 @pytest.mark.parametrize("keyed", [False, True])
 def test_exact_baseline_ranks_chunks_as_dense_search_does(tmp_path, keyed):
     with Substrate(
-        tmp_path, embedder=FakeHashingEmbedder(dimension=512, max_input_tokens=200), sentence_keys=keyed
+        tmp_path,
+        embedder=FakeHashingEmbedder(dimension=512, max_input_tokens=200),
+        retrieval=RetrievalConfig(sentence_keys=keyed),
     ) as s:
         s.append([make_entry("s", i + 1, text) for i, text in enumerate(TURNS)])
         index = s.index

@@ -20,17 +20,16 @@ from lca.params import ParameterError, coerce, split_assignment
 from lca.retrieval.config import RETRIEVAL_FIELDS, RetrievalConfig
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
+STORE_FIELDS = ("sentence_keys",)  # RetrievalConfig fields read when the store is written, not when it is asked
 EVALS = Path(__file__).resolve().parents[2] / "evals"
 
 
-def dataset_config_path(dataset: str) -> Path:
-    return EVALS / dataset / "retrieval.yaml"
-
-
 def dataset_config(dataset: str) -> RetrievalConfig:
-    """The dataset's retrieval settings, chosen on its dev split (the store's defaults where no file is)."""
-    path = dataset_config_path(dataset)
-    return RetrievalConfig.from_file(path) if path.exists() else RetrievalConfig()
+    """The dataset's retrieval settings, chosen on its dev split: its task folder's ``retrieval.yaml``, which
+    the task's substrate conditions rank by too (the store's defaults where no file is)."""
+    from protocols.evals.registry import folder_retrieval
+
+    return folder_retrieval(EVALS / dataset) or RetrievalConfig()
 
 
 def recall_fields() -> dict[str, str]:
@@ -82,13 +81,10 @@ class AskedConfig:
         except RecordFormatError as exc:
             raise ValueError(f"{exc.field}: {exc.reason}" if exc.field else exc.reason) from None
 
-    def ablations(self, *, sentence_keys: bool = False, resonance: bool = False) -> dict[str, AskedConfig]:
+    def ablations(self, *, resonance: bool = False) -> dict[str, AskedConfig]:
         """One variant per part that is on, with it off: the ranking's parts and, where recall ranks
         (``resonance``), each resonance term besides similarity whose weight is not zero."""
-        variants = {
-            name: AskedConfig(variant, self.recall)
-            for name, variant in self.retrieval.ablations(sentence_keys=sentence_keys).items()
-        }
+        variants = {name: AskedConfig(variant, self.recall) for name, variant in self.retrieval.ablations().items()}
         if resonance:
             weights = self.recall_config(recall_base()).weights
             for term, value in vars(weights).items():
@@ -157,6 +153,8 @@ def grid_variants(
     axes: list[tuple[str, list]] = []
     for item in items or ():
         name, raw = split_assignment(item, flag="--grid")
+        if name in STORE_FIELDS:  # one store is built per haystack; a grid varies only how it is asked
+            raise ParameterError("--grid", item, f"{name} is how the stores are built; run once per value instead")
         kind = split_names([name], resonance=resonance, flag="--grid", items=[item])[name]
         values = [coerce(v.strip(), kind, flag="--grid", item=item) for v in raw.split(",")]
         axes.append((name, values))

@@ -36,7 +36,6 @@ def run_longmemeval(
     progress,
     workdir: Path,
     configs: Mapping[str, AskedConfig],
-    sentence_keys: bool = False,
     roles: str = "all",
     checkpoint: Checkpoint | None = None,
 ) -> Reports:
@@ -79,9 +78,7 @@ def run_longmemeval(
             for entry in session.entries
             if entry.meta.get("turn_id") in position
         }
-        store = HaystackStore(
-            workdir / "longmemeval", by_question.get(qid, []), embedder, config=first, sentence_keys=sentence_keys
-        )
+        store = HaystackStore(workdir / "longmemeval", by_question.get(qid, []), embedder, config=first)
         try:
             as_of = parse_longmemeval_date(record.get("question_date"))
             for name, config in configs.items():
@@ -186,7 +183,6 @@ def run_locomo(
     progress,
     workdir: Path,
     configs: Mapping[str, AskedConfig],
-    sentence_keys: bool = False,
     ks=(1, 5, 10, 25),
     checkpoint: Checkpoint | None = None,
 ) -> Reports:
@@ -217,9 +213,7 @@ def run_locomo(
             if store is None:
                 dia_of = {e.id: str(e.meta.get("dia_id")) for s in by_sample.get(sample, []) for e in s.entries}
                 known = set(dia_of.values())
-                store = HaystackStore(
-                    workdir / "locomo", by_sample.get(sample, []), embedder, config=first, sentence_keys=sentence_keys
-                )
+                store = HaystackStore(workdir / "locomo", by_sample.get(sample, []), embedder, config=first)
             evidence, missed = _evidence(qa, known)
             unparsed += missed
             if evidence:

@@ -31,14 +31,13 @@ class HaystackStore:
         embedder,
         *,
         config: RetrievalConfig,
-        sentence_keys: bool = False,
     ) -> None:
         from lca.substrate import Substrate
 
         shutil.rmtree(workdir, ignore_errors=True)
         self.workdir = workdir
         self.config = config
-        self.substrate = Substrate(workdir, embedder=embedder, sentence_keys=sentence_keys, retrieval=config)
+        self.substrate = Substrate(workdir, embedder=embedder, retrieval=config)
         self.substrate.import_sessions(list(sessions))
         self.chunks = int(self.substrate.index.stats()["chunks"])
 

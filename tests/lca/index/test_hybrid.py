@@ -133,7 +133,7 @@ def test_sentence_keys_score_a_chunk_only_while_the_config_reads_them(tmp_path):
         "garlic that my whole family would enjoy. By the way, I replaced my kitchen faucet last Sunday."
     )
     turns = [make_entry("s1", 1, remark), make_entry("s1", 2, "Which kitchen faucet should I buy for my sink?")]
-    with store_of(tmp_path, [turns], sentence_keys=True) as s:
+    with store_of(tmp_path, [turns], retrieval=RetrievalConfig(sentence_keys=True)) as s:
         query = "I replaced my kitchen faucet"
         keyed = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.0)
         assert entries_of(s.index.search(query, k=2, config=keyed))[0] == "s1:1"

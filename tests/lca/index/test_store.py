@@ -13,6 +13,7 @@ from lca.errors import EmbedderMismatchError, EmbeddingFailedError, StoreLockedE
 from lca.importers import import_locomo
 from lca.index.chunker import Chunker, entry_chunks
 from lca.memory import MemoryType
+from lca.retrieval import RetrievalConfig
 from lca.substrate import Substrate
 from lca.types import HealthStatus, SourceType
 from tests.conftest import make_entry
@@ -226,7 +227,7 @@ def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
     top = {}
     for keyed in (False, True):
         embedder = FakeHashingEmbedder(dimension=512, max_input_tokens=200)
-        with Substrate(tmp_path / str(keyed), embedder=embedder, sentence_keys=keyed) as s:
+        with Substrate(tmp_path / str(keyed), embedder=embedder, retrieval=RetrievalConfig(sentence_keys=keyed)) as s:
             s.append(
                 [
                     make_entry("s", 1, PASSING_REMARK),
@@ -245,7 +246,7 @@ def test_sentence_keys_find_a_remark_in_passing_once_per_chunk(tmp_path):
 
 
 def test_removed_memory_takes_its_sentence_keys_with_it(tmp_path):
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), sentence_keys=True) as s:
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), retrieval=RetrievalConfig(sentence_keys=True)) as s:
         s.memory.write(
             memory("pets"), "Ana's cat is called Pebble. She is grey and sleeps all day.", approver="test-approver"
         )
@@ -265,7 +266,9 @@ def test_a_sentence_key_that_cannot_be_embedded_is_counted_and_its_chunk_still_i
                 raise RuntimeError("fake embedder failure")
             return super().embed(texts)
 
-    with Substrate(tmp_path, embedder=FakeFailsOnOneSentence(max_input_tokens=200), sentence_keys=True) as s:
+    with Substrate(
+        tmp_path, embedder=FakeFailsOnOneSentence(max_input_tokens=200), retrieval=RetrievalConfig(sentence_keys=True)
+    ) as s:
         result = s.index.add_chunks(entry_chunks(make_entry("s", 1, PASSING_REMARK), Chunker(s.embedder)))
         assert result.new_chunks == 1 and result.failed_chunks == 0 and result.failed_sentence_keys == 1
         assert s.index.catalog_.stats()["sentence_keys"] == 1
