@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["on", "off"],
         default=None,
         help="build the stores with sentence keys (each sentence of a multi-sentence chunk also a dense key) or "
-        "without; default: as the dataset's retrieval.yaml says (its sentence_keys)",
+        "without; default: as the dataset's retrieval.yaml says (its sentence_keys), and off for bm25 and dense",
     )
     parser.add_argument(
         "--roles",
@@ -93,9 +93,10 @@ def checked_config(args) -> AskedConfig:
     ranking = RetrievalConfig.from_file(args.config) if getattr(args, "config", None) else dataset_config(args.dataset)
     if getattr(args, "fusion", None):
         ranking = ranking.with_overrides([f"fusion={args.fusion}"], flag="--fusion")
-    if getattr(args, "sentence_keys", None):
-        ranking = ranking.with_overrides([f"sentence_keys={args.sentence_keys}"], flag="--sentence-keys")
     retriever = args.retriever
+    keys = getattr(args, "sentence_keys", None) or ("off" if retriever in ("bm25", "dense") else None)
+    if keys:  # the baselines stay plain: their stores keep no sentence keys unless asked
+        ranking = ranking.with_overrides([f"sentence_keys={keys}"], flag="--sentence-keys")
     resonance = retriever == "resonance"
     config = with_assignments(AskedConfig(ranking), getattr(args, "set", None), resonance=resonance)
     if getattr(args, "limit", None) is not None and args.limit < 1:

@@ -241,6 +241,29 @@ def test_resonance_runs_set_grid_and_ablate_recall_settings():
         checked_config(hybrid)
 
 
+def test_sentence_keys_follow_the_datasets_file_stay_off_for_the_baselines_and_are_not_a_grid_axis():
+    """LongMemEval's file keeps sentence keys (what its task's stores keep too); the plain baselines build
+    plain stores unless asked; a grid asks one built store, so a store-build field is refused there."""
+    from protocols.bench.retrieval_bench import checked_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert dataset_config("longmemeval").sentence_keys and not dataset_config("locomo").sentence_keys
+    assert not RetrievalConfig().sentence_keys  # the store's default keeps the index within its budget
+    built = {
+        (retriever, flag): checked_config(
+            parser.parse_args(["--dataset", "longmemeval", "--retriever", retriever, *flag])
+        )
+        for retriever in ("bm25", "dense", "hybrid", "resonance")
+        for flag in ((), ("--sentence-keys", "on"), ("--sentence-keys", "off"))
+    }
+    for (retriever, flag), asked in built.items():
+        expected = flag[1] == "on" if flag else retriever in ("hybrid", "resonance")
+        assert asked.retrieval.sentence_keys is expected, (retriever, flag)
+    with pytest.raises(ParameterError, match="sentence_keys is how the stores are built"):
+        grid_variants(AskedConfig(RetrievalConfig()), ["sentence_keys=on,off"])
+
+
 def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
     assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", str(tmp_path / "nope.json")]) == 2
     assert "nope.json" in capsys.readouterr().err
