@@ -101,9 +101,8 @@ class IndexStore:
     ) -> None:
         self.root = Path(root)
         self.embedder = embedder
-        self.retrieval = (
-            retrieval or RetrievalConfig()
-        )  # the ranking and what the index keeps; ``pool`` overrides its pool
+        # the ranking, and what the index keeps (its sentence keys); ``pool`` overrides its pool
+        self.retrieval = retrieval or RetrievalConfig()
         if pool is not None and pool != self.retrieval.pool:
             self.retrieval = replace(self.retrieval, pool=pool)
         self.pool = self.retrieval.pool
