@@ -220,6 +220,28 @@ def _docs_probes(probes: BenchmarkResult) -> str:
     return f"{'; '.join(parts)} ({_source('probes.json')}, {_day(probes)})"
 
 
+def _docs_probes_conditions(probes: BenchmarkResult) -> str:
+    """Per condition, the substrate measures that separate them: needed turns in, forbidden turns kept out,
+    tokens; with the run's scope (a probe limit, full-lca's consolidation)."""
+    parts = []
+    for path, conditions in probes.metrics.items():
+        first = next(iter(conditions.values()))
+        limit = probes.config.get("limit")
+        scope = f"the first {first['probes']} probes" if limit else f"all {first['probes']} probes"
+        shares = "; ".join(
+            f"{condition} needed {m['gold_all']:.2f}, forbidden kept out "
+            f"{'n/a' if m['forbidden_kept_out'] is None else format(m['forbidden_kept_out'], '.2f')}, "
+            f"{m['injected_tokens_mean']:.0f} tokens"
+            for condition, m in conditions.items()
+        )
+        parts.append(
+            f"{Path(path).stem}, {scope} ({first['gold_probes']} with evidence turns, {first['forbidden_probes']} "
+            f"with forbidden turns): {shares}"
+        )
+    consolidation = probes.config.get("full_lca_consolidation", "")
+    return f"{'; '.join(parts)}; full-lca consolidation {consolidation} ({_source('probes-six-conditions.json')}, {_day(probes)})"
+
+
 @dataclass(frozen=True)
 class Figure:
     """A generated figure: the result files it reads (under ``results/examples/``) and its template, called
@@ -248,6 +270,7 @@ FIGURES = {
             optional=("retrieval/locomo-hybrid-grid.json",),
         ),
         Figure("probes", ("probes.json",), _docs_probes),
+        Figure("probes-six-conditions", ("probes-six-conditions.json",), _docs_probes_conditions),
         Figure(
             "retrieval-unkeyed",
             ("retrieval/longmemeval-unkeyed-resonance.json", "retrieval/longmemeval-unkeyed-hybrid.json"),
