@@ -91,13 +91,12 @@ class _SubstrateCondition(Condition):
     def _open(self, root: Path):
         from lca.substrate import Substrate
 
-        ranking = {"retrieval": self.runtime.retrieval} if self.runtime.retrieval is not None else {}
         return Substrate(
             root,
             embedder=self.runtime.embedder,
             recall_config=self.recall_config(),
             token_counter=self.runtime.token_counter,
-            **ranking,
+            retrieval=self.runtime.retrieval,
         )
 
     def migrate(

@@ -74,7 +74,7 @@ class Substrate:
         # a broken settings file is kept as its error: health reports it, the commands that use it refuse
         self._settings_errors: dict[str, LCAError] = {}
         retrieval_file = self.layout.retrieval_settings
-        if "retrieval" not in index_params and retrieval_file.exists():
+        if index_params.get("retrieval") is None and retrieval_file.exists():  # None: the store's own file
             try:
                 index_params["retrieval"] = RetrievalConfig.from_file(retrieval_file)
             except Exception as exc:  # YAML's own errors too: every one is this file's problem

@@ -22,6 +22,7 @@ from lca.params import ParameterError, parse_assignments
 
 FUSION_NAMES = ("rrf", "z", "blend")
 Z_SCOPES = ("auto", "all", "pool")
+INDEX_FIELDS = ("sentence_keys",)  # read when the store is written (what the index keeps), not when it is searched
 SIGNAL_WEIGHTS = (
     "context_weight",
     "question_weight",

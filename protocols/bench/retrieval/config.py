@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from lca.params import ParameterError, coerce, split_assignment
-from lca.retrieval.config import RETRIEVAL_FIELDS, RetrievalConfig
+from lca.retrieval.config import INDEX_FIELDS, RETRIEVAL_FIELDS, RetrievalConfig
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
-STORE_FIELDS = ("sentence_keys",)  # RetrievalConfig fields read when the store is written, not when it is asked
 EVALS = Path(__file__).resolve().parents[2] / "evals"
 
 
@@ -153,7 +152,7 @@ def grid_variants(
     axes: list[tuple[str, list]] = []
     for item in items or ():
         name, raw = split_assignment(item, flag="--grid")
-        if name in STORE_FIELDS:  # one store is built per haystack; a grid varies only how it is asked
+        if name in INDEX_FIELDS:  # one store is built per haystack; a grid varies only how it is asked
             raise ParameterError("--grid", item, f"{name} is how the stores are built; run once per value instead")
         kind = split_names([name], resonance=resonance, flag="--grid", items=[item])[name]
         values = [coerce(v.strip(), kind, flag="--grid", item=item) for v in raw.split(",")]

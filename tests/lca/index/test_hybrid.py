@@ -139,3 +139,21 @@ def test_sentence_keys_score_a_chunk_only_while_the_config_reads_them(tmp_path):
         assert entries_of(s.index.search(query, k=2, config=keyed))[0] == "s1:1"
         own_text = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.0, sentences=False)
         assert entries_of(s.index.search(query, k=2, config=own_text))[0] == "s1:2"
+
+
+def test_a_store_ranks_by_its_own_retrieval_yaml_unless_a_config_is_given(tmp_path):
+    """``retrieval=None`` is the store's own file (what a condition without a benchmark's ranking passes);
+    a given config wins over the file; a store without a file ranks by the defaults."""
+    from lca.layout import StoreLayout
+
+    StoreLayout(tmp_path / "own").retrieval_settings.parent.mkdir(parents=True, exist_ok=True)
+    StoreLayout(tmp_path / "own").retrieval_settings.write_text("context_weight: 0.5\nsentence_keys: on\n")
+    own = RetrievalConfig(context_weight=0.5, sentence_keys=True)
+    given = RetrievalConfig(bm25_weight=0.25)
+    for root, retrieval, expected in (
+        ("own", None, own),
+        ("own", given, given),
+        ("bare", None, RetrievalConfig()),
+    ):
+        with Substrate(tmp_path / root, embedder=FakeHashingEmbedder(), retrieval=retrieval) as s:
+            assert s.index.retrieval == expected, (root, retrieval)
