@@ -112,6 +112,30 @@ def test_samples_carry_the_agent_checkpoint_and_case_and_other_files_are_refused
         imprinting_samples(other)
 
 
+def test_a_checkpoint_selection_keeps_those_checkpoints_of_every_agent_and_refuses_unknown_ones():
+    from lca.errors import RecordFormatError
+    from protocols.evals.domain_imprinting.dataset import parse_checkpoints
+
+    everything, _, _ = imprinting_samples(FIXTURE)
+    later, _, meta = imprinting_samples(FIXTURE, checkpoints=(1,))
+    assert {s.metadata["imprinting"]["checkpoint"] for s in later} == {1}
+    assert {s.metadata["imprinting"]["agent"] for s in later} == set(meta["agents"]) and len(meta["agents"]) == 2
+    assert [s.id for s in later] == [s.id for s in everything if s.metadata["imprinting"]["checkpoint"] == 1]
+    assert meta["checkpoints"] == [1] and meta["checkpoints_in_file"] == [0, 1]
+    assert sum(meta["cases"].values()) == len(later) < len(everything)
+    assert parse_checkpoints(" 4,0,4 ") == (0, 4) and parse_checkpoints("") == ()
+    with pytest.raises(ValueError, match="checkpoints: .*'last'"):
+        parse_checkpoints("0,last")
+    with pytest.raises(RecordFormatError, match=r"checkpoints \[7\] not in the file \(it has \[0, 1\]\)"):
+        imprinting_samples(FIXTURE, checkpoints=(1, 7))
+    from protocols.evals.domain_imprinting.domain_imprinting import domain_imprinting
+
+    task = domain_imprinting(scenarios=str(FIXTURE), checkpoints="1")  # the task parameter -T checkpoints=1
+    assert len(task.dataset) == len(later) and task.metadata["checkpoints"] == [1]
+    with pytest.raises(ValueError, match="checkpoints"):
+        domain_imprinting(scenarios=str(FIXTURE), checkpoints="first")
+
+
 # ---- end to end with mockllm ----------------------------------------------------------------------------------
 def scripted_agent(script: str):
     """``reader``: answers a case with its right value when the context it was given holds that value, else says it

@@ -18,12 +18,28 @@ DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "imprinting-v1.jsonl"
 FIXTURE = REPO / "data" / "scenarios" / "imprinting-fixture.jsonl"
 
 
-def imprinting_samples(path: Path | str, *, limit: int | None = None) -> tuple[list[Any], str, dict[str, Any]]:
-    """The samples, the file's sha256 and the task metadata (agents, checkpoints, cases per category)."""
+def parse_checkpoints(text: str) -> tuple[int, ...]:
+    """``"0,4"`` -> (0, 4); "" -> () (every checkpoint). A value that is not a whole number is refused, naming it."""
+    out = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        if not part.isdigit():
+            raise ValueError(f"checkpoints: expected checkpoint numbers joined by ',' (such as 0,4), got {part!r}")
+        out.append(int(part))
+    return tuple(sorted(set(out)))
+
+
+def imprinting_samples(
+    path: Path | str, *, limit: int | None = None, checkpoints: tuple[int, ...] = ()
+) -> tuple[list[Any], str, dict[str, Any]]:
+    """The samples, the file's sha256 and the task metadata (agents, checkpoints, cases per category).
+    ``checkpoints`` keeps only those checkpoints (every agent's, every case), so a short run still spans the
+    longitudinal axis, where ``--limit`` would take the first agent's first checkpoint; a checkpoint the file does
+    not have is refused, naming the ones it has."""
     samples, digest = scenario_samples(path)
-    checkpoints: set[int] = set()
+    found: set[int] = set()
     agents: set[str] = set()
-    per_category: dict[str, int] = {}
     for sample in samples:
         meta = sample.metadata
         try:
@@ -42,8 +58,26 @@ def imprinting_samples(path: Path | str, *, limit: int | None = None) -> tuple[l
             "lesson": lesson,
             "in_domain": probe_domain == agent,
         }
-        checkpoints.add(checkpoint)
+        found.add(checkpoint)
         agents.add(agent)
-        per_category[meta["category"]] = per_category.get(meta["category"], 0) + 1
+    missing = sorted(set(checkpoints) - found)
+    if missing:
+        raise RecordFormatError(
+            f"checkpoints {missing} not in the file (it has {sorted(found)})", path=str(path), field="checkpoints"
+        )
+    if checkpoints:
+        samples = [s for s in samples if s.metadata["imprinting"]["checkpoint"] in checkpoints]
+    per_category: dict[str, int] = {}
+    for sample in samples:
+        per_category[sample.metadata["category"]] = per_category.get(sample.metadata["category"], 0) + 1
     kept = samples[:limit] if limit else samples
-    return kept, digest, {"agents": sorted(agents), "checkpoints": sorted(checkpoints), "cases": per_category}
+    return (
+        kept,
+        digest,
+        {
+            "agents": sorted(agents),
+            "checkpoints": sorted(set(checkpoints) or found),
+            "checkpoints_in_file": sorted(found),
+            "cases": per_category,
+        },
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from inspect_ai import Task, task
 
-from protocols.evals.domain_imprinting.dataset import DEFAULT_SCENARIOS, imprinting_samples
+from protocols.evals.domain_imprinting.dataset import DEFAULT_SCENARIOS, imprinting_samples, parse_checkpoints
 from protocols.evals.domain_imprinting.scorer import lesson_behaviour, lesson_context
 from protocols.evals.registry import folder_metadata
 from protocols.harness.scorers import substrate
@@ -26,10 +26,13 @@ def domain_imprinting(
     params: str = "consolidate=0",
     seed: int = 0,
     max_tokens: int = 160,
+    checkpoints: str = "",
 ) -> Task:
     """``condition``: a registered name or variant label; ``params``: parameters every variant shares, as
     ``name=value`` pairs joined by ';' (default: the recall arm, consolidation off; a variant's bracketed ones win,
-    so ``full-lca[consolidate=1,approver=NAME]`` is the procedural arm)."""
+    so ``full-lca[consolidate=1,approver=NAME]`` is the procedural arm); ``checkpoints``: the checkpoints to ask at,
+    joined by ',' (default: all), e.g. ``0,4`` for the first and the last: a short run along the longitudinal axis."""
+    wanted = parse_checkpoints(checkpoints)
     return condition_task(
         folder_metadata(__file__),
         condition=condition,
@@ -38,6 +41,6 @@ def domain_imprinting(
         max_tokens=max_tokens,
         dataset=scenarios,
         dataset_name=Path(scenarios).stem,
-        load=lambda: imprinting_samples(scenarios),
+        load=lambda: imprinting_samples(scenarios, checkpoints=wanted),
         scorers=lambda: [lesson_behaviour(), lesson_context(), substrate()],
     )
