@@ -16,7 +16,7 @@ NOT_CODE = (":(exclude)preregistration",)
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """This checkout's ``checkout_version``, computed once per process."""
+    """This checkout's ``checkout_version``, computed once per process (the CLI reads it as a command starts)."""
     return checkout_version(Path(__file__).resolve().parent.parent)
 
 

@@ -47,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from lca.errors import LCAError
+    from lca.provenance import code_version
 
     args = build_parser().parse_args(argv)
+    # Read the revision as the command starts: a record of a run that a commit overtook names the code it ran.
+    code_version()
     try:
         return int(args.func(args) or 0)
     except (LCAError, FileNotFoundError) as exc:

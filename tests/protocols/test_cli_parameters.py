@@ -239,3 +239,19 @@ def test_the_recall_commands_floor_modes_are_the_recallers():
     recall = build_parser()._subparsers._group_actions[0].choices["recall"]  # type: ignore[union-attr]
     (floor_mode,) = [a for a in recall._actions if a.dest == "floor_mode"]
     assert list(floor_mode.choices) == list(FLOOR_MODES)
+
+
+def test_a_command_reads_the_code_revision_as_it_starts_so_a_later_commit_does_not_relabel_its_record(
+    tmp_path, monkeypatch, capsys
+):
+    import lca.provenance as provenance
+
+    head = {"version": "0.1.0+gaaaaaaaaaaaa"}
+    monkeypatch.setattr(provenance, "checkout_version", lambda repo: head["version"])
+    provenance.code_version.cache_clear()
+    try:
+        assert cli.main(["health", "--store", str(tmp_path / "no-store")]) == 2  # refused: holds no store
+        head["version"] = "0.1.0+gbbbbbbbbbbbb"  # a commit lands while the command's record is being written
+        assert provenance.code_version() == "0.1.0+gaaaaaaaaaaaa"
+    finally:
+        provenance.code_version.cache_clear()
