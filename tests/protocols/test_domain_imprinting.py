@@ -124,7 +124,9 @@ def test_a_checkpoint_selection_keeps_those_checkpoints_of_every_agent_and_refus
     assert meta["checkpoints"] == [1] and meta["checkpoints_in_file"] == [0, 1]
     assert sum(meta["cases"].values()) == len(later) < len(everything)
     assert parse_checkpoints(" 4,0,4 ") == (0, 4) and parse_checkpoints("") == ()
-    with pytest.raises(ValueError, match="checkpoints: .*'last'"):
+    from lca.params import ParameterError
+
+    with pytest.raises(ParameterError, match="-T 'checkpoints=0,last': .*'last'"):
         parse_checkpoints("0,last")
     with pytest.raises(RecordFormatError, match=r"checkpoints \[7\] not in the file \(it has \[0, 1\]\)"):
         imprinting_samples(FIXTURE, checkpoints=(1, 7))
@@ -132,7 +134,7 @@ def test_a_checkpoint_selection_keeps_those_checkpoints_of_every_agent_and_refus
 
     task = domain_imprinting(scenarios=str(FIXTURE), checkpoints="1")  # the task parameter -T checkpoints=1
     assert len(task.dataset) == len(later) and task.metadata["checkpoints"] == [1]
-    with pytest.raises(ValueError, match="checkpoints"):
+    with pytest.raises(ParameterError, match="checkpoints=first"):  # a one-line CLI error, not a traceback
         domain_imprinting(scenarios=str(FIXTURE), checkpoints="first")
 
 

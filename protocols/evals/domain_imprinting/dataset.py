@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import RecordFormatError
+from lca.params import ParameterError
 from protocols.harness.scenario import scenario_samples
 from protocols.scenarios.longitudinal import parse_probe_id, parse_scenario_id
 
@@ -25,7 +26,9 @@ def parse_checkpoints(text: str) -> tuple[int, ...]:
         if not part:
             continue
         if not part.isdigit():
-            raise ValueError(f"checkpoints: expected checkpoint numbers joined by ',' (such as 0,4), got {part!r}")
+            raise ParameterError(
+                "-T", f"checkpoints={text}", f"expected checkpoint numbers joined by ',' (such as 0,4), got {part!r}"
+            )
         out.append(int(part))
     return tuple(sorted(set(out)))
 
