@@ -242,7 +242,7 @@ def test_the_recall_commands_floor_modes_are_the_recallers():
 
 
 def test_a_command_reads_the_code_revision_as_it_starts_so_a_later_commit_does_not_relabel_its_record(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch
 ):
     import lca.provenance as provenance
 
