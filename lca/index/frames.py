@@ -101,9 +101,15 @@ class StoreStructure:
         )
 
     def frame(
-        self, positions: np.ndarray, dense: np.ndarray, lexical: np.ndarray, window_norm: np.ndarray | None = None
+        self,
+        positions: np.ndarray,
+        dense: np.ndarray,
+        lexical: np.ndarray,
+        window_norm: np.ndarray | None = None,
+        window_lexical: np.ndarray | None = None,
     ) -> Frame:
-        """The frame over some chunk positions, with their dense and lexical scores (and window norms)."""
+        """The frame over some chunk positions, with their dense and lexical scores (and their windows' vector
+        norms and BM25, given per chunk of the store)."""
         return Frame(
             dense=dense,
             lexical=lexical,
@@ -116,6 +122,7 @@ class StoreStructure:
             asks=self.asks[positions],
             asked=self.asked[positions],
             window_norm=window_norm[positions] if window_norm is not None else None,
+            window_lexical=window_lexical[positions] if window_lexical is not None else None,
         )
 
     def window_norms(self, vectors: np.ndarray, before: int, after: int) -> np.ndarray:

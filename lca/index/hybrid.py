@@ -36,6 +36,8 @@ class SearchedStore(Protocol):
 
     def _window_norms(self, config: RetrievalConfig) -> np.ndarray: ...
 
+    def _window_lexical(self, query: str, config: RetrievalConfig) -> np.ndarray: ...
+
 
 def hybrid_search(
     index: SearchedStore,
@@ -103,8 +105,10 @@ def hybrid_search(
         moved = qvec + config.feedback_weight * centroid
         return dense_of((moved / (np.linalg.norm(moved) or 1.0)).astype(np.float32))
 
-    norms = index._window_norms(config) if config.context_weight and config.fusion == "z" else None
-    frame = structure.frame(positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms)
+    windows = config.context_weight and config.fusion == "z"
+    norms = index._window_norms(config) if windows else None
+    window_lexical = index._window_lexical(query, config) if windows else None
+    frame = structure.frame(positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms, window_lexical)
     fused, eligible = rank_frame(frame, config, facts, refeed=refeed)
     order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]
     dense_ranks = ranks_among(frame.dense)

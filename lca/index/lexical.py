@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
@@ -31,6 +32,26 @@ def _check_arrays(scores: dict) -> None:
         raise ValueError("the score arrays disagree in length")
     if len(indices) and (int(indices.max()) >= int(scores["num_docs"]) or int(indices.min()) < 0):
         raise ValueError("a score points past the indexed documents")
+
+
+@dataclass(frozen=True)
+class TermPostings:
+    """Which documents hold each term and how often, and each document's length in terms: what BM25 over a
+    group of documents read as one (a chunk's window in its session) needs. Rebuilt from the texts, never
+    stored. ``term_frequencies`` gives the counts of some terms as a (documents x terms) array."""
+
+    indptr: np.ndarray  # postings of term t: docs[indptr[t]:indptr[t + 1]]
+    docs: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+
+    def term_frequencies(self, terms: Sequence[int]) -> np.ndarray:
+        out = np.zeros((len(self.lengths), len(terms)), dtype=np.float64)
+        for column, term in enumerate(terms):
+            if 0 <= term < len(self.indptr) - 1:
+                span = slice(self.indptr[term], self.indptr[term + 1])
+                out[self.docs[span], column] = self.counts[span]
+        return out
 
 
 class Bm25LexicalIndex:
@@ -74,6 +95,44 @@ class Bm25LexicalIndex:
         top = top[np.lexsort((top, -scores[top]))]
         top = top[scores[top] > 0]
         return scores[top].astype(np.float32), self.rows_[top]
+
+    def query_terms(self, query: str) -> list[int]:
+        """The query's indexed term ids, as BM25 scores them (a repeated term counts each time)."""
+        if self.retriever_ is None:
+            return []
+        ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+        return [int(t) for t in ids if t in self._valid_ids]
+
+    def term_postings(self, texts: Sequence[str]) -> TermPostings:
+        """Term counts of ``texts`` under this index's tokenizer and vocabulary (a word it never indexed is left
+        out, as a query's would be)."""
+        word_ids = self.tokenizer_.word_to_id.values() if self.retriever_ is not None else ()
+        vocabulary = max(word_ids, default=-1) + 1
+        tokenized = (
+            self.tokenizer_.tokenize(list(texts), update_vocab=False, return_as="ids", show_progress=False)
+            if texts and vocabulary
+            else [[] for _ in texts]
+        )
+        valid = self._valid_ids if vocabulary else set()
+        docs: list[np.ndarray] = []
+        terms: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        lengths = np.zeros(len(texts), dtype=np.float64)
+        for doc, ids in enumerate(tokenized):
+            kept = np.asarray([t for t in ids if t in valid], dtype=np.int64)
+            lengths[doc] = len(kept)
+            if len(kept):
+                unique, count = np.unique(kept, return_counts=True)
+                docs.append(np.full(len(unique), doc, dtype=np.int64))
+                terms.append(unique)
+                counts.append(count)
+        if not docs:
+            return TermPostings(np.zeros(vocabulary + 1, dtype=np.int64), np.zeros(0, np.int64), np.zeros(0), lengths)
+        doc_of, term_of, count_of = np.concatenate(docs), np.concatenate(terms), np.concatenate(counts)
+        order = np.argsort(term_of, kind="stable")
+        indptr = np.zeros(vocabulary + 1, dtype=np.int64)
+        np.add.at(indptr, term_of + 1, 1)
+        return TermPostings(np.cumsum(indptr), doc_of[order], count_of[order].astype(np.float64), lengths)
 
     def all_scores(self, query: str) -> np.ndarray:
         """The BM25 score of every document, in ``rows_`` order (0 where no query term occurs)."""

@@ -38,6 +38,7 @@ class Frame:
     asks: np.ndarray
     asked: np.ndarray
     window_norm: np.ndarray | None = None  # |sum of the vectors| of each chunk's context window (see signals)
+    window_lexical: np.ndarray | None = None  # BM25 of each chunk's context window as one document (see signals)
 
     def __len__(self) -> int:
         return len(self.dense)
@@ -98,18 +99,19 @@ def rank_frame(
             if config.uses_signals:  # signals add in z units: standardize the fused score first
                 base = standardize(base)
         fused = base.copy()
-        if config.context_weight and frame.window_norm is not None and config.fusion == "z":
+        window_norm, window_lexical = frame.window_norm, frame.window_lexical
+        if config.context_weight and window_norm is not None and window_lexical is not None and config.fusion == "z":
             fused += config.context_weight * context_key_scores(
                 dense,
-                frame.lexical,
+                window_lexical,
                 frame.session,
                 frame.seq,
                 config.context_before,
                 config.context_after,
-                frame.window_norm,
+                window_norm,
                 config.bm25_weight,
             )
-        elif config.context_weight:  # no window norms: the neighbours' fused scores stand in
+        elif config.context_weight:  # no window norms and counts: the neighbours' fused scores stand in
             fused += config.context_weight * context_scores(
                 base, frame.session, frame.seq, config.context_before, config.context_after
             )

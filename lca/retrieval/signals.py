@@ -98,7 +98,8 @@ def context_scores(base: np.ndarray, session: np.ndarray, seq: np.ndarray, befor
 
 
 def window_sums(values: np.ndarray, session: np.ndarray, seq: np.ndarray, before: int, after: int) -> np.ndarray:
-    """Each candidate's value plus its neighbours' in its session (``before`` and ``after`` chunks away)."""
+    """Each candidate's value plus its neighbours' in its session (``before`` and ``after`` chunks away);
+    ``values`` may hold a row of several values per candidate."""
     total = np.asarray(values, dtype=np.float64).copy()
     for offset in [*range(-before, 0), *range(1, after + 1)]:
         other = neighbours(session, seq, offset)
@@ -107,9 +108,37 @@ def window_sums(values: np.ndarray, session: np.ndarray, seq: np.ndarray, before
     return total
 
 
+def window_bm25(
+    frequencies: np.ndarray,
+    lengths: np.ndarray,
+    session: np.ndarray,
+    seq: np.ndarray,
+    before: int,
+    after: int,
+    *,
+    k1: float = 1.5,
+    b: float = 0.75,
+) -> np.ndarray:
+    """BM25 (Lucene's form, as bm25s scores a chunk) of each chunk's window (the chunk and its neighbours in the session) read as one
+    document, over the corpus of every chunk's window: ``frequencies`` holds each chunk's count of each query
+    term (chunks x terms, a repeated query term a column each), ``lengths`` each chunk's length in terms.
+    A window's term counts and length are its chunks' sums; a term shared by a turn and its reply counts
+    with saturation, as in one text, not twice over."""
+    n = len(lengths)
+    if not n or not frequencies.shape[1]:
+        return np.zeros(n)
+    window_tf = window_sums(frequencies, session, seq, before, after)
+    window_length = window_sums(np.asarray(lengths, dtype=np.float64), session, seq, before, after)
+    mean_length = window_length.mean() or 1.0
+    documents = (window_tf > 0).sum(axis=0)
+    idf = np.log(1.0 + (n - documents + 0.5) / (documents + 0.5))
+    norm = k1 * (1.0 - b + b * window_length / mean_length)
+    return (idf * window_tf / (window_tf + norm[:, None])).sum(axis=1)  # bm25s's form: no (k1 + 1) factor
+
+
 def context_key_scores(
     dense: np.ndarray,
-    lexical: np.ndarray,
+    lexical_window: np.ndarray,
     session: np.ndarray,
     seq: np.ndarray,
     before: int,
@@ -119,14 +148,14 @@ def context_key_scores(
 ) -> np.ndarray:
     """How well each turn's window (the turn and its neighbours in the session) matches the query, as if the
     window were one text: the cosine to the window's summed vector, ``sum of cosines / |sum of vectors|``
-    (``window_norm`` holds that norm, per chunk), plus BM25 summed over the window, each z-scored. The
-    window's vector is never stored: its norm is all the ranking needs."""
+    (``window_norm`` holds that norm, per chunk), plus the window's BM25 as one document (``window_bm25``),
+    each z-scored. Neither the window's vector nor its text is stored: norms and term counts are all the
+    ranking needs."""
     from lca.retrieval.fusion import standardize
 
     dense_window = window_sums(np.nan_to_num(dense, nan=0.0), session, seq, before, after)
     dense_window = dense_window / np.where(window_norm > 0, window_norm, 1.0)
-    lexical_window = window_sums(np.nan_to_num(lexical, nan=0.0), session, seq, before, after)
-    return standardize(dense_window) + bm25_weight * standardize(lexical_window)
+    return standardize(dense_window) + bm25_weight * standardize(np.nan_to_num(lexical_window, nan=0.0))
 
 
 def reply_sources(asked: np.ndarray, session: np.ndarray, seq: np.ndarray, entry: np.ndarray) -> np.ndarray:

@@ -47,3 +47,23 @@ def test_save_and_load_keep_rows_generation_and_results(tmp_path):
     rebuilt.save(tmp_path / "lexical")  # replaces the folder whole
     assert Bm25LexicalIndex.load(tmp_path / "lexical").generation_ == "generation-8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lexical"]  # no .tmp or .old left behind
+
+
+def test_term_postings_rebuild_the_indexs_own_bm25_and_a_window_of_one_is_the_chunk_itself():
+    import numpy as np
+
+    from lca.retrieval.signals import window_bm25
+
+    index = built()
+    postings = index.term_postings(TEXTS)
+    assert postings.lengths.tolist() == [5.0, 6.0, 4.0, 4.0]  # stopwords out ("the", "is", ...)
+    alone = np.zeros(len(TEXTS), dtype=np.int64)
+    for query in ("cat", "grey cat cat", "tax shelter cats", "zeppelin"):
+        terms = index.query_terms(query)
+        scores = window_bm25(
+            postings.term_frequencies(terms), postings.lengths, np.arange(4), alone, 0, 0, k1=index.k1, b=index.b
+        )
+        assert np.allclose(scores, index.all_scores(query), rtol=1e-5)
+    assert index.query_terms("zeppelin") == [] and index.query_terms("cat cat") == index.query_terms("cat") * 2
+    # a text with a word the index never saw: the word is left out, as a query's would be
+    assert index.term_postings(["zeppelin cat"]).lengths.tolist() == [1.0]

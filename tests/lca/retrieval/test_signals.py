@@ -154,9 +154,38 @@ def test_the_context_key_reads_a_window_as_one_text_without_storing_its_vector()
     windows = [(vectors[0] + vectors[1]) @ q / norms[1], (vectors[2] + vectors[3]) @ q / norms[3]]
     assert windows[0] > windows[1] and scores[1] > scores[3]
     f = frame(list(dense), session=list(session), seq=list(seq))
-    keyed = Frame(**{**f.__dict__, "window_norm": norms})
+    keyed = Frame(**{**f.__dict__, "window_norm": norms, "window_lexical": np.zeros(4)})
     with_key = top(
         keyed, RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, context_weight=2.0)
     )
     assert with_key.index(1) < with_key.index(2)  # 1 rises on its window's match
     assert top(keyed, Z) == top(f, Z)  # weight 0: the window never acts
+
+
+def test_window_bm25_reads_a_window_as_one_document_with_saturation():
+    from lca.retrieval.signals import window_bm25
+
+    # four chunks of one session and one of another; one query term. Chunk 1 holds it twice, chunk 4 once.
+    frequencies = np.array([[0.0], [2.0], [0.0], [0.0], [1.0]])
+    lengths = np.array([4.0, 4.0, 4.0, 4.0, 4.0])
+    session, seq = np.array([0, 0, 0, 0, 1]), np.array([0, 1, 2, 3, 0])
+    alone = window_bm25(frequencies, lengths, session, seq, 0, 0)
+    assert alone[1] > alone[4] > 0 and alone[0] == alone[2] == alone[3] == 0
+    windowed = window_bm25(frequencies, lengths, session, seq, 1, 0)
+    # chunk 2's window (1 and 2) holds the term; chunk 3's (2 and 3) does not; the window stops at the session
+    assert windowed[2] > 0 and windowed[3] == 0 and windowed[4] > 0
+    # one document: a window's counts saturate (k1), so two occurrences score less than twice one
+    one = window_bm25(np.array([[1.0], [0.0]]), np.array([4.0, 4.0]), np.array([0, 1]), np.array([0, 0]), 0, 0)
+    two = window_bm25(np.array([[2.0], [0.0]]), np.array([4.0, 4.0]), np.array([0, 1]), np.array([0, 0]), 0, 0)
+    assert one[0] < two[0] < 2 * one[0]
+    # no query term known: nothing to add
+    assert not window_bm25(np.zeros((5, 0)), lengths, session, seq, 1, 1).any()
+
+
+def test_the_context_signal_ranks_by_the_windows_own_bm25():
+    # flat dense and per-turn BM25: only the window's BM25 as one document (from the store) tells them apart
+    f = frame([0.5, 0.5, 0.5, 0.5], lexical=[1.0, 1.0, 1.0, 1.0], session=[0, 0, 1, 1], seq=[0, 1, 0, 1])
+    config = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, context_weight=1.0)
+    for best, window_lexical in ((3, [0.0, 0.0, 0.0, 3.0]), (0, [3.0, 0.0, 0.0, 0.0])):
+        keyed = Frame(**{**f.__dict__, "window_norm": np.ones(4), "window_lexical": np.array(window_lexical)})
+        assert top(keyed, config)[0] == best
