@@ -44,9 +44,13 @@ _LAST_UNIT = re.compile(r"\b(?:in the |within the )?(?:last|past)\s+(week|weeken
 
 @dataclass(frozen=True)
 class TemporalAnchor:
+    """The days a time expression points at: ``target`` to ``span_days`` after it, all alike (a month is all
+    of its days), closeness falling linearly to 0 at ``tolerance_days`` + 1 beyond either edge."""
+
     target: datetime
     tolerance_days: float
     expression: str
+    span_days: float = 0.0
 
 
 _MONTHS = [
@@ -69,11 +73,15 @@ _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
 
 
+_TOLD_WITHIN = 6.0  # days after an event that a record may still tell of it ("last weekend")
+
+
 def dated_anchor(question: str) -> TemporalAnchor | None:
     """The days an absolute date in ``question`` ("on 1 May, 2022", "May 8, 2022", "in July 2023") points at.
 
-    Records tell of an event on its day or in the week after ("yesterday", "last weekend"), so a
-    day's window is that day to a week later; a month's is the month, centred on its middle.
+    Records tell of an event on its day or in the week after ("yesterday", "last weekend"), so a day's
+    window is that day and the six after it, a month's every day of the month and the six after it, each
+    day alike: a record from the last days of the month is as likely the evidence as one from its middle.
     """
 
     def day(year: str, month: str, number: str) -> datetime | None:
@@ -86,11 +94,12 @@ def dated_anchor(question: str) -> TemporalAnchor | None:
         for match in pattern.finditer(question):
             moment = day(*(match.group(i) for i in order))
             if moment is not None:
-                return TemporalAnchor(moment + timedelta(days=3), 3.0, match.group(0))
+                return TemporalAnchor(moment, 0.0, match.group(0), span_days=_TOLD_WITHIN)
     month = _MONTH_YEAR.search(question)
     first = day(month.group(2), month.group(1), "1") if month else None
     if month and first is not None:
-        return TemporalAnchor(first + timedelta(days=15), 16.0, month.group(0))
+        following = datetime(first.year + first.month // 12, first.month % 12 + 1, 1)
+        return TemporalAnchor(first, 0.0, month.group(0), span_days=(following - first).days - 1 + _TOLD_WITHIN)
     return None
 
 
@@ -126,8 +135,9 @@ def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | N
 
 
 def anchor_weight(anchor: TemporalAnchor, moment: datetime | None) -> float:
-    """1 on the target day, falling linearly to 0 at one tolerance beyond it."""
+    """1 on the anchor's days, falling linearly to 0 at one tolerance (+ 1 day) beyond them."""
     if moment is None:
         return 0.0
-    distance = abs((moment.replace(hour=0, minute=0, second=0, microsecond=0) - anchor.target).total_seconds()) / 86400
+    offset = (moment.replace(hour=0, minute=0, second=0, microsecond=0) - anchor.target).total_seconds() / 86400
+    distance = max(0.0, -offset, offset - anchor.span_days)
     return max(0.0, 1.0 - distance / (anchor.tolerance_days + 1.0))

@@ -186,6 +186,7 @@ class StoreStructure:
             speaker=self.speakers.index(named[0]) if len(named) == 1 else None,
             anchor_day=moment_days(anchor.target) if anchor is not None else None,
             anchor_tolerance=anchor.tolerance_days if anchor is not None else 0.0,
+            anchor_span=anchor.span_days if anchor is not None else 0.0,
         )
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,8 +159,8 @@ def query_anchor(query: str, as_of: datetime | None) -> TemporalAnchor | None:
         month, day = match.group(month_group), match.group(day_group)
         for year in (asked.year, asked.year - 1):
             found = dated_anchor(f"{month} {day}, {year}")
-            if found is not None and found.target - timedelta(days=3) <= asked:
-                return TemporalAnchor(found.target, found.tolerance_days, match.group(0))
+            if found is not None and found.target <= asked:
+                return replace(found, expression=match.group(0))
     return None
 
 

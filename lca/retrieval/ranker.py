@@ -51,6 +51,7 @@ class QueryFacts:
     speaker: int | None = None  # the code of the one speaker the query names
     anchor_day: float | None = None  # the day (in ``Frame.days`` units) a time expression points at
     anchor_tolerance: float = 0.0
+    anchor_span: float = 0.0  # days after ``anchor_day`` the expression covers alike (a month: all of it)
 
 
 def top_only(scores: np.ndarray, depth: int, *, positive: bool = False) -> np.ndarray:
@@ -82,7 +83,7 @@ def rank_frame(
     weights = {"dense_weight": config.dense_weight, "bm25_weight": config.bm25_weight, "rrf_k": config.rrf_k}
     sources = reply_sources(frame.asked, frame.session, frame.seq, frame.entry) if config.reply_weight else None
     anchor = (
-        anchor_closeness(frame.days, facts.anchor_day, facts.anchor_tolerance)
+        anchor_closeness(frame.days, facts.anchor_day, facts.anchor_tolerance, facts.anchor_span)
         if config.anchor_weight and facts.anchor_day is not None
         else None
     )

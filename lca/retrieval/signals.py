@@ -176,8 +176,10 @@ def inherited(fused: np.ndarray, sources: np.ndarray) -> np.ndarray:
     return out
 
 
-def anchor_closeness(days: np.ndarray, target_day: float, tolerance_days: float) -> np.ndarray:
-    """1 on the target day, falling linearly to 0 one tolerance beyond it (``lca.temporal_anchor``); 0 undated."""
-    distance = np.abs(np.floor(days) - target_day)
+def anchor_closeness(days: np.ndarray, target_day: float, tolerance_days: float, span_days: float = 0.0) -> np.ndarray:
+    """1 from the target day to ``span_days`` after it, falling linearly to 0 one tolerance beyond either edge
+    (``lca.temporal_anchor``); 0 undated."""
+    offset = np.floor(days) - target_day
+    distance = np.maximum(0.0, np.maximum(-offset, offset - span_days))
     closeness = np.maximum(0.0, 1.0 - distance / (tolerance_days + 1.0))
     return np.where(np.isnan(days), 0.0, closeness)

@@ -26,10 +26,15 @@ def test_absolute_dates_anchor_the_days_that_tell_of_them():
     assert temporal_anchor("Who called on May 1st, 2022?", None).target == day.target
     # told that day or in the week after ("last night", "last weekend"); never before it
     assert anchor_weight(day, datetime(2022, 4, 30)) == 0.0 and anchor_weight(day, datetime(2022, 5, 8)) == 0.0
-    assert 0 < anchor_weight(day, datetime(2022, 5, 1, 20)) < anchor_weight(day, datetime(2022, 5, 4)) == 1.0
+    # every day of that week alike: the record of the evening itself is as likely as one from days later
+    assert all(anchor_weight(day, datetime(2022, 5, d, 20)) == 1.0 for d in range(1, 8))
     month = temporal_anchor("What did Maria donate in December 2023?", None)
-    assert all(anchor_weight(month, datetime(2023, 12, d)) > 0 for d in (1, 16, 31))
-    assert anchor_weight(month, datetime(2024, 1, 5)) == 0.0 and anchor_weight(month, datetime(2023, 11, 25)) == 0.0
+    # the whole month alike (its last days as much as its middle), and the week after it, then nothing
+    assert all(anchor_weight(month, datetime(2023, 12, d)) == 1.0 for d in (1, 16, 31))
+    assert anchor_weight(month, datetime(2024, 1, 6)) == 1.0 and anchor_weight(month, datetime(2024, 1, 7)) == 0.0
+    assert anchor_weight(month, datetime(2023, 11, 30)) == 0.0
+    february = temporal_anchor("What did Maria plant in February 2024?", None)  # a leap year's 29 days
+    assert anchor_weight(february, datetime(2024, 3, 6)) == 1.0 and anchor_weight(february, datetime(2024, 3, 7)) == 0.0
     assert temporal_anchor("What happened on 31 June, 2023?", None).expression == "June, 2023"  # no such day
     assert temporal_anchor("What did I do on May 8?", None) is None  # no year: too loose to anchor
     asked = datetime(2023, 4, 22)  # a relative time wins over an absolute date in the same question

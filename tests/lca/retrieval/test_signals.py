@@ -115,6 +115,13 @@ def test_a_temporal_anchor_lifts_turns_dated_near_its_day():
     assert top(f, config, QueryFacts())[0] == 0  # no time expression: no act
     closeness = anchor_closeness(np.array(days), 19_010.0, 1.0)
     assert closeness[1] == pytest.approx(1.0) and closeness[0] == 0.0 and closeness[2] == 0.0
+    # a span (a month): every day in it alike, then the tolerance's fall beyond either edge
+    spanned = anchor_closeness(
+        np.array([19_009.0, 19_010.0, 19_025.5, 19_040.0, 19_041.0, 19_042.0]), 19_010.0, 1.0, 30
+    )
+    assert spanned.tolist() == [0.5, 1.0, 1.0, 1.0, 0.5, 0.0]
+    late = frame([0.6, 0.5], days=[19_012.0, 19_038.0])
+    assert top(late, config, QueryFacts(anchor_day=19_010.0, anchor_span=30.0))[0] == 0  # both in: cosine decides
 
 
 def test_feedback_scores_the_dense_side_again_for_the_moved_query():
