@@ -3,8 +3,9 @@ absolute dates ("on 1 May, 2022") read as they stand.
 
 A question that names a relative time points at a day; records dated near that day are more
 likely its evidence. ``temporal_anchor`` turns the expression into a target date and a tolerance;
-``anchor_weight`` gives a record's closeness to it in [0, 1]. Used by the retrieval benchmark's
-hybrid retriever; nothing here reads a record's text.
+``anchor_weight`` gives a record's closeness to it in [0, 1]. ``asks_when`` and ``tells_time`` read the
+form of a question and of a record: a question asking when is answered by a record that says when.
+The ranking (``lca.retrieval``) and recall's floor read them.
 """
 
 from __future__ import annotations
@@ -101,6 +102,35 @@ def dated_anchor(question: str) -> TemporalAnchor | None:
         following = datetime(first.year + first.month // 12, first.month % 12 + 1, 1)
         return TemporalAnchor(first, 0.0, month.group(0), span_days=(following - first).days - 1 + _TOLD_WITHIN)
     return None
+
+
+_COUNT = r"(?:\d+|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_SEASON = r"(?:summer|winter|spring|fall|autumn)"
+_TELLS_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|recently|lately|the other day|a while (?:ago|back)"
+    rf"|(?:last|this|next|this past|on) (?:night|morning|afternoon|evening|week(?:end)?|month|year|{_SEASON}"
+    rf"|{'|'.join(_WEEKDAYS)})"
+    rf"|{_COUNT} (?:days?|weeks?|months?|years?) (?:ago|back|now)"
+    rf"|(?:for|in the (?:last|past)) {_COUNT} (?:days?|weeks?|months?|years?)"
+    rf"|(?:in|since|on|early|late|mid|last|this|next) {_MONTH}|{_MONTH} \d{{1,2}}\b|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}"
+    r"|(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_ASKS_WHEN = re.compile(
+    r"\b(?:when|how long|how many (?:days|weeks|months|years)|what (?:date|day|month|year|time of year))\b",
+    re.IGNORECASE,
+)
+
+
+def tells_time(text: str) -> bool:
+    """Whether ``text`` says when something happened or how long ago: "yesterday", "last weekend", "two years
+    ago", "for 4 years", "in May", "2022". Such a record is what a question asking when needs."""
+    return _TELLS_TIME.search(text) is not None
+
+
+def asks_when(question: str) -> bool:
+    """Whether ``question`` asks for a time: "When did ...", "How long ...", "What year ..."."""
+    return _ASKS_WHEN.search(question) is not None
 
 
 def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | None:

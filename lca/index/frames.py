@@ -107,9 +107,10 @@ class StoreStructure:
         lexical: np.ndarray,
         window_norm: np.ndarray | None = None,
         window_lexical: np.ndarray | None = None,
+        tells_time: np.ndarray | None = None,
     ) -> Frame:
         """The frame over some chunk positions, with their dense and lexical scores (and their windows' vector
-        norms and BM25, given per chunk of the store)."""
+        norms and BM25, given per chunk of the store; which of them tell a time, given per position)."""
         return Frame(
             dense=dense,
             lexical=lexical,
@@ -121,6 +122,7 @@ class StoreStructure:
             days=self.days[positions],
             asks=self.asks[positions],
             asked=self.asked[positions],
+            tells_time=tells_time,
             window_norm=window_norm[positions] if window_norm is not None else None,
             window_lexical=window_lexical[positions] if window_lexical is not None else None,
         )
@@ -176,9 +178,9 @@ class StoreStructure:
         return np.unique(np.concatenate(found))
 
     def query_facts(self, query: str, as_of: datetime | None, *, speakers: bool = True) -> QueryFacts:
-        """The one speaker the query names (if exactly one; looked for only when ``speakers``), and the day a
-        time expression points at."""
-        from lca.temporal_anchor import temporal_anchor
+        """The one speaker the query names (if exactly one; looked for only when ``speakers``), the day a
+        time expression points at, and whether it asks when."""
+        from lca.temporal_anchor import asks_when, temporal_anchor
 
         named = named_speakers(query, self.speakers) if speakers else []
         anchor = temporal_anchor(query, as_of.replace(tzinfo=None) if as_of is not None else None)
@@ -187,6 +189,7 @@ class StoreStructure:
             anchor_day=moment_days(anchor.target) if anchor is not None else None,
             anchor_tolerance=anchor.tolerance_days if anchor is not None else 0.0,
             anchor_span=anchor.span_days if anchor is not None else 0.0,
+            asks_when=asks_when(query),
         )
 
 

@@ -38,6 +38,8 @@ class SearchedStore(Protocol):
 
     def _window_lexical(self, query: str, config: RetrievalConfig) -> np.ndarray: ...
 
+    def _tells_time(self, positions: np.ndarray) -> np.ndarray: ...
+
 
 def hybrid_search(
     index: SearchedStore,
@@ -55,7 +57,7 @@ def hybrid_search(
     config = replace(config, pool=pool) if pool != config.pool else config
     facts = (
         structure.query_facts(query, as_of, speakers=bool(config.speaker_weight))
-        if config.speaker_weight or config.anchor_weight
+        if config.speaker_weight or config.anchor_weight or config.when_weight
         else QueryFacts()
     )
     qvec = index._embed_query(query) if query_vector is None else query_vector
@@ -108,7 +110,10 @@ def hybrid_search(
     windows = config.context_weight and config.fusion == "z"
     norms = index._window_norms(config) if windows else None
     window_lexical = index._window_lexical(query, config) if windows else None
-    frame = structure.frame(positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms, window_lexical)
+    told = index._tells_time(positions) if config.when_weight and facts.asks_when else None
+    frame = structure.frame(
+        positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms, window_lexical, told
+    )
     fused, eligible = rank_frame(frame, config, facts, refeed=refeed)
     order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]
     dense_ranks = ranks_among(frame.dense)

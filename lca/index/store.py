@@ -121,6 +121,7 @@ class IndexStore:
         self._structure_cache: tuple[str, StoreStructure] | None = None
         self._norms_cache: tuple[tuple[str, int, int], np.ndarray] | None = None
         self._postings_cache: tuple[str, TermPostings] | None = None
+        self._told_cache: tuple[str, dict[int, bool]] = ("", {})
         self._models: dict[str, int] = {}
         self._models_checked: str | None = "unchecked"
 
@@ -506,6 +507,23 @@ class IndexStore:
             k1=lexical.k1,
             b=lexical.b,
         )
+
+    def _tells_time(self, positions: np.ndarray) -> np.ndarray:
+        """Which chunks at these structure positions say when something happened
+        (``lca.temporal_anchor.tells_time``): read from their texts when first asked, kept per generation."""
+        from lca.temporal_anchor import tells_time
+
+        structure = self._structure()
+        generation = self.catalog_.get_meta("chunks_generation") or ""
+        if self._told_cache[0] != generation:
+            self._told_cache = (generation, {})
+        told = self._told_cache[1]
+        rows = [int(r) for r in structure.rows[positions]]
+        missing = [r for r in rows if r not in told]
+        if missing:
+            for row, text in self.catalog_.texts_by_rows(missing).items():
+                told[row] = tells_time(text)
+        return np.array([told.get(r, False) for r in rows], dtype=bool)
 
     def search(
         self,

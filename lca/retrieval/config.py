@@ -6,7 +6,7 @@ weights are in z units of the fused score (with ``rrf`` or ``blend`` fusion the 
 standardized over the candidates before any signal adds to it), so one weight means the same under
 every fusion. The defaults are the choices made on the LongMemEval_S dev split (docs/benchmarks.md): z fusion
 with BM25 at half the dense weight, the temporal anchor and one round of feedback; the dialog signals
-(context, question, reply, speaker) default to 0 and sentence keys are off (their index cost); a store's or
+(context, question, reply, speaker, when) default to 0 and sentence keys are off (their index cost); a store's or
 a benchmark's ``retrieval.yaml`` switches them on. One field is read when the store is written rather than
 when it is searched: ``sentence_keys``, what the index keeps.
 """
@@ -28,6 +28,7 @@ SIGNAL_WEIGHTS = (
     "question_weight",
     "reply_weight",
     "speaker_weight",
+    "when_weight",
     "anchor_weight",
     "feedback_weight",
 )
@@ -56,6 +57,8 @@ class RetrievalConfig:
     reply_weight: float = 0.0  # + w x the positive score of the question turn a turn answers (the turn before)
     speaker_weight: float = 0.0  # + w for the turns of the one speaker the query names
     names_in_dense_query: bool = True  # off: the named speakers leave the embedded query (BM25 keeps them)
+    when_weight: float = 0.0  # + w for a turn that tells a time ("yesterday", "two years ago") when the query
+    # asks when ("When did ...", "How long ...")
     anchor_weight: float = 4.0  # + w x closeness of the turn's time to the day a time expression points at
     feedback_weight: float = 0.6  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
     feedback_depth: int = 3

@@ -39,6 +39,7 @@ class Frame:
     asked: np.ndarray
     window_norm: np.ndarray | None = None  # |sum of the vectors| of each chunk's context window (see signals)
     window_lexical: np.ndarray | None = None  # BM25 of each chunk's context window as one document (see signals)
+    tells_time: np.ndarray | None = None  # the chunk says when something happened (``lca.temporal_anchor``)
 
     def __len__(self) -> int:
         return len(self.dense)
@@ -52,6 +53,7 @@ class QueryFacts:
     anchor_day: float | None = None  # the day (in ``Frame.days`` units) a time expression points at
     anchor_tolerance: float = 0.0
     anchor_span: float = 0.0  # days after ``anchor_day`` the expression covers alike (a month: all of it)
+    asks_when: bool = False  # the query asks for a time ("When did ...")
 
 
 def top_only(scores: np.ndarray, depth: int, *, positive: bool = False) -> np.ndarray:
@@ -122,6 +124,8 @@ def rank_frame(
             fused -= config.question_weight * frame.asks  # before a reply inherits from its question
         if sources is not None:
             fused += config.reply_weight * inherited(fused, sources)
+        if config.when_weight and facts.asks_when and frame.tells_time is not None:
+            fused += config.when_weight * frame.tells_time
         if config.speaker_weight and facts.speaker is not None:
             fused += config.speaker_weight * (frame.speaker == facts.speaker)
         return fused, eligible

@@ -111,6 +111,38 @@ def test_a_time_expression_is_read_against_as_of(tmp_path):
         assert entries_of(unanchored) == entries_of(s.index.search(query, k=5, config=Z))
 
 
+def test_a_question_asking_when_lifts_the_turns_of_the_store_that_say_when(tmp_path):
+    # "last night" in s1:1 says when; the museum turns do not
+    when = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, when_weight=3.0)
+    with store_of(tmp_path, dialog()) as s:
+        asked = entries_of(s.index.search("When did Ben visit the harbour?", k=5, config=when))
+        plain = entries_of(s.index.search("When did Ben visit the harbour?", k=5, config=Z))
+        assert asked[0] == "s1:1" and plain[0] != "s1:1"
+        # not asking when: the weight does not act
+        query = "Did Ben visit the harbour?"
+        assert entries_of(s.index.search(query, k=5, config=when)) == entries_of(s.index.search(query, k=5, config=Z))
+
+
+def test_the_window_signal_reads_the_stores_term_counts(tmp_path):
+    # the window of s1:2 (s1:1 and s1:2) holds "concert" and "midnight" as one text; with BM25 alone and the
+    # window signal, s1:2 outranks the museum turns that match neither
+    config = RetrievalConfig(
+        fusion="z",
+        anchor_weight=0,
+        feedback_weight=0,
+        dense_weight=0.0,
+        bm25_weight=1.0,
+        context_weight=1.0,
+        context_before=1,
+        context_after=0,
+    )
+    with store_of(tmp_path, dialog()) as s:
+        ranked = entries_of(s.index.search("concert midnight", k=5, config=config))
+        assert ranked[:2] == ["s1:2", "s1:1"]
+        window = s.index._window_lexical("concert midnight", config)
+        assert window.argmax() == 1 and window[3] == window[4] == 0.0  # s2's turns hold neither word
+
+
 def test_the_candidate_pool_with_neighbours_stands_in_for_the_whole_store(tmp_path):
     query = "harbour concert"
     unrelated = [make_entry("s3", n, text) for n, text in enumerate(["Tax forms.", "Garden peas.", "Chess club."], 1)]

@@ -15,6 +15,7 @@ def test_defaults_are_the_dev_split_choices_with_the_dialog_signals_off():
     assert (config.fusion, config.bm25_weight, config.pool) == ("z", 0.5, 50)
     assert (config.anchor_weight, config.feedback_weight) == (4.0, 0.6)
     assert config.context_weight == config.question_weight == config.reply_weight == config.speaker_weight == 0
+    assert config.when_weight == 0
     assert set(config.ablations()) == {"anchor_weight=0", "feedback_weight=0", "bm25_weight=0"}
     assert config.ablations()["feedback_weight=0"] == dataclasses.replace(config, feedback_weight=0)
     with pytest.raises(dataclasses.FrozenInstanceError):

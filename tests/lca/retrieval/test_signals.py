@@ -93,6 +93,22 @@ def test_a_turn_that_only_asks_yields_its_place():
     assert not only_asks("Ben: I did. Did you?\nSure.")
 
 
+def test_a_question_asking_when_lifts_the_turns_that_say_when():
+    from lca.temporal_anchor import asks_when, tells_time
+
+    told = np.array([False, True, False])
+    f = Frame(**{**frame([0.6, 0.5, 0.4]).__dict__, "tells_time": told})
+    config = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, when_weight=2.0)
+    assert top(f, config, QueryFacts(asks_when=True))[0] == 1
+    assert top(f, config, QueryFacts(asks_when=False))[0] == 0  # a question not asking when: no act
+    assert top(f, Z, QueryFacts(asks_when=True))[0] == 0  # weight 0: no act
+    assert asks_when("When did Ana adopt the cat?") and asks_when("How long has Ben had his turtles?")
+    assert not asks_when("What did Ana name the cat?")
+    said = ["Ana: We adopted her two years ago!", "Ben: I went there last weekend", "Ana: since March", "in 2022"]
+    assert all(tells_time(t) for t in said)
+    assert not any(tells_time(t) for t in ["Ana: I may come along", "Ben: Kayaking sounds awesome!", "Ana: Thanks"])
+
+
 def test_the_named_speakers_turns_gain_only_when_one_speaker_is_named():
     f = frame([0.5, 0.55, 0.0], speaker=[0, 1, 1])
     config = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, speaker_weight=0.6)
