@@ -242,13 +242,13 @@ def test_resonance_runs_set_grid_and_ablate_recall_settings():
 
 
 def test_sentence_keys_follow_the_datasets_file_stay_off_for_the_baselines_and_are_not_a_grid_axis():
-    """LongMemEval's file keeps sentence keys (what its task's stores keep too); the plain baselines build
+    """Both benchmarks' files keep sentence keys (what their tasks' stores keep too); the plain baselines build
     plain stores unless asked; a grid asks one built store, so a store-build field is refused there."""
     from protocols.bench.retrieval_bench import checked_config
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert dataset_config("longmemeval").sentence_keys and not dataset_config("locomo").sentence_keys
+    assert dataset_config("longmemeval").sentence_keys and dataset_config("locomo").sentence_keys
     assert not RetrievalConfig().sentence_keys  # the store's default keeps the index within its budget
     built = {
         (retriever, flag): checked_config(
@@ -286,8 +286,13 @@ def test_bench_retrieval_refuses_options_that_do_not_apply(tmp_path, capsys):
 
 def test_dataset_configs_are_files_beside_their_tasks():
     locomo, lme = dataset_config("locomo"), dataset_config("longmemeval")
-    assert (locomo.fusion, locomo.question_weight, locomo.names_in_dense_query) == ("z", 2.0, False)
-    assert (lme.fusion, lme.context_weight, lme.speaker_weight) == ("z", 0.0, 0.0)
+    assert (locomo.fusion, locomo.question_weight, locomo.when_weight, locomo.names_in_dense_query) == (
+        "z",
+        3.0,
+        3.0,
+        False,
+    )
+    assert (lme.fusion, lme.context_weight, lme.speaker_weight, lme.when_weight) == ("z", 0.0, 0.0, 0.0)
 
 
 def test_grid_variants_cross_the_listed_values():
