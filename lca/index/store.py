@@ -20,12 +20,12 @@ from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
-from lca.index.lexical import Bm25LexicalIndex, TermPostings
+from lca.index.lexical import Bm25LexicalIndex
+from lca.index.text_facts import TextFacts
 from lca.index.vectors import FaissVectorIndex, interrupted_saves, vector_id_for
 from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.retrieval import RetrievalConfig
-from lca.retrieval.signals import window_bm25
 from lca.types import Chunk, SearchHit, text_digest
 
 ProgressFn = Callable[[int], None]
@@ -120,8 +120,7 @@ class IndexStore:
         self._maps: tuple | None = None
         self._structure_cache: tuple[str, StoreStructure] | None = None
         self._norms_cache: tuple[tuple[str, int, int], np.ndarray] | None = None
-        self._postings_cache: tuple[str, TermPostings] | None = None
-        self._told_cache: tuple[str, dict[int, bool]] = ("", {})
+        self._text_facts = TextFacts()
         self._models: dict[str, int] = {}
         self._models_checked: str | None = "unchecked"
 
@@ -485,45 +484,16 @@ class IndexStore:
         return self._norms_cache[1]
 
     def _window_lexical(self, query: str, config: RetrievalConfig) -> np.ndarray:
-        """Per chunk (structure order), the BM25 of its context window read as one document
-        (``lca.retrieval.signals.window_bm25``), from every chunk's term counts, taken once per catalog
-        generation (one pass of the lexical tokenizer over the texts when it moves)."""
-        structure = self._structure()
-        lexical = self.lexical
+        """Per chunk, the BM25 of its context window as one document (``TextFacts.window_lexical``)."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
-        if self._postings_cache is None or self._postings_cache[0] != generation:
-            rows, texts = self.catalog_.lexical_corpus()
-            if not np.array_equal(np.asarray(rows, dtype=np.int64), structure.rows):
-                raise DerivedStoreDamagedError(self.layout.catalog, "the chunk rows moved while they were read")
-            self._postings_cache = (generation, lexical.term_postings(texts))
-        postings = self._postings_cache[1]
-        return window_bm25(
-            postings.term_frequencies(lexical.query_terms(query)),
-            postings.lengths,
-            structure.session,
-            structure.seq,
-            config.context_before,
-            config.context_after,
-            k1=lexical.k1,
-            b=lexical.b,
+        return self._text_facts.window_lexical(
+            self.catalog_, self.lexical, self._structure(), generation, query, config
         )
 
     def _tells_time(self, positions: np.ndarray) -> np.ndarray:
-        """Which chunks at these structure positions say when something happened
-        (``lca.temporal_anchor.tells_time``): read from their texts when first asked, kept per generation."""
-        from lca.temporal_anchor import tells_time
-
-        structure = self._structure()
+        """Which chunks at these positions say when something happened (``TextFacts.tells_time``)."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
-        if self._told_cache[0] != generation:
-            self._told_cache = (generation, {})
-        told = self._told_cache[1]
-        rows = [int(r) for r in structure.rows[positions]]
-        missing = [r for r in rows if r not in told]
-        if missing:
-            for row, text in self.catalog_.texts_by_rows(missing).items():
-                told[row] = tells_time(text)
-        return np.array([told.get(r, False) for r in rows], dtype=bool)
+        return self._text_facts.tells_time(self.catalog_, self._structure(), generation, positions)
 
     def search(
         self,

@@ -133,13 +133,17 @@ def test_recall_bench_needs_the_index_benchmarks_store(tmp_path, capsys):
 
 
 def test_retrieval_set_parses_through_the_one_parameter_language():
+    from protocols.bench.retrieval.config import dataset_config
     from protocols.bench.retrieval_bench import checked_config
 
     parse = benchmark("retrieval").parser().parse_args
     config = checked_config(
         parse(["--dataset", "locomo", "--fusion", "rrf", "--set", "fusion=z", "--set", "bm25-weight=0.25"])
     ).retrieval
-    assert (config.fusion, config.bm25_weight, config.question_weight) == ("z", 0.25, 2.0)  # --set wins; defaults
+    file = dataset_config("locomo")
+    assert file.fusion == "z" and file.bm25_weight != 0.25 and file.question_weight > 0
+    # --set wins over --fusion and over the file; the file's other weights stay
+    assert (config.fusion, config.bm25_weight, config.question_weight) == ("z", 0.25, file.question_weight)
     from lca.params import ParameterError
 
     with pytest.raises(ParameterError, match=r"--set 'bogus=1': unknown name 'bogus'; known: anchor_weight, "):
