@@ -427,21 +427,6 @@ class Catalog:
             self.db.execute("SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash")
         )
 
-    def texts_by_rows(self, rows: Sequence[int]) -> dict[int, str]:
-        """row -> the chunk's text, for some rows."""
-        out: dict[int, str] = {}
-        rows = [int(x) for x in rows]
-        for start in range(0, len(rows), 900):  # SQLite's limit on bound parameters
-            part = rows[start : start + 900]
-            marks = ",".join("?" * len(part))
-            out.update(
-                self.db.execute(
-                    f"SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE c.row IN ({marks})",
-                    part,
-                ).fetchall()
-            )
-        return out
-
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):
             return {}

@@ -84,8 +84,7 @@ class Bm25LexicalIndex:
         """Top-k (scores, rows) with a positive score."""
         if self.retriever_ is None or k <= 0:
             return np.empty(0, np.float32), np.empty(0, np.int64)
-        ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
-        known = [t for t in ids if t in self._valid_ids]
+        known = self.query_terms(query)
         if not known:
             return np.empty(0, np.float32), np.empty(0, np.int64)
         scores = self.retriever_.get_scores_from_ids(known)
@@ -136,11 +135,8 @@ class Bm25LexicalIndex:
 
     def all_scores(self, query: str) -> np.ndarray:
         """The BM25 score of every document, in ``rows_`` order (0 where no query term occurs)."""
-        if self.retriever_ is None:
-            return np.zeros(len(self.rows_), dtype=np.float32)
-        ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
-        known = [t for t in ids if t in self._valid_ids]
-        if not known:
+        known = self.query_terms(query)
+        if self.retriever_ is None or not known:
             return np.zeros(len(self.rows_), dtype=np.float32)
         return np.asarray(self.retriever_.get_scores_from_ids(known), dtype=np.float32)
 

@@ -63,6 +63,6 @@ class TextFacts:
         rows = [int(r) for r in structure.rows[positions]]
         missing = [r for r in rows if r not in told]
         if missing:
-            for row, text in catalog.texts_by_rows(missing).items():
-                told[row] = tells_time(text)
+            for row, chunk in catalog.chunks_by_rows(missing).items():
+                told[row] = tells_time(chunk.text)
         return np.array([told.get(r, False) for r in rows], dtype=bool)

@@ -119,8 +119,8 @@ def window_bm25(
     k1: float = 1.5,
     b: float = 0.75,
 ) -> np.ndarray:
-    """BM25 (Lucene's form, as bm25s scores a chunk) of each chunk's window (the chunk and its neighbours in the session) read as one
-    document, over the corpus of every chunk's window: ``frequencies`` holds each chunk's count of each query
+    """BM25 (Lucene's form, as bm25s scores a chunk) of each chunk's window (the chunk and its neighbours in
+    the session) read as one document, over the corpus of every chunk's window: ``frequencies`` holds each chunk's count of each query
     term (chunks x terms, a repeated query term a column each), ``lengths`` each chunk's length in terms.
     A window's term counts and length are its chunks' sums; a term shared by a turn and its reply counts
     with saturation, as in one text, not twice over."""
