@@ -258,7 +258,7 @@ class FullLCA(_SubstrateCondition):
         self.resume_turns = resume_turns
 
     def recall_config(self) -> RecallConfig:
-        overrides = parse_weights(self.weights)
+        overrides = {**self.runtime.recall_weights, **parse_weights(self.weights)}
         if self.living_memory:
             overrides.setdefault("activation", 0.05)
         weights = ResonanceWeights().with_overrides(overrides)

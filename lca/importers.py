@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from lca.errors import RecordFormatError
 from lca.transcript import check_new_entry, entry_from_wire, wire_records
-from lca.types import DEFAULT_MAX_ENTRY_BYTES, EntryKind, TranscriptEntry, sha256_hex, wire_value_problem
+from lca.types import DEFAULT_MAX_ENTRY_BYTES, EntryKind, TranscriptEntry, as_utc, sha256_hex, wire_value_problem
 
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 LONGMEMEVAL_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
@@ -293,6 +293,19 @@ def parse_longmemeval_date(raw: Any) -> datetime | None:
         return datetime.strptime(str(raw).strip(), LONGMEMEVAL_DATE_FORMAT)
     except ValueError:
         return None
+
+
+def history_end(sessions: Sequence[ImportedSession]) -> datetime | None:
+    """The latest readable entry time of an imported history: when a question put after it (LoCoMo's carry
+    no date of their own) is asked, so a relative time in it reads against the history, not today."""
+    moments = []
+    for session in sessions:
+        for entry in session.entries:
+            try:
+                moments.append(datetime.fromisoformat(entry.timestamp))
+            except ValueError:
+                continue
+    return max(moments, key=as_utc) if moments else None  # naive and aware times compare as UTC
 
 
 def parse_locomo_date(raw: Any) -> datetime | None:

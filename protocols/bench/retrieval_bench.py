@@ -7,7 +7,8 @@ conversation; ``protocols.bench.retrieval.stores``):
   beside its task (``protocols/evals/<dataset>/retrieval.yaml``, or ``--config FILE``), then ``--fusion``,
   then each ``--set name=value``;
 - ``resonance``: the store's recall (``Substrate.recall``: the hybrid's candidates re-weighed by the resonance
-  terms), its ranked candidates first, the rest in hybrid order.
+  terms, at the weights of the task's ``recall.yaml`` where it has one), its ranked candidates first, the rest
+  in hybrid order.
 
 ``--ablate`` asks the same stores again with each part of the hybrid off; ``--grid name=v1,v2`` with every
 combination of some values (on LoCoMo each conversation is also scored under the combination that is best
@@ -36,7 +37,14 @@ from typing import Any
 from lca.params import ParameterError
 from lca.retrieval import RetrievalConfig
 from protocols.bench.registry import Benchmark
-from protocols.bench.retrieval.config import RETRIEVERS, AskedConfig, dataset_config, grid_variants, with_assignments
+from protocols.bench.retrieval.config import (
+    RETRIEVERS,
+    AskedConfig,
+    dataset_config,
+    dataset_recall,
+    grid_variants,
+    with_assignments,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +106,8 @@ def checked_config(args) -> AskedConfig:
     if keys:  # the baselines stay plain: their stores keep no sentence keys unless asked
         ranking = ranking.with_overrides([f"sentence_keys={keys}"], flag="--sentence-keys")
     resonance = retriever == "resonance"
-    config = with_assignments(AskedConfig(ranking), getattr(args, "set", None), resonance=resonance)
+    recall = dataset_recall(args.dataset) if resonance else {}  # the weights its task's full-lca recalls by
+    config = with_assignments(AskedConfig(ranking, recall), getattr(args, "set", None), resonance=resonance)
     if getattr(args, "limit", None) is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, not {args.limit}")
     if getattr(args, "roles", "all") != "all" and args.dataset != "longmemeval":

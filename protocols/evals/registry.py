@@ -27,6 +27,7 @@ METADATA_FILE = "eval.yaml"
 README_FILE = "README.md"
 DATASET_MODULE = "dataset.py"
 RETRIEVAL_FILE = "retrieval.yaml"  # optional: the ranking a benchmark's stores use, chosen on its dev split
+RECALL_FILE = "recall.yaml"  # optional: the resonance weights its full-lca recall uses, chosen on its dev split
 README_SECTIONS = ("What it measures", "How to run it", "Parameters", "Measures", "Caveats")
 _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = r"^[a-z][a-z0-9_-]*$"
@@ -147,6 +148,29 @@ def folder_retrieval(path: str | Path) -> RetrievalConfig | None:
     path = Path(path).resolve()
     file = (path if path.is_dir() else path.parent) / RETRIEVAL_FILE
     return RetrievalConfig.from_file(file) if file.is_file() else None
+
+
+def folder_recall_weights(path: str | Path) -> dict[str, float]:
+    """The protocol folder's ``recall.yaml`` (``weights: {TERM: value}``), checked as ``ResonanceWeights``
+    checks them; empty where the folder has none. The one file both the protocol's full-lca condition and
+    ``lca bench retrieval --retriever resonance`` recall by."""
+    import yaml
+
+    from lca.recall.config import ResonanceWeights
+
+    path = Path(path).resolve()
+    file = (path if path.is_dir() else path.parent) / RECALL_FILE
+    if not file.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise RecordFormatError(f"not valid YAML: {exc}", path=str(file)) from None
+    if not isinstance(data, dict) or set(data) - {"weights"} or not isinstance(data.get("weights", {}), dict):
+        raise RecordFormatError("expected only a 'weights' mapping of resonance terms", path=str(file))
+    weights = dict(data.get("weights") or {})
+    ResonanceWeights.from_mapping(weights, source=str(file))
+    return {str(term): float(value) for term, value in weights.items()}
 
 
 class ProtocolRegistry:

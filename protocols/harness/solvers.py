@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -150,10 +150,15 @@ async def sample_history(state) -> dict[str, Any]:
 
 
 def sample_runtime(
-    history: dict[str, Any], generators, seed: int, retrieval: RetrievalConfig | None = None
+    history: dict[str, Any],
+    generators,
+    seed: int,
+    retrieval: RetrievalConfig | None = None,
+    recall_weights: Mapping[str, float] | None = None,
 ) -> ConditionRuntime:
     """A runtime in a fresh working folder (the caller removes it) with the process's embedder; ``retrieval``:
-    the protocol's ranking for the condition's store (its ``retrieval.yaml``), else the store's own."""
+    the protocol's ranking for the condition's store (its ``retrieval.yaml``), else the store's own;
+    ``recall_weights``: its ``recall.yaml``."""
     return ConditionRuntime(
         workdir=Path(tempfile.mkdtemp(prefix="lca-sample-")),
         embedder=shared_embedder(),
@@ -161,6 +166,7 @@ def sample_runtime(
         seed=seed,
         identity=history.get("identity") or {},
         retrieval=retrieval,
+        recall_weights=dict(recall_weights or {}),
     )
 
 
@@ -209,7 +215,13 @@ def chat_messages(messages):
     return [chat[m["role"]](content=m["content"]) for m in messages]
 
 
-def replay_condition(condition: str, params: dict[str, Any], seed: int = 0, retrieval: RetrievalConfig | None = None):
+def replay_condition(
+    condition: str,
+    params: dict[str, Any],
+    seed: int = 0,
+    retrieval: RetrievalConfig | None = None,
+    recall_weights: Mapping[str, float] | None = None,
+):
     from inspect_ai.solver import solver
 
     @solver(name="replay_condition")
@@ -217,7 +229,7 @@ def replay_condition(condition: str, params: dict[str, Any], seed: int = 0, retr
         async def solve(state, generate):
             generators = role_generators(state, asyncio.get_running_loop())
             history = await sample_history(state)
-            runtime = sample_runtime(history, generators, seed, retrieval)
+            runtime = sample_runtime(history, generators, seed, retrieval, recall_weights)
 
             def work():
                 from protocols.harness.replay import replay

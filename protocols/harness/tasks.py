@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +45,7 @@ def condition_task(
     instruction: str | None = None,
     solver: Callable[[str, dict[str, Any], int], list] | None = None,
     retrieval: RetrievalConfig | None = None,
+    recall_weights: Mapping[str, float] | None = None,
 ):
     """An inspect Task for the protocol ``meta`` describes (its ``ProtocolMetadata``: name, version,
     datasets). ``condition`` is a registered name or a variant label (``full-lca[weights.temporal=0]``,
@@ -59,7 +60,8 @@ def condition_task(
     seed)``, when given, replaces the replay-then-generate chain with the protocol's own (the condition name and
     parameters resolved and checked as above). ``retrieval``, when given (a benchmark's ``retrieval.yaml``), is
     the ranking the substrate conditions' stores use, so the recall a condition injects is the recall that
-    benchmark's retrieval figures measure; it is in the task's metadata."""
+    benchmark's retrieval figures measure; it is in the task's metadata, as is ``recall_weights`` (its
+    ``recall.yaml``), the resonance weights full-lca recalls by unless its ``weights`` parameter says otherwise."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig
@@ -82,7 +84,7 @@ def condition_task(
         solver=solver(variant.condition, parsed, seed)
         if solver is not None
         else [
-            replay_condition(variant.condition, parsed, seed, retrieval),
+            replay_condition(variant.condition, parsed, seed, retrieval, recall_weights),
             *([answer_instruction(instruction)] if instruction else []),
             generate(),
         ],
@@ -105,6 +107,7 @@ def condition_task(
             "created_at": datetime.now(UTC).isoformat(),
             "answer_instruction": instruction,
             "retrieval_config": retrieval.to_dict() if retrieval is not None else None,
+            "recall_weights": dict(recall_weights or {}),
             **metadata,
         },
     )

@@ -45,6 +45,9 @@ def test_a_locomo_session_slice_replays_those_sessions_and_asks_only_questions_i
     assert all(s.metadata["gold"]["evidence"] and set(s.metadata["gold"]["evidence"]) <= kept for s in sliced)
     inside = [s.id for s in whole if s.metadata["gold"]["evidence"] and set(s.metadata["gold"]["evidence"]) <= kept]
     assert [s.id for s in sliced] == inside
+    # a question is asked when the history it is told ends, so a relative time in it reads against that
+    assert {s.metadata["asked_at"] for s in whole} == {"2024-03-21T18:45:00"}  # session 2's date
+    assert {s.metadata["asked_at"] for s in sliced} == {"2024-03-03T19:10:00"}  # session 1's date
     with pytest.raises(ValueError, match="sessions must be 0"):
         locomo_samples(fixture, sessions=-1)
 
@@ -140,3 +143,17 @@ def test_a_benchmark_task_ranks_its_conditions_stores_by_its_folders_retrieval_c
     assert log.status == "success"
     assert opened and all(config == expected for config in opened)
     assert log.eval.metadata["retrieval_config"] == expected.to_dict()
+    assert log.eval.metadata["recall_weights"] == {"temporal": 0.0}  # LoCoMo's recall.yaml
+
+
+def test_full_lca_recalls_by_the_protocols_weights_unless_its_own_parameter_says_otherwise(tmp_path):
+    from conditions import build_condition
+    from conditions.base import ConditionRuntime
+
+    runtime = ConditionRuntime(workdir=tmp_path, recall_weights={"temporal": 0.0, "authority": 0.2})
+    weights = build_condition("full-lca").attach(runtime).recall_config().weights
+    assert (weights.temporal, weights.authority, weights.experience) == (0.0, 0.2, 0.05)
+    mine = build_condition("full-lca", weights="temporal=0.1").attach(runtime).recall_config().weights
+    assert (mine.temporal, mine.authority) == (0.1, 0.2)
+    plain = build_condition("full-lca").attach(ConditionRuntime(workdir=tmp_path)).recall_config().weights
+    assert plain.temporal == 0.05  # no protocol file: recall's defaults

@@ -8,6 +8,7 @@ import json
 import lzma
 import re
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,21 @@ def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
     assert {"question_id", "question", "retrieved", "evidence"} <= set(row) and row["question_id"].endswith(":0")
 
 
+def test_locomo_questions_are_asked_when_their_conversation_ends(tmp_path, monkeypatch):
+    """LoCoMo's questions carry no date: the bench asks each at its conversation's last session date, as the
+    locomo task does, so search and recall read a relative time in it against the same moment."""
+    asked = []
+    rank = HaystackStore.rank
+
+    def spy(self, query, retriever, *, as_of=None, config=None):
+        asked.append(as_of)
+        return rank(self, query, retriever, as_of=as_of, config=config)
+
+    monkeypatch.setattr(HaystackStore, "rank", spy)
+    run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})
+    assert len(asked) == 3 and set(asked) == {datetime(2024, 3, 21, 18, 45)}  # session 2 of the fixture
+
+
 def test_locomo_recall_counts_evidence_ids_that_name_no_turn(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([locomo_record()]))
@@ -239,6 +255,13 @@ def test_resonance_runs_set_grid_and_ablate_recall_settings():
     hybrid = parser.parse_args(["--dataset", "locomo", "--set", "weights.temporal=0"])
     with pytest.raises(ParameterError, match="only --retriever resonance ranks by"):
         checked_config(hybrid)
+    # a resonance run starts from the weights of the task's recall.yaml, which --set overrides
+    assert checked_config(parser.parse_args(base)).recall == {"weights.temporal": 0.0}
+    assert checked_config(parser.parse_args([*base, "--set", "weights.temporal=0.05"])).recall == {
+        "weights.temporal": 0.05
+    }
+    assert checked_config(parser.parse_args(["--dataset", "longmemeval", "--retriever", "resonance"])).recall == {}
+    assert checked_config(parser.parse_args(["--dataset", "locomo"])).recall == {}  # hybrid: no recall
 
 
 def test_sentence_keys_follow_the_datasets_file_stay_off_for_the_baselines_and_are_not_a_grid_axis():
@@ -293,6 +316,27 @@ def test_dataset_configs_are_files_beside_their_tasks():
         False,
     )
     assert (lme.fusion, lme.context_weight, lme.speaker_weight, lme.when_weight) == ("z", 0.0, 0.0, 0.0)
+
+
+def test_a_folders_recall_weights_are_checked_and_named_by_their_file(tmp_path):
+    from lca.errors import RecordFormatError
+    from protocols.evals.registry import folder_recall_weights
+
+    assert folder_recall_weights(tmp_path) == {}  # no file: recall's defaults
+    file = tmp_path / "recall.yaml"
+    file.write_text("weights:\n  temporal: 0\n  experience: 0.1\n")
+    assert folder_recall_weights(tmp_path / "task.py") == {"temporal": 0.0, "experience": 0.1}
+    for text, reason in (
+        ("weights:\n  recency: 0\n", "unknown term(s) ['recency']"),
+        ("weights:\n  temporal: -1\n", ">= 0"),
+        ("pool: 5\n", "only a 'weights' mapping"),
+        ("weights: [1]\n", "only a 'weights' mapping"),
+        ("weights: {", "not valid YAML"),
+    ):
+        file.write_text(text)
+        with pytest.raises(RecordFormatError, match=re.escape(reason)) as raised:
+            folder_recall_weights(tmp_path)
+        assert str(file) in str(raised.value)
 
 
 def test_grid_variants_cross_the_listed_values():

@@ -4,16 +4,27 @@ import gzip
 import json
 import lzma
 from collections import Counter
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from lca.errors import RecordFormatError
-from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl, load_official_json
+from lca.importers import (
+    ImportedSession,
+    history_end,
+    import_locomo,
+    import_longmemeval,
+    import_transcript_jsonl,
+    load_official_json,
+)
 from lca.substrate import Substrate
 from lca.transcript import encode_entry
 from lca.types import EntryKind
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
+
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "locomo_fixture.json"
 
 
 def test_real_locomo_conversation_imports_every_turn_in_order(locomo_file):
@@ -34,6 +45,21 @@ def test_all_of_locomo_counts_match_the_data_card(locomo_file):
     sessions, report = import_locomo(locomo_file)
     assert report.sessions == 272 and report.entries == 5882
     assert not report.unparsed
+
+
+def test_a_historys_end_is_its_latest_readable_entry_time():
+    sessions, _ = import_locomo(FIXTURE)
+    assert history_end(sessions) == datetime(2024, 3, 21, 18, 45) and history_end(sessions[:1]) < history_end(sessions)
+    mixed = ImportedSession(
+        "s",
+        (
+            make_entry("s", 1, timestamp="2026-01-02T09:00:00+02:00"),  # 07:00 UTC
+            make_entry("s", 2, timestamp="2026-01-02T08:00:00"),  # naive: read as UTC, so the latest
+            make_entry("s", 3, timestamp="not a time"),
+        ),
+    )
+    assert history_end([mixed]) == datetime(2026, 1, 2, 8, 0)
+    assert history_end([]) is None
 
 
 def test_locomo_unknown_sample_is_refused_with_the_known_ones(locomo_file):

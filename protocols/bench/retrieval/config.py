@@ -31,6 +31,14 @@ def dataset_config(dataset: str) -> RetrievalConfig:
     return folder_retrieval(EVALS / dataset) or RetrievalConfig()
 
 
+def dataset_recall(dataset: str) -> dict[str, float]:
+    """The dataset's resonance weights, as ``weights.TERM`` assignments: its task folder's ``recall.yaml``,
+    which the task's full-lca condition recalls by too (recall's defaults where no file is)."""
+    from protocols.evals.registry import folder_recall_weights
+
+    return {f"weights.{term}": value for term, value in folder_recall_weights(EVALS / dataset).items()}
+
+
 def recall_fields() -> dict[str, str]:
     """The recall names a resonance run may set, typed: ``weights.TERM`` and ``recall.FIELD`` for every plain
     ``RecallConfig`` field (the nested weights, authority table and retrieval settings have their own names)."""

@@ -14,6 +14,7 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -187,9 +188,10 @@ def run_locomo(
     checkpoint: Checkpoint | None = None,
 ) -> Reports:
     """Evidence recall@k per item over dialog turns, one report per configuration name. LoCoMo questions
-    carry no date: only absolute dates in a question anchor it. ``progress`` counts questions (one
+    carry no date: each is asked at the end of its conversation (``history_end``), as the locomo task asks
+    it, so a relative time in it reads against the conversation. ``progress`` counts questions (one
     conversation holds about 200): each conversation's store is built when its first question comes."""
-    from lca.importers import import_locomo, load_official_json
+    from lca.importers import history_end, import_locomo, load_official_json
 
     embedder = QueryMemo(embedder)
     records = load_official_json(path)
@@ -206,6 +208,7 @@ def run_locomo(
     store: HaystackStore | None = None
     dia_of: dict[str, str] = {}
     known: set[str] = set()
+    asked: datetime | None = None
     done = 0
     try:
         for index, (record, number, qa) in enumerate(progress(questions)):
@@ -213,6 +216,7 @@ def run_locomo(
             if store is None:
                 dia_of = {e.id: str(e.meta.get("dia_id")) for s in by_sample.get(sample, []) for e in s.entries}
                 known = set(dia_of.values())
+                asked = history_end(by_sample.get(sample, []))
                 store = HaystackStore(workdir / "locomo", by_sample.get(sample, []), embedder, config=first)
             evidence, missed = _evidence(qa, known)
             unparsed += missed
@@ -220,7 +224,9 @@ def run_locomo(
                 question = str(qa["question"])
                 for name, config in configs.items():
                     started = time.perf_counter()
-                    ranking = [dia_of[e] for e in store.rank(question, retriever, config=config) if e in dia_of]
+                    ranking = [
+                        dia_of[e] for e in store.rank(question, retriever, as_of=asked, config=config) if e in dia_of
+                    ]
                     seconds[name].append(time.perf_counter() - started)
                     row: dict[str, Any] = {
                         "question_id": f"{sample}:{number}",

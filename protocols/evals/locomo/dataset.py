@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lca.importers import file_sha256, import_locomo, load_official_json
+from lca.importers import file_sha256, history_end, import_locomo, load_official_json
 from protocols.harness.benchmarks import LoadReport, history_ref
 
 LOADER = f"{__name__}:load_history"
@@ -50,6 +50,7 @@ def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int 
         history, _ = locomo_history(str(path), sample_id)
         by_dia = {e.meta.get("dia_id"): e for s in history for e in s.entries}
         kept_ids = {e.id for s in history[:sessions] for e in s.entries} if sessions else set()
+        end = history_end(history[:sessions] if sessions else history)  # asked after the history it is told
         for n, qa in enumerate(record["qa"]):
             if sessions:
                 cited = [by_dia.get(p) for raw in qa.get("evidence", []) for p in parse_evidence_ids(raw)]
@@ -87,7 +88,7 @@ def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int 
                     metadata={
                         "category": category,
                         "probe": f"{sample_id}:{n}",
-                        "asked_at": None,
+                        "asked_at": end.isoformat() if end else None,
                         "history_ref": history_ref(LOADER, str(path), report.sha256, sample_id)
                         | ({"sessions": sessions} if sessions else {}),
                         "gold": {"evidence": evidence, "evidence_texts": texts},

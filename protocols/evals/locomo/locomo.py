@@ -12,7 +12,7 @@ from inspect_ai import Task, task
 from protocols.data_paths import find_data_file
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, locomo_samples
 from protocols.evals.locomo.scorer import locomo_qa
-from protocols.evals.registry import folder_metadata, folder_retrieval
+from protocols.evals.registry import folder_metadata, folder_recall_weights, folder_retrieval
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
@@ -50,5 +50,6 @@ def locomo(
         dataset_name=path.name,
         load=load,
         retrieval=folder_retrieval(__file__),
+        recall_weights=folder_recall_weights(__file__),
         scorers=lambda: [locomo_qa(), substrate()],
     )
