@@ -258,7 +258,8 @@ class FullLCA(_SubstrateCondition):
         self.resume_turns = resume_turns
 
     def recall_config(self) -> RecallConfig:
-        overrides = {**self.runtime.recall_weights, **parse_weights(self.weights)}
+        runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
+        overrides = {**(runtime.recall_weights if runtime else {}), **parse_weights(self.weights)}
         if self.living_memory:
             overrides.setdefault("activation", 0.05)
         weights = ResonanceWeights().with_overrides(overrides)
