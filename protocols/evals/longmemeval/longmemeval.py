@@ -13,7 +13,7 @@ from inspect_ai import Task, task
 from protocols.data_paths import find_data_file
 from protocols.evals.longmemeval.dataset import longmemeval_samples
 from protocols.evals.longmemeval.scorer import longmemeval_judge
-from protocols.evals.registry import folder_metadata, folder_retrieval
+from protocols.evals.registry import folder_metadata, folder_recall_weights, folder_retrieval
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
@@ -54,5 +54,6 @@ def longmemeval(
         dataset_name=path.name,
         load=load,
         retrieval=folder_retrieval(__file__),
+        recall_weights=folder_recall_weights(__file__),  # none yet: recall's defaults
         scorers=lambda: [longmemeval_judge(), substrate()] if judge else [substrate()],
     )
