@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,10 @@ from bm25s.tokenization import Tokenizer
 
 from lca.errors import DerivedStoreDamagedError
 from lca.fileio import fsync_dir
+
+# numpy parses a .npy header with ``ast.literal_eval``, which CPython 3.11 does not make safe across threads
+# (two loads at once can raise "SystemError: AST constructor recursion depth mismatch"): one load at a time
+NPY_READS = threading.Lock()
 
 
 def _tokenizer() -> Tokenizer:
@@ -179,12 +184,14 @@ class Bm25LexicalIndex:
             meta = json.loads(at.read_text(encoding="utf-8"))
             obj = cls(k1=float(meta["k1"]), b=float(meta["b"]))
             obj.generation_ = str(meta["generation"])
-            at = directory / "rows.npy"
-            obj.rows_ = np.asarray(np.load(at, allow_pickle=False), dtype=np.int64).reshape(-1)
-            at = directory / "bm25"
+            with NPY_READS:
+                at = directory / "rows.npy"
+                obj.rows_ = np.asarray(np.load(at, allow_pickle=False), dtype=np.int64).reshape(-1)
+                at = directory / "bm25"
+                if at.exists():
+                    retriever = obj.retriever_ = bm25s.BM25.load(str(at))
+                    obj.tokenizer_.load_vocab(str(at))
             if at.exists():
-                retriever = obj.retriever_ = bm25s.BM25.load(str(at))
-                obj.tokenizer_.load_vocab(str(at))
                 _check_arrays(retriever.scores)
                 documents = int(retriever.scores["num_docs"])
                 if documents != len(obj.rows_):

@@ -67,3 +67,33 @@ def test_term_postings_rebuild_the_indexs_own_bm25_and_a_window_of_one_is_the_ch
     assert index.query_terms("zeppelin") == [] and index.query_terms("cat cat") == index.query_terms("cat") * 2
     # a text with a word the index never saw: the word is left out, as a query's would be
     assert index.term_postings(["zeppelin cat"]).lengths.tolist() == [1.0]
+
+
+def test_loads_take_turns_because_numpy_reads_headers_with_ast(tmp_path):
+    """CPython 3.11's ast is not safe across threads, and numpy parses every .npy header with it: two stores
+    loaded at once could fail one load as a damaged store. A load waits for the one before it."""
+    import threading
+
+    from lca.index.lexical import NPY_READS
+
+    built().save(tmp_path / "lexical")
+    loaded: list[Bm25LexicalIndex] = []
+    reader = threading.Thread(target=lambda: loaded.append(Bm25LexicalIndex.load(tmp_path / "lexical")))
+    with NPY_READS:  # another load is reading
+        reader.start()
+        reader.join(timeout=0.5)
+        assert reader.is_alive() and not loaded  # it waits
+    reader.join(timeout=30)
+    assert len(loaded) == 1 and len(loaded[0]) == 4
+    readers = [
+        threading.Thread(target=lambda: loaded.append(Bm25LexicalIndex.load(tmp_path / "lexical"))) for _ in range(8)
+    ]
+    for thread in readers:
+        thread.start()
+    for thread in readers:
+        thread.join(timeout=60)
+    assert (
+        len(loaded) == 9
+        and all(index.search("cat", k=4)[1].tolist() == [102, 103] for index in loaded[1:])
+        or [sorted(index.search("cat", k=4)[1].tolist()) for index in loaded] == [[102, 103]] * 9
+    )
