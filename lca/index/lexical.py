@@ -188,10 +188,10 @@ class Bm25LexicalIndex:
                 at = directory / "rows.npy"
                 obj.rows_ = np.asarray(np.load(at, allow_pickle=False), dtype=np.int64).reshape(-1)
                 at = directory / "bm25"
-                if at.exists():
-                    retriever = obj.retriever_ = bm25s.BM25.load(str(at))
+                retriever = obj.retriever_ = bm25s.BM25.load(str(at)) if at.exists() else None
+                if retriever is not None:
                     obj.tokenizer_.load_vocab(str(at))
-            if at.exists():
+            if retriever is not None:
                 _check_arrays(retriever.scores)
                 documents = int(retriever.scores["num_docs"])
                 if documents != len(obj.rows_):
