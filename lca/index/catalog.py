@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS sentence_keys (
     PRIMARY KEY (chunk_id, text_hash)
 );
 CREATE INDEX IF NOT EXISTS sentence_keys_text ON sentence_keys(text_hash);
+CREATE TABLE IF NOT EXISTS window_keys (
+    chunk_id TEXT PRIMARY KEY REFERENCES chunks(chunk_id),
+    text_hash TEXT NOT NULL REFERENCES texts(text_hash)
+);
+CREATE INDEX IF NOT EXISTS chunks_session ON chunks(session_id);
 CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
@@ -374,17 +379,58 @@ class Catalog:
         """One sentence of a chunk as an extra dense key for that chunk (its text is in ``texts``)."""
         self.db.execute("INSERT OR IGNORE INTO sentence_keys(chunk_id, text_hash) VALUES(?, ?)", (chunk_id, text_hash))
 
+    def set_window_key(self, chunk_id: str, text_hash: str | None) -> None:
+        """A chunk's window key (its text with its session neighbours', in ``texts``), or none (``None``)."""
+        if text_hash is None:
+            self.db.execute("DELETE FROM window_keys WHERE chunk_id=?", (chunk_id,))
+        else:
+            self.db.execute(
+                "INSERT OR REPLACE INTO window_keys(chunk_id, text_hash) VALUES(?, ?)", (chunk_id, text_hash)
+            )
+
+    def window_keys_of(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """chunk id -> the text hash of its window key, for those of ``chunk_ids`` that have one."""
+        ids, query = list(chunk_ids), "SELECT chunk_id, text_hash FROM window_keys WHERE chunk_id IN ({})"
+        parts = (ids[i : i + 900] for i in range(0, len(ids), 900))
+        return {cid: h for part in parts for cid, h in self.db.execute(query.format(",".join("?" * len(part))), part)}
+
+    def window_key_links(self) -> list[tuple[int, int]]:
+        """(vector id, row) of every chunk's window key (none in a read-only store older than the table)."""
+        if not self.has_window_keys():
+            return []
+        return self.db.execute(
+            "SELECT t.vector_id, c.row FROM window_keys w JOIN chunks c ON w.chunk_id=c.chunk_id "
+            "JOIN texts t ON w.text_hash=t.text_hash"
+        ).fetchall()
+
+    def has_window_keys(self) -> bool:
+        """Whether some chunk has a window key (none in a read-only store older than the table)."""
+        try:
+            return bool(self.db.execute("SELECT 1 FROM window_keys LIMIT 1").fetchone())
+        except sqlite3.OperationalError:
+            return False
+
+    def session_texts(self, session_id: str) -> list[tuple[str, str]]:
+        """(chunk id, text) of a session's chunks in row order: the order the ranking's neighbours follow."""
+        return self.db.execute(
+            "SELECT c.chunk_id, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash "
+            "WHERE c.session_id=? ORDER BY c.row",
+            (session_id,),
+        ).fetchall()
+
     def delete_chunks_of_memory(self, memory_id: str) -> int:
-        self.db.execute(
-            "DELETE FROM sentence_keys WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE memory_id=?)", (memory_id,)
-        )
+        for table in ("sentence_keys", "window_keys"):
+            self.db.execute(
+                f"DELETE FROM {table} WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE memory_id=?)", (memory_id,)
+            )
         return self.db.execute("DELETE FROM chunks WHERE memory_id=?", (memory_id,)).rowcount
 
     def orphan_texts(self) -> list[tuple[str, int]]:
         return self.db.execute(
             "SELECT text_hash, vector_id FROM texts WHERE text_hash NOT IN "
             "(SELECT text_hash FROM chunks) AND text_hash NOT IN "
-            "(SELECT text_hash FROM sentence_keys)"
+            "(SELECT text_hash FROM sentence_keys) AND text_hash NOT IN "
+            "(SELECT text_hash FROM window_keys)"
         ).fetchall()
 
     def delete_texts(self, hashes: Sequence[str]) -> None:
@@ -509,6 +555,7 @@ class Catalog:
         text_bytes = q("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0) FROM texts").fetchone()[0]
         failures = q("SELECT count(*) FROM embedding_failures").fetchone()[0]
         keys = q("SELECT count(*) FROM sentence_keys").fetchone()[0]
+        window_keys = q("SELECT count(*) FROM window_keys").fetchone()[0] if self.has_window_keys() else 0
         return {
             "chunks": chunks,
             "chunks_by_source": by_source,
@@ -520,6 +567,7 @@ class Catalog:
             "split_items": split_entries,
             "failed_embeddings": failures,
             "sentence_keys": keys,
+            "window_keys": window_keys,
         }
 
     def checkpoint_wal(self) -> tuple[int, int, int] | None:

@@ -9,7 +9,7 @@ dense scores are computed from their stored vectors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -40,13 +40,19 @@ class StoreStructure:
     link_vector: np.ndarray
     link_chunk: np.ndarray
     link_own: np.ndarray  # the link is the chunk's own text (not one of its sentence keys)
+    window_vector: np.ndarray  # the vector id of each chunk's window key (``lca.index.window_keys``), -1: none
 
     def __len__(self) -> int:
         return len(self.rows)
 
     @classmethod
-    def build(cls, structure_rows: list[tuple], key_links: list[tuple[int, int, str]]) -> StoreStructure:
-        """From ``Catalog.chunk_structure()`` and ``Catalog.chunk_keys()``."""
+    def build(
+        cls,
+        structure_rows: list[tuple],
+        key_links: list[tuple[int, int, str]],
+        window_links: Sequence[tuple[int, int]] = (),
+    ) -> StoreStructure:
+        """From ``Catalog.chunk_structure()``, ``Catalog.chunk_keys()`` and ``Catalog.window_key_links()``."""
         n = len(structure_rows)
         rows = np.fromiter((r[0] for r in structure_rows), dtype=np.int64, count=n)
         chunk_ids = [r[1] for r in structure_rows]
@@ -82,6 +88,10 @@ class StoreStructure:
         link_vector = np.array([v for v, _ in links], dtype=np.int64)
         link_chunk = np.array([c for _, c in links], dtype=np.int64)
         link_own = link_vector == own_vector[link_chunk] if len(links) else np.zeros(0, dtype=bool)
+        window_vector = np.full(n, -1, dtype=np.int64)
+        for vid, row in window_links:
+            if row in position:
+                window_vector[position[row]] = vid
         return cls(
             rows,
             chunk_ids,
@@ -98,6 +108,7 @@ class StoreStructure:
             link_vector,
             link_chunk,
             link_own,
+            window_vector,
         )
 
     def frame(
@@ -108,9 +119,12 @@ class StoreStructure:
         window_norm: np.ndarray | None = None,
         window_lexical: np.ndarray | None = None,
         tells_time: np.ndarray | None = None,
+        phrase: np.ndarray | None = None,
+        window_dense: np.ndarray | None = None,
     ) -> Frame:
         """The frame over some chunk positions, with their dense and lexical scores (and their windows' vector
-        norms and BM25, given per chunk of the store; which of them tell a time, given per position)."""
+        norms and BM25 and the query's phrases in them, given per chunk of the store; which of them tell a time and
+        the cosines of their window keys, given per position)."""
         return Frame(
             dense=dense,
             lexical=lexical,
@@ -125,6 +139,8 @@ class StoreStructure:
             tells_time=tells_time,
             window_norm=window_norm[positions] if window_norm is not None else None,
             window_lexical=window_lexical[positions] if window_lexical is not None else None,
+            phrase=phrase[positions] if phrase is not None else None,
+            window_dense=window_dense,
         )
 
     def window_norms(self, vectors: np.ndarray, before: int, after: int) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from lca.index.catalog import Catalog
 from lca.index.frames import StoreStructure, ranks_among, whole_store
+from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex
 from lca.retrieval.config import RetrievalConfig
 from lca.retrieval.ranker import QueryFacts, ordering, rank_frame
@@ -22,6 +23,7 @@ class SearchedStore(Protocol):
     """What a hybrid search reads of an ``IndexStore`` (named here so this module need not import it)."""
 
     catalog_: Catalog
+    _text_facts: TextFacts
 
     @property
     def vectors(self) -> FaissVectorIndex: ...
@@ -36,9 +38,9 @@ class SearchedStore(Protocol):
 
     def _window_norms(self, config: RetrievalConfig) -> np.ndarray: ...
 
-    def _window_lexical(self, query: str, config: RetrievalConfig) -> np.ndarray: ...
+    def _store_text(self) -> StoreText: ...
 
-    def _tells_time(self, positions: np.ndarray) -> np.ndarray: ...
+    def _lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray: ...
 
 
 def hybrid_search(
@@ -102,17 +104,39 @@ def hybrid_search(
                 best[missing] = index.vectors.reconstruct(structure.own_vector[positions[missing]]) @ vector
             return best
 
-    def refeed(top_candidates: np.ndarray) -> np.ndarray:
-        centroid = index.vectors.reconstruct(structure.own_vector[positions[top_candidates]]).mean(axis=0)
-        moved = qvec + config.feedback_weight * centroid
-        return dense_of((moved / (np.linalg.norm(moved) or 1.0)).astype(np.float32))
+    facts_of_text = index._text_facts
+    text = index._store_text() if config.reads_text else None
+
+    def refeed(top_candidates: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The feedback round's dense scores (the query moved towards the top candidates) and BM25 scores (the
+        top candidates' most distinctive terms added); ``None`` for a side the config leaves as it was."""
+        top = positions[top_candidates]
+        dense = lexical = None
+        if config.feedback_weight:
+            moved = qvec + config.feedback_weight * index.vectors.reconstruct(structure.own_vector[top]).mean(axis=0)
+            dense = dense_of((moved / (np.linalg.norm(moved) or 1.0)).astype(np.float32))
+        if config.lexical_feedback_weight and text is not None:
+            terms = facts_of_text.feedback_terms(text, query, top, config.feedback_terms)
+            if terms:
+                added = index._lexical_of_terms(terms, structure)[positions]
+                lexical = lexical_all[positions] + config.lexical_feedback_weight * added
+        return dense, lexical
 
     windows = config.context_weight and config.fusion == "z"
     norms = index._window_norms(config) if windows else None
-    window_lexical = index._window_lexical(query, config) if windows else None
-    told = index._tells_time(positions) if config.when_weight and facts.asks_when else None
+    window_lexical = facts_of_text.window_lexical(text, query, config) if windows and text else None
+    told = facts_of_text.tells_time(text, positions) if text and config.when_weight and facts.asks_when else None
+    phrase = facts_of_text.phrase_matches(text, query) if text and config.phrase_weight else None
+    dense = dense_of(qvec)
+    window_dense = None
+    if config.window_key_weight:  # a chunk without a window key (alone in its session) scores by its own keys
+        window_dense = dense.copy()
+        ids = structure.window_vector[positions]
+        has = np.flatnonzero(ids >= 0)
+        if len(has):
+            window_dense[has] = index.vectors.reconstruct(ids[has]) @ qvec
     frame = structure.frame(
-        positions, dense_of(qvec), lexical_all[positions].astype(np.float64), norms, window_lexical, told
+        positions, dense, lexical_all[positions].astype(np.float64), norms, window_lexical, told, phrase, window_dense
     )
     fused, eligible = rank_frame(frame, config, facts, refeed=refeed)
     order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]

@@ -50,12 +50,73 @@ class TermPostings:
     counts: np.ndarray
     lengths: np.ndarray
 
+    @classmethod
+    def from_sequences(cls, sequences: Sequence[np.ndarray], vocabulary: int, documents: int) -> TermPostings:
+        docs: list[np.ndarray] = []
+        terms: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        lengths = np.zeros(documents, dtype=np.float64)
+        for doc, kept in enumerate(sequences):
+            lengths[doc] = len(kept)
+            if len(kept):
+                unique, count = np.unique(kept, return_counts=True)
+                docs.append(np.full(len(unique), doc, dtype=np.int64))
+                terms.append(unique)
+                counts.append(count)
+        if not docs:
+            return cls(np.zeros(vocabulary + 1, dtype=np.int64), np.zeros(0, np.int64), np.zeros(0), lengths)
+        doc_of, term_of, count_of = np.concatenate(docs), np.concatenate(terms), np.concatenate(counts)
+        order = np.argsort(term_of, kind="stable")
+        indptr = np.zeros(vocabulary + 1, dtype=np.int64)
+        np.add.at(indptr, term_of + 1, 1)
+        return cls(np.cumsum(indptr), doc_of[order], count_of[order].astype(np.float64), lengths)
+
+    def idf(self) -> np.ndarray:
+        """Each term's inverse document frequency, as BM25 (Lucene) weighs it."""
+        df = np.diff(self.indptr).astype(np.float64)
+        return np.log(1.0 + (len(self.lengths) - df + 0.5) / (df + 0.5))
+
     def term_frequencies(self, terms: Sequence[int]) -> np.ndarray:
         out = np.zeros((len(self.lengths), len(terms)), dtype=np.float64)
         for column, term in enumerate(terms):
             if 0 <= term < len(self.indptr) - 1:
                 span = slice(self.indptr[term], self.indptr[term + 1])
                 out[self.docs[span], column] = self.counts[span]
+        return out
+
+
+@dataclass(frozen=True)
+class TermPairs:
+    """Which documents hold each pair of adjacent indexed terms (in order, stopwords already gone), what the
+    phrase signal asks of a query's own adjacent terms. Rebuilt from the texts, never stored."""
+
+    codes: np.ndarray  # sorted pair codes (first term x vocabulary + second term), one per document holding it
+    docs: np.ndarray
+    vocabulary: int
+    documents: int
+
+    @classmethod
+    def from_sequences(cls, sequences: Sequence[np.ndarray], vocabulary: int) -> TermPairs:
+        codes: list[np.ndarray] = []
+        docs: list[np.ndarray] = []
+        for doc, terms in enumerate(sequences):
+            if len(terms) > 1:
+                unique = np.unique(terms[:-1] * vocabulary + terms[1:])
+                codes.append(unique)
+                docs.append(np.full(len(unique), doc, dtype=np.int64))
+        if not codes:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), vocabulary, len(sequences))
+        code_of, doc_of = np.concatenate(codes), np.concatenate(docs)
+        order = np.argsort(code_of, kind="stable")
+        return cls(code_of[order], doc_of[order], vocabulary, len(sequences))
+
+    def matches(self, terms: Sequence[int]) -> np.ndarray:
+        """Per document, how many distinct adjacent pairs of ``terms`` (a query's, in order) it holds adjacent."""
+        out = np.zeros(self.documents, dtype=np.float64)
+        pairs = {a * self.vocabulary + b for a, b in zip(terms, terms[1:])}
+        for code in pairs:
+            lo, hi = np.searchsorted(self.codes, [code, code + 1])
+            out[self.docs[lo:hi]] += 1.0
         return out
 
 
@@ -107,43 +168,35 @@ class Bm25LexicalIndex:
         ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
         return [int(t) for t in ids if t in self._valid_ids]
 
-    def term_postings(self, texts: Sequence[str]) -> TermPostings:
-        """Term counts of ``texts`` under this index's tokenizer and vocabulary (a word it never indexed is left
-        out, as a query's would be)."""
+    def term_sequences(self, texts: Sequence[str]) -> tuple[list[np.ndarray], int]:
+        """Each text's indexed term ids in order under this index's tokenizer and vocabulary (a word it never
+        indexed is left out, as a query's would be), and the vocabulary's size."""
         word_ids = self.tokenizer_.word_to_id.values() if self.retriever_ is not None else ()
         vocabulary = max(word_ids, default=-1) + 1
-        tokenized = (
-            self.tokenizer_.tokenize(list(texts), update_vocab=False, return_as="ids", show_progress=False)
-            if texts and vocabulary
-            else [[] for _ in texts]
-        )
-        valid = self._valid_ids if vocabulary else set()
-        docs: list[np.ndarray] = []
-        terms: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        lengths = np.zeros(len(texts), dtype=np.float64)
-        for doc, ids in enumerate(tokenized):
-            kept = np.asarray([t for t in ids if t in valid], dtype=np.int64)
-            lengths[doc] = len(kept)
-            if len(kept):
-                unique, count = np.unique(kept, return_counts=True)
-                docs.append(np.full(len(unique), doc, dtype=np.int64))
-                terms.append(unique)
-                counts.append(count)
-        if not docs:
-            return TermPostings(np.zeros(vocabulary + 1, dtype=np.int64), np.zeros(0, np.int64), np.zeros(0), lengths)
-        doc_of, term_of, count_of = np.concatenate(docs), np.concatenate(terms), np.concatenate(counts)
-        order = np.argsort(term_of, kind="stable")
-        indptr = np.zeros(vocabulary + 1, dtype=np.int64)
-        np.add.at(indptr, term_of + 1, 1)
-        return TermPostings(np.cumsum(indptr), doc_of[order], count_of[order].astype(np.float64), lengths)
+        if not (texts and vocabulary):
+            return [np.zeros(0, np.int64) for _ in texts], vocabulary
+        tokenized = self.tokenizer_.tokenize(list(texts), update_vocab=False, return_as="ids", show_progress=False)
+        valid = self._valid_ids
+        return [np.asarray([t for t in ids if t in valid], dtype=np.int64) for ids in tokenized], vocabulary
+
+    def term_postings(self, texts: Sequence[str]) -> TermPostings:
+        """Term counts of ``texts`` (``term_sequences``)."""
+        sequences, vocabulary = self.term_sequences(texts)
+        return TermPostings.from_sequences(sequences, vocabulary, len(texts))
+
+    def term_pairs(self, texts: Sequence[str]) -> TermPairs:
+        """The adjacent term pairs of ``texts`` (``term_sequences``)."""
+        return TermPairs.from_sequences(*self.term_sequences(texts))
 
     def all_scores(self, query: str) -> np.ndarray:
         """The BM25 score of every document, in ``rows_`` order (0 where no query term occurs)."""
-        known = self.query_terms(query)
-        if self.retriever_ is None or not known:
+        return self.term_scores(self.query_terms(query))
+
+    def term_scores(self, terms: Sequence[int]) -> np.ndarray:
+        """The BM25 score of every document for a query of these indexed term ids, in ``rows_`` order."""
+        if self.retriever_ is None or not terms:
             return np.zeros(len(self.rows_), dtype=np.float32)
-        return np.asarray(self.retriever_.get_scores_from_ids(known), dtype=np.float32)
+        return np.asarray(self.retriever_.get_scores_from_ids(list(terms)), dtype=np.float32)
 
     @property
     def _valid_ids(self) -> set[int]:

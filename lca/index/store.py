@@ -21,8 +21,9 @@ from lca.index.chunker import sentence_keys
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
-from lca.index.text_facts import TextFacts
+from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex, interrupted_saves, vector_id_for
+from lca.index.window_keys import write_window_keys
 from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.retrieval import RetrievalConfig
@@ -42,6 +43,7 @@ class AddResult:
     failed_chunks: int = 0
     retried_failures_recovered: int = 0
     failed_sentence_keys: int = 0  # sentence keys that could not be embedded (their chunk is indexed)
+    failed_window_keys: int = 0  # window keys that could not be embedded (``lca.index.window_keys``)
     errors: list[str] = field(default_factory=list)
 
     def merge(self, other: AddResult) -> None:
@@ -53,6 +55,7 @@ class AddResult:
             "failed_chunks",
             "retried_failures_recovered",
             "failed_sentence_keys",
+            "failed_window_keys",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)
@@ -233,6 +236,11 @@ class IndexStore:
             result.merge(self._add_batch(batch))
             if progress:
                 progress(len(batch))
+        if self.retrieval.window_keys and result.new_chunks:
+            written = write_window_keys(self, {c.pointer.session_id for c in todo if c.pointer.session_id}, set(unique))
+            self._vectors_dirty |= bool(written.embedded)
+            result.embedded_texts += written.embedded
+            result.failed_window_keys += written.failed
         return result
 
     def _add_batch(self, batch: Sequence[Chunk]) -> AddResult:
@@ -441,11 +449,13 @@ class IndexStore:
             for rows in by_vector.values():
                 rows.sort(key=lambda rc: rc[1])
                 links += len(rows)
-            cached = self._maps = (generation, by_vector, by_row, links > len(by_row))
+            keyed = links > len(by_row) or self.catalog_.has_window_keys()
+            cached = self._maps = (generation, by_vector, by_row, keyed)
         return cached[1], cached[2]
 
     def _has_keys(self) -> bool:
-        """Whether some chunk owns more than one vector (its sentence keys), per catalog generation."""
+        """Whether some chunk owns more than one vector (its sentence or window keys), per catalog generation:
+        a dense search then reads deeper to find as many chunks."""
         self._row_maps()
         return bool(self._maps and self._maps[3])
 
@@ -466,7 +476,9 @@ class IndexStore:
         generation = self.catalog_.get_meta("chunks_generation") or ""
         cached = self._structure_cache
         if cached is None or cached[0] != generation:
-            built = StoreStructure.build(self.catalog_.chunk_structure(), self.catalog_.chunk_keys())
+            built = StoreStructure.build(
+                self.catalog_.chunk_structure(), self.catalog_.chunk_keys(), self.catalog_.window_key_links()
+            )
             cached = self._structure_cache = (generation, built)
         return cached[1]
 
@@ -483,17 +495,14 @@ class IndexStore:
             self._norms_cache = (key, norms)
         return self._norms_cache[1]
 
-    def _window_lexical(self, query: str, config: RetrievalConfig) -> np.ndarray:
-        """Per chunk, the BM25 of its context window as one document (``TextFacts.window_lexical``)."""
+    def _store_text(self) -> StoreText:
+        """The store's texts as this search sees them, for ``TextFacts`` (its per-generation caches)."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
-        return self._text_facts.window_lexical(
-            self.catalog_, self.lexical, self._structure(), generation, query, config
-        )
+        return StoreText(self.catalog_, self.lexical, self._structure(), generation)
 
-    def _tells_time(self, positions: np.ndarray) -> np.ndarray:
-        """Which chunks at these positions say when something happened (``TextFacts.tells_time``)."""
-        generation = self.catalog_.get_meta("chunks_generation") or ""
-        return self._text_facts.tells_time(self.catalog_, self._structure(), generation, positions)
+    def _lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray:
+        """BM25 of every chunk for a query of these term ids, in the structure's row order."""
+        return self._in_structure_order(self.lexical.term_scores(terms), structure)
 
     def search(
         self,
@@ -558,8 +567,11 @@ class IndexStore:
 
     def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray:
         """BM25 of every chunk, in the structure's row order."""
+        return self._in_structure_order(self.lexical.all_scores(query), structure)
+
+    def _in_structure_order(self, scores: np.ndarray, structure: StoreStructure) -> np.ndarray:
+        """Scores of the lexical index's documents (its ``rows_`` order) in the structure's row order."""
         lexical = self.lexical
-        scores = lexical.all_scores(query)
         if len(lexical.rows_) == len(structure) and np.array_equal(lexical.rows_, structure.rows):
             return scores.astype(np.float64)
         out = np.zeros(len(structure))

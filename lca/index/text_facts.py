@@ -1,68 +1,104 @@
 """What the ranking reads from the chunks' texts beyond the indexes, per catalog generation: every chunk's
-term counts (the BM25 of a chunk's window read as one document) and which chunks say when something
-happened. Both are derived from the catalog's texts when a signal first asks for them, never stored."""
+term counts (the BM25 of a chunk's window read as one document), its adjacent term pairs (the phrase
+signal), its terms in order (lexical feedback) and which chunks say when something happened. All are
+derived from the catalog's texts when a signal first asks for them, never stored."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from lca.errors import DerivedStoreDamagedError
 from lca.index.catalog import Catalog
 from lca.index.frames import StoreStructure
-from lca.index.lexical import Bm25LexicalIndex, TermPostings
+from lca.index.lexical import Bm25LexicalIndex, TermPairs, TermPostings
 from lca.retrieval import RetrievalConfig
 from lca.retrieval.signals import window_bm25
 
 
+@dataclass(frozen=True)
+class StoreText:
+    """One store's texts as a search sees them: its catalog, lexical index and structure at one generation."""
+
+    catalog: Catalog
+    lexical: Bm25LexicalIndex
+    structure: StoreStructure
+    generation: str
+
+    def texts(self) -> list[str]:
+        """Every chunk's text in structure order (the lexical corpus), checked against the structure's rows."""
+        rows, texts = self.catalog.lexical_corpus()
+        if not np.array_equal(np.asarray(rows, dtype=np.int64), self.structure.rows):
+            raise DerivedStoreDamagedError(self.catalog.path, "the chunk rows moved while they were read")
+        return list(texts)
+
+
 class TextFacts:
-    """Per-generation caches of what the window and when signals read; a new generation starts them over."""
+    """Per-generation caches of what the text-reading signals need; a new generation starts them over."""
 
     def __init__(self) -> None:
         self._postings: tuple[str, TermPostings] | None = None
+        self._pairs: tuple[str, TermPairs] | None = None
+        self._sequences: tuple[str, list[np.ndarray], np.ndarray] | None = None
         self._told: tuple[str, dict[int, bool]] = ("", {})
 
-    def window_lexical(
-        self,
-        catalog: Catalog,
-        lexical: Bm25LexicalIndex,
-        structure: StoreStructure,
-        generation: str,
-        query: str,
-        config: RetrievalConfig,
-    ) -> np.ndarray:
+    def window_lexical(self, source: StoreText, query: str, config: RetrievalConfig) -> np.ndarray:
         """Per chunk (structure order), the BM25 of its context window read as one document
         (``lca.retrieval.signals.window_bm25``): one pass of the lexical tokenizer over the texts per
         generation."""
-        if self._postings is None or self._postings[0] != generation:
-            rows, texts = catalog.lexical_corpus()
-            if not np.array_equal(np.asarray(rows, dtype=np.int64), structure.rows):
-                raise DerivedStoreDamagedError(catalog.path, "the chunk rows moved while they were read")
-            self._postings = (generation, lexical.term_postings(texts))
+        lexical = source.lexical
+        if self._postings is None or self._postings[0] != source.generation:
+            self._postings = (source.generation, lexical.term_postings(source.texts()))
         postings = self._postings[1]
         return window_bm25(
             postings.term_frequencies(lexical.query_terms(query)),
             postings.lengths,
-            structure.session,
-            structure.seq,
+            source.structure.session,
+            source.structure.seq,
             config.context_before,
             config.context_after,
             k1=lexical.k1,
             b=lexical.b,
         )
 
-    def tells_time(
-        self, catalog: Catalog, structure: StoreStructure, generation: str, positions: np.ndarray
-    ) -> np.ndarray:
+    def phrase_matches(self, source: StoreText, query: str) -> np.ndarray:
+        """Per chunk (structure order), how many of the query's adjacent term pairs it holds adjacent and in
+        order (``TermPairs``): one pass of the lexical tokenizer over the texts per generation."""
+        if self._pairs is None or self._pairs[0] != source.generation:
+            self._pairs = (source.generation, source.lexical.term_pairs(source.texts()))
+        return self._pairs[1].matches(source.lexical.query_terms(query))
+
+    def feedback_terms(self, source: StoreText, query: str, top: np.ndarray, count: int) -> list[int]:
+        """The ``count`` terms most distinctive of the chunks at structure positions ``top`` and not in the query:
+        by the sum over those chunks of (its count of the term / its length) x the term's idf, ties by term id."""
+        if self._sequences is None or self._sequences[0] != source.generation:
+            sequences, vocabulary = source.lexical.term_sequences(source.texts())
+            idf = TermPostings.from_sequences(sequences, vocabulary, len(sequences)).idf()
+            self._sequences = (source.generation, sequences, idf)
+        _, sequences, idf = self._sequences
+        asked = set(source.lexical.query_terms(query))
+        weight: dict[int, float] = {}
+        for position in top.tolist():
+            terms = sequences[position]
+            if len(terms):
+                unique, counts = np.unique(terms, return_counts=True)
+                for term, share in zip(unique.tolist(), (counts / len(terms)).tolist(), strict=True):
+                    if term not in asked:
+                        weight[term] = weight.get(term, 0.0) + share * float(idf[term])
+        return sorted(weight, key=lambda term: (-weight[term], term))[:count]
+
+    def tells_time(self, source: StoreText, positions: np.ndarray) -> np.ndarray:
         """Which chunks at these structure positions say when something happened
         (``lca.temporal_anchor.tells_time``): read from their texts when first asked, kept per generation."""
         from lca.temporal_anchor import tells_time
 
-        if self._told[0] != generation:
-            self._told = (generation, {})
+        if self._told[0] != source.generation:
+            self._told = (source.generation, {})
         told = self._told[1]
-        rows = [int(r) for r in structure.rows[positions]]
+        rows = [int(r) for r in source.structure.rows[positions]]
         missing = [r for r in rows if r not in told]
         if missing:
-            for row, chunk in catalog.chunks_by_rows(missing).items():
+            for row, chunk in source.catalog.chunks_by_rows(missing).items():
                 told[row] = tells_time(chunk.text)
         return np.array([told.get(r, False) for r in rows], dtype=bool)

@@ -6,9 +6,9 @@ weights are in z units of the fused score (with ``rrf`` or ``blend`` fusion the 
 standardized over the candidates before any signal adds to it), so one weight means the same under
 every fusion. The defaults are the choices made on the LongMemEval_S dev split (docs/benchmarks.md): z fusion
 with BM25 at half the dense weight, the temporal anchor and one round of feedback; the dialog signals
-(context, question, reply, speaker, when) default to 0 and sentence keys are off (their index cost); a store's or
-a benchmark's ``retrieval.yaml`` switches them on. One field is read when the store is written rather than
-when it is searched: ``sentence_keys``, what the index keeps.
+(context, phrase, question, reply, speaker, when) default to 0 and sentence keys are off (their index cost); a store's or
+a benchmark's ``retrieval.yaml`` switches them on. Some fields are read when the store is written rather than
+when it is searched (``INDEX_FIELDS``: sentence and window keys), what the index keeps.
 """
 
 from __future__ import annotations
@@ -22,15 +22,19 @@ from lca.params import ParameterError, parse_assignments
 
 FUSION_NAMES = ("rrf", "z", "blend")
 Z_SCOPES = ("auto", "all", "pool")
-INDEX_FIELDS = ("sentence_keys",)  # read when the store is written (what the index keeps), not when it is searched
+# read when the store is written (what the index keeps), not when it is searched
+INDEX_FIELDS = ("sentence_keys", "window_keys", "window_key_before", "window_key_after")
 SIGNAL_WEIGHTS = (
     "context_weight",
+    "window_key_weight",
+    "phrase_weight",
     "question_weight",
     "reply_weight",
     "speaker_weight",
     "when_weight",
     "anchor_weight",
     "feedback_weight",
+    "lexical_feedback_weight",
 )
 
 
@@ -53,6 +57,12 @@ class RetrievalConfig:
     context_weight: float = 0.0  # + w x the mean fused score of the turn's neighbours in its session
     context_before: int = 1  # neighbours before the turn (same session, in entry order) ...
     context_after: int = 1  # ... and after it
+    window_keys: bool = False  # the store keeps each turn's window (its neighbours in its session and itself,
+    # ``lca.index.window_keys``) as one more embedded key, written when turns are added
+    window_key_before: int = 2  # turns before the turn in its window key ...
+    window_key_after: int = 1  # ... and after it
+    window_key_weight: float = 0.0  # + w x the z-scored cosine of the query with the turn's window key
+    phrase_weight: float = 0.0  # + w for each pair of adjacent query terms the turn holds adjacent, in order
     question_weight: float = 0.0  # - w for a turn that only asks (ends in "?", no attachment): it states no fact
     reply_weight: float = 0.0  # + w x the positive score of the question turn a turn answers (the turn before)
     speaker_weight: float = 0.0  # + w for the turns of the one speaker the query names
@@ -62,6 +72,8 @@ class RetrievalConfig:
     anchor_weight: float = 4.0  # + w x closeness of the turn's time to the day a time expression points at
     feedback_weight: float = 0.6  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
     feedback_depth: int = 3
+    lexical_feedback_weight: float = 0.0  # the same round on the BM25 side: + w x the BM25 of the top turns'
+    feedback_terms: int = 5  # ... most distinctive terms (tf / length x idf, not in the query), this many
 
     def __post_init__(self) -> None:
         problems = []
@@ -69,10 +81,10 @@ class RetrievalConfig:
             problems.append(f"fusion must be one of {', '.join(FUSION_NAMES)}, not {self.fusion!r}")
         if self.z_scope not in Z_SCOPES:
             problems.append(f"z_scope must be one of {', '.join(Z_SCOPES)}, not {self.z_scope!r}")
-        for name in ("rrf_k", "pool", "feedback_depth", "z_all_limit"):
+        for name in ("rrf_k", "pool", "feedback_depth", "feedback_terms", "z_all_limit"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("context_before", "context_after"):
+        for name in ("context_before", "context_after", "window_key_before", "window_key_after"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be at least 0, not {getattr(self, name)}")
         for name in ("dense_weight", "bm25_weight", *SIGNAL_WEIGHTS):
@@ -118,6 +130,11 @@ class RetrievalConfig:
     @property
     def uses_signals(self) -> bool:
         return any(getattr(self, name) for name in SIGNAL_WEIGHTS) or not self.names_in_dense_query
+
+    @property
+    def reads_text(self) -> bool:
+        """Whether a search reads the chunks' texts beyond the indexes (``lca.index.text_facts``)."""
+        return bool(self.context_weight or self.phrase_weight or self.when_weight or self.lexical_feedback_weight)
 
     def ablations(self) -> dict[str, RetrievalConfig]:
         """One variant per part that is on: that part off, the rest as it is (``lca bench retrieval --ablate``).

@@ -2,15 +2,16 @@
 
 The store builds the ``Frame`` (every chunk of a small store, or the candidate pool and its neighbours past
 ``z_all_limit``) and the ``QueryFacts``; this module only computes. Order of the parts: fusion of dense and
-BM25, then the neighbours' context, the temporal anchor, the question and reply signals, the named speaker;
-then, when ``feedback_weight`` is set, the dense side is scored again for a query moved towards the top
-candidates (``refeed``) and everything is fused once more.
+BM25, then the neighbours' context, the window keys, the query's phrases, the temporal anchor, the question
+and reply signals, the named speaker; then, when ``feedback_weight`` is set, the dense side is scored again
+for a query moved towards the top candidates, and when ``lexical_feedback_weight`` is, the BM25 side for
+their most distinctive terms (``refeed``), and everything is fused once more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,6 +40,8 @@ class Frame:
     asked: np.ndarray
     window_norm: np.ndarray | None = None  # |sum of the vectors| of each chunk's context window (see signals)
     window_lexical: np.ndarray | None = None  # BM25 of each chunk's context window as one document (see signals)
+    window_dense: np.ndarray | None = None  # cosine of the query with each chunk's window key (its own: none)
+    phrase: np.ndarray | None = None  # how many of the query's adjacent term pairs the chunk holds adjacent
     tells_time: np.ndarray | None = None  # the chunk says when something happened (``lca.temporal_anchor``)
 
     def __len__(self) -> int:
@@ -78,7 +81,7 @@ def rank_frame(
     config: RetrievalConfig,
     facts: QueryFacts = QueryFacts(),
     *,
-    refeed: Callable[[np.ndarray], np.ndarray] | None = None,
+    refeed: Callable[[np.ndarray], tuple[np.ndarray | None, np.ndarray | None]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(fused score, eligible) per candidate. Under ``rrf`` and ``blend`` only the top ``pool`` of each side
     take part (the eligible ones); under ``z`` every candidate does."""
@@ -118,6 +121,10 @@ def rank_frame(
             fused += config.context_weight * context_scores(
                 base, frame.session, frame.seq, config.context_before, config.context_after
             )
+        if config.window_key_weight and frame.window_dense is not None:
+            fused += config.window_key_weight * standardize(frame.window_dense)
+        if config.phrase_weight and frame.phrase is not None:
+            fused += config.phrase_weight * frame.phrase
         if anchor is not None:
             fused += config.anchor_weight * anchor
         if config.question_weight:
@@ -131,7 +138,10 @@ def rank_frame(
         return fused, eligible
 
     fused, eligible = score(frame.dense)
-    if config.feedback_weight and refeed is not None and len(frame):
+    if (config.feedback_weight or config.lexical_feedback_weight) and refeed is not None and len(frame):
         top = [i for i in ordering(fused, frame.tiebreak) if eligible[i]][: config.feedback_depth]
-        fused, eligible = score(refeed(np.asarray(top, dtype=np.int64)))
+        dense, lexical = refeed(np.asarray(top, dtype=np.int64))
+        if lexical is not None:
+            frame = replace(frame, lexical=lexical)
+        fused, eligible = score(frame.dense if dense is None else dense)
     return fused, eligible

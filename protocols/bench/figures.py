@@ -111,8 +111,9 @@ def _retrieval_conditions(result: BenchmarkResult) -> list[str]:
     conditions = []
     if result.config.get("roles") == "user":
         conditions.append("over user turns only")
-    if result.config.get("sentence_keys"):
-        conditions.append("with sentence keys")
+    keys = [name for name in ("sentence", "window") if result.config.get(f"{name}_keys")]
+    if keys:
+        conditions.append(f"with {' and '.join(keys)} keys")
     if result.config.get("limit"):
         conditions.append(f"on the first {result.config['limit']} only")
     if not all(d.official for d in result.provenance.datasets):

@@ -105,6 +105,8 @@ def checked_config(args) -> AskedConfig:
     keys = getattr(args, "sentence_keys", None) or ("off" if retriever in ("bm25", "dense") else None)
     if keys:  # the baselines stay plain: their stores keep no sentence keys unless asked
         ranking = ranking.with_overrides([f"sentence_keys={keys}"], flag="--sentence-keys")
+    if retriever in ("bm25", "dense"):  # ... and no window keys (they never read them)
+        ranking = ranking.with_overrides(["window_keys=off"], flag="--retriever")
     resonance = retriever == "resonance"
     recall = dataset_recall(args.dataset) if resonance else {}  # the weights its task's full-lca recalls by
     config = with_assignments(AskedConfig(ranking, recall), getattr(args, "set", None), resonance=resonance)
@@ -303,6 +305,7 @@ def run_record_config(args, config: AskedConfig) -> dict[str, Any]:
         "retriever": args.retriever,
         "retrieval_config": config.retrieval.to_dict(),
         "sentence_keys": config.retrieval.sentence_keys,
+        "window_keys": config.retrieval.window_keys,
         "roles": args.roles,
         "limit": args.limit,
     }

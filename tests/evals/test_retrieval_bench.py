@@ -287,6 +287,24 @@ def test_sentence_keys_follow_the_datasets_file_stay_off_for_the_baselines_and_a
         grid_variants(AskedConfig(RetrievalConfig()), ["sentence_keys=on,off"])
 
 
+def test_window_keys_follow_locomos_file_stay_off_for_the_baselines_and_are_not_a_grid_axis():
+    """LoCoMo's file keeps window keys (its dialog turns lean on their neighbours); the store's default and
+    LongMemEval's do not; bm25 and dense build plain stores; the window's shape is how a store is built."""
+    from protocols.bench.retrieval_bench import checked_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert dataset_config("locomo").window_keys and dataset_config("locomo").window_key_weight > 0
+    assert not dataset_config("longmemeval").window_keys and not RetrievalConfig().window_keys
+    for retriever in ("bm25", "dense", "hybrid", "resonance"):
+        asked = checked_config(parser.parse_args(["--dataset", "locomo", "--retriever", retriever]))
+        assert asked.retrieval.window_keys is (retriever in ("hybrid", "resonance")), retriever
+    for axis in ("window_keys=on,off", "window_key_before=1,2"):
+        with pytest.raises(ParameterError, match="is how the stores are built"):
+            grid_variants(AskedConfig(RetrievalConfig()), [axis])
+    assert grid_variants(AskedConfig(RetrievalConfig()), ["window_key_weight=0.2,0.4"])  # a search-time weight
+
+
 def test_bench_retrieval_names_a_missing_data_path(tmp_path, capsys):
     assert cli.main(["bench", "retrieval", "--dataset", "locomo", "--data", str(tmp_path / "nope.json")]) == 2
     assert "nope.json" in capsys.readouterr().err

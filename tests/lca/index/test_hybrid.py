@@ -139,7 +139,7 @@ def test_the_window_signal_reads_the_stores_term_counts(tmp_path):
     with store_of(tmp_path, dialog()) as s:
         ranked = entries_of(s.index.search("concert midnight", k=5, config=config))
         assert ranked[:2] == ["s1:2", "s1:1"]
-        window = s.index._window_lexical("concert midnight", config)
+        window = s.index._text_facts.window_lexical(s.index._store_text(), "concert midnight", config)
         assert window.argmax() == 1 and window[3] == window[4] == 0.0  # s2's turns hold neither word
 
 

@@ -146,12 +146,28 @@ def test_feedback_scores_the_dense_side_again_for_the_moved_query():
 
     def refeed(top_candidates):
         seen.append(list(top_candidates))
-        return np.array([0.9, 0.95, 0.2])  # the moved query finds what resembles the top hit
+        return np.array([0.9, 0.95, 0.2]), None  # the moved query finds what resembles the top hit
 
     config = RetrievalConfig(fusion="z", anchor_weight=0, bm25_weight=0, feedback_weight=0.6, feedback_depth=1)
     assert top(f, config, refeed=refeed)[0] == 1 and seen == [[0]]
     seen.clear()
     assert top(f, Z, refeed=refeed)[0] == 0 and seen == []  # weight 0: never called
+
+
+def test_lexical_feedback_scores_the_bm25_side_again_and_keeps_the_dense_side():
+    f = frame([0.9, 0.3, 0.1], lexical=[1.0, 0.0, 0.0])
+    config = RetrievalConfig(
+        fusion="z", anchor_weight=0, feedback_weight=0, lexical_feedback_weight=0.5, feedback_depth=1
+    )
+    seen = []
+
+    def refeed(top_candidates):
+        seen.append(list(top_candidates))
+        return None, np.array([1.0, 0.0, 6.0])  # the top hit's other terms are in the third chunk
+
+    assert top(f, config, refeed=refeed) == [0, 2, 1] and seen == [[0]]
+    seen.clear()
+    assert top(f, config.with_overrides(["lexical_feedback_weight=0"]), refeed=refeed) == [0, 1, 2] and seen == []
 
 
 def test_rrf_takes_only_each_sides_top_pool_and_signals_act_in_z_units():

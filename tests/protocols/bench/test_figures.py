@@ -181,3 +181,19 @@ def test_the_retrieval_figure_quotes_both_retrievers_each_target_and_the_held_ou
     (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid.json").unlink()
     assert main(["figures", "--check", "--root", str(tmp_path)]) == 2
     assert "results/examples/retrieval/locomo-hybrid.json: no such result file" in capsys.readouterr().err
+
+
+def test_a_retrieval_figure_names_the_keys_its_stores_kept(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("Retrieval: <!-- figures:readme-retrieval -->old<!-- /figures -->\n")
+    write_retrieval_examples(tmp_path, grid=False)
+    keyed = retrieval_record("locomo", "hybrid", {"recall@5 (dialog turns)": 0.7263}, sentence_keys=True)
+    (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid.json").write_text(keyed.to_json())
+    assert main(["figures", "--root", str(tmp_path)]) == 0
+    assert "0.726 with hybrid search with sentence keys (target" in (tmp_path / "README.md").read_text()
+    both = retrieval_record(
+        "locomo", "hybrid", {"recall@5 (dialog turns)": 0.7263}, sentence_keys=True, window_keys=True
+    )
+    (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid.json").write_text(both.to_json())
+    assert main(["figures", "--root", str(tmp_path)]) == 0
+    assert "0.726 with hybrid search with sentence and window keys (target" in (tmp_path / "README.md").read_text()
