@@ -57,6 +57,8 @@ def test_a_later_turn_rewrites_the_keys_whose_window_it_enters_and_only_those(tm
         assert "turn 2\nturn 3" not in texts  # s1:3's old window went with the write's clean-up of unused texts
         assert len(s.index.vectors) == len(texts)
         assert s.health().healthy
+        s.reindex()  # derived: rebuilt from the transcript, the same keys come back
+        assert keys_by_entry(s) == after
 
 
 def test_window_keys_are_off_by_default_and_not_a_chunks_own_key(tmp_path):
