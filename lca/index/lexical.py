@@ -71,9 +71,9 @@ class TermPostings:
         np.add.at(indptr, term_of + 1, 1)
         return cls(np.cumsum(indptr), doc_of[order], count_of[order].astype(np.float64), lengths)
 
-    def idf(self) -> np.ndarray:
-        """Each term's inverse document frequency, as BM25 (Lucene) weighs it."""
-        df = np.diff(self.indptr).astype(np.float64)
+    def idf(self, terms: np.ndarray) -> np.ndarray:
+        """The inverse document frequency of each of ``terms`` (indexed term ids), as BM25 (Lucene) weighs it."""
+        df = (self.indptr[terms + 1] - self.indptr[terms]).astype(np.float64)
         return np.log(1.0 + (len(self.lengths) - df + 0.5) / (df + 0.5))
 
     def term_frequencies(self, terms: Sequence[int]) -> np.ndarray:

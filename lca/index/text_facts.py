@@ -38,19 +38,29 @@ class TextFacts:
     """Per-generation caches of what the text-reading signals need; a new generation starts them over."""
 
     def __init__(self) -> None:
+        self._terms: tuple[str, list[np.ndarray], int] | None = None
         self._postings: tuple[str, TermPostings] | None = None
         self._pairs: tuple[str, TermPairs] | None = None
-        self._sequences: tuple[str, list[np.ndarray], np.ndarray] | None = None
         self._told: tuple[str, dict[int, bool]] = ("", {})
+
+    def _sequences(self, source: StoreText) -> tuple[list[np.ndarray], int]:
+        """Every chunk's indexed terms in order and the vocabulary's size: the one pass of the lexical
+        tokenizer over the texts per generation that the postings, the pairs and the feedback terms share."""
+        if self._terms is None or self._terms[0] != source.generation:
+            self._terms = (source.generation, *source.lexical.term_sequences(source.texts()))
+        return self._terms[1], self._terms[2]
+
+    def _term_postings(self, source: StoreText) -> TermPostings:
+        if self._postings is None or self._postings[0] != source.generation:
+            sequences, vocabulary = self._sequences(source)
+            self._postings = (source.generation, TermPostings.from_sequences(sequences, vocabulary, len(sequences)))
+        return self._postings[1]
 
     def window_lexical(self, source: StoreText, query: str, config: RetrievalConfig) -> np.ndarray:
         """Per chunk (structure order), the BM25 of its context window read as one document
-        (``lca.retrieval.signals.window_bm25``): one pass of the lexical tokenizer over the texts per
-        generation."""
+        (``lca.retrieval.signals.window_bm25``)."""
         lexical = source.lexical
-        if self._postings is None or self._postings[0] != source.generation:
-            self._postings = (source.generation, lexical.term_postings(source.texts()))
-        postings = self._postings[1]
+        postings = self._term_postings(source)
         return window_bm25(
             postings.term_frequencies(lexical.query_terms(query)),
             postings.lengths,
@@ -64,28 +74,26 @@ class TextFacts:
 
     def phrase_matches(self, source: StoreText, query: str) -> np.ndarray:
         """Per chunk (structure order), how many of the query's adjacent term pairs it holds adjacent and in
-        order (``TermPairs``): one pass of the lexical tokenizer over the texts per generation."""
+        order (``TermPairs``)."""
         if self._pairs is None or self._pairs[0] != source.generation:
-            self._pairs = (source.generation, source.lexical.term_pairs(source.texts()))
+            self._pairs = (source.generation, TermPairs.from_sequences(*self._sequences(source)))
         return self._pairs[1].matches(source.lexical.query_terms(query))
 
     def feedback_terms(self, source: StoreText, query: str, top: np.ndarray, count: int) -> list[int]:
         """The ``count`` terms most distinctive of the chunks at structure positions ``top`` and not in the query:
         by the sum over those chunks of (its count of the term / its length) x the term's idf, ties by term id."""
-        if self._sequences is None or self._sequences[0] != source.generation:
-            sequences, vocabulary = source.lexical.term_sequences(source.texts())
-            idf = TermPostings.from_sequences(sequences, vocabulary, len(sequences)).idf()
-            self._sequences = (source.generation, sequences, idf)
-        _, sequences, idf = self._sequences
+        sequences, _ = self._sequences(source)
+        postings = self._term_postings(source)
         asked = set(source.lexical.query_terms(query))
         weight: dict[int, float] = {}
         for position in top.tolist():
             terms = sequences[position]
             if len(terms):
                 unique, counts = np.unique(terms, return_counts=True)
-                for term, share in zip(unique.tolist(), (counts / len(terms)).tolist(), strict=True):
+                shares = counts / len(terms) * postings.idf(unique)
+                for term, share in zip(unique.tolist(), shares.tolist(), strict=True):
                     if term not in asked:
-                        weight[term] = weight.get(term, 0.0) + share * float(idf[term])
+                        weight[term] = weight.get(term, 0.0) + share
         return sorted(weight, key=lambda term: (-weight[term], term))[:count]
 
     def tells_time(self, source: StoreText, positions: np.ndarray) -> np.ndarray:
