@@ -305,27 +305,19 @@ class Catalog:
         )
 
     # ---- texts and chunks ----------------------------------------------------------
-    def known_chunk_ids(self, chunk_ids: Iterable[str]) -> set[str]:
-        found: set[str] = set()
-        ids = list(chunk_ids)
+    def _rows_in(self, query: str, values: Iterable[Any]) -> Iterator[tuple]:
+        """The rows of ``query`` (its one ``IN ({})`` filled) over ``values``, 900 at a time: SQLite's bound on
+        the parameters of one statement."""
+        ids = list(values)
         for i in range(0, len(ids), 900):
             part = ids[i : i + 900]
-            marks = ",".join("?" * len(part))
-            found.update(
-                r[0] for r in self.db.execute(f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks})", part)
-            )
-        return found
+            yield from self.db.execute(query.format(",".join("?" * len(part))), part)
+
+    def known_chunk_ids(self, chunk_ids: Iterable[str]) -> set[str]:
+        return {r[0] for r in self._rows_in("SELECT chunk_id FROM chunks WHERE chunk_id IN ({})", chunk_ids)}
 
     def known_text_hashes(self, hashes: Iterable[str]) -> set[str]:
-        found: set[str] = set()
-        ids = list(hashes)
-        for i in range(0, len(ids), 900):
-            part = ids[i : i + 900]
-            marks = ",".join("?" * len(part))
-            found.update(
-                r[0] for r in self.db.execute(f"SELECT text_hash FROM texts WHERE text_hash IN ({marks})", part)
-            )
-        return found
+        return {r[0] for r in self._rows_in("SELECT text_hash FROM texts WHERE text_hash IN ({})", hashes)}
 
     def embedder_code(self, embedder_id: str) -> int:
         """A small integer standing for an embedder id, so every vector records its model cheaply."""
@@ -390,9 +382,7 @@ class Catalog:
 
     def window_keys_of(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         """chunk id -> the text hash of its window key, for those of ``chunk_ids`` that have one."""
-        ids, query = list(chunk_ids), "SELECT chunk_id, text_hash FROM window_keys WHERE chunk_id IN ({})"
-        parts = (ids[i : i + 900] for i in range(0, len(ids), 900))
-        return {cid: h for part in parts for cid, h in self.db.execute(query.format(",".join("?" * len(part))), part)}
+        return dict(self._rows_in("SELECT chunk_id, text_hash FROM window_keys WHERE chunk_id IN ({})", chunk_ids))
 
     def window_key_links(self) -> list[tuple[int, int]]:
         """(vector id, row) of every chunk's window key (none in a read-only store older than the table)."""
@@ -440,14 +430,8 @@ class Catalog:
         return [r[0] for r in self.db.execute("SELECT vector_id FROM texts")]
 
     def texts_for_vector_ids(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
-        out: list[tuple[str, int, str]] = []
-        for i in range(0, len(ids), 900):
-            part = [int(x) for x in ids[i : i + 900]]
-            marks = ",".join("?" * len(part))
-            out.extend(
-                self.db.execute(f"SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({marks})", part)
-            )
-        return out
+        query = "SELECT text_hash, vector_id, text FROM texts WHERE vector_id IN ({})"
+        return list(self._rows_in(query, (int(x) for x in ids)))
 
     def chunk_keys(self) -> list[tuple[int, int, str]]:
         """(vector id, row, chunk id) for every chunk's own text and each of its sentence keys: the small
