@@ -51,12 +51,13 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
     store floor, both with every other setting of ``config`` (default: the store's).
 
     The store floor is measured held out: the questions are split into ``folds``; each fold's questions
-    are recalled under the floor fitted on the other folds' best cosines, so a question never lowers or
-    raises the floor it is judged by.
+    are recalled under the floor fitted on the other folds' best cosines, and under the store topic's
+    ceiling (``RecallConfig.store_topic``) fitted on the other folds' cosines to the store's centroid, so a
+    question never lowers or raises a threshold it is judged by.
     """
     from dataclasses import replace
 
-    from lca.recall.floor import best_cosines, floor_value
+    from lca.recall.floor import best_cosines, floor_value, store_profile
 
     if not queries:
         raise ValueError("the injection rate needs at least one off-topic query")
@@ -68,6 +69,11 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
     best = best_cosines(index, vectors)
     if best is None:
         raise ValueError("the store holds no vectors to measure off-topic questions against")
+    profile = store_profile(index)
+    to_centroid: np.ndarray | None = None  # each question's cosine to the store's centroid (the store topic)
+    topic_ceiling = 0.0
+    if profile is not None and profile.centroid is not None and profile.topic_ceiling is not None:
+        to_centroid, topic_ceiling = vectors @ profile.centroid, profile.topic_ceiling
     folds = max(2, min(folds, len(queries)))
     injected_store: list[str] = []
     fold_floors: list[float] = []
@@ -80,6 +86,9 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
         value = floor_value(ceiling, config.floor, config.floor_min, config.floor_margin)
         fold_floors.append(round(value, 4))
         held_config = replace(config, floor_mode="absolute", floor=value)
+        if to_centroid is not None:  # recall reads the topic against every question's ceiling: shift it to the rest's
+            shift = float(to_centroid[rest].max()) - topic_ceiling
+            held_config = replace(held_config, topic_margin=config.topic_margin + shift)
         injected_store += [queries[i] for i in held if substrate.recall(queries[i], config=held_config).items]
     return {
         "queries": len(queries),

@@ -82,6 +82,8 @@ class RecallConfig:
     correction_pairing: bool = True  # a turn an explicit event corrected brings the turn that corrects it
     resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
+    store_topic: bool = True  # a question on a small store's topic (its centroid, above off-topic) is about its history
+    topic_margin: float = 0.02  # how far above the off-topic questions' best cosine to the centroid a question must be
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
     transcript_quota: int = 2
@@ -106,6 +108,7 @@ class RecallConfig:
             "floor": -1.0 <= self.floor <= 1.0,
             "floor_min": -1.0 <= self.floor_min <= 1.0,
             "floor_margin": -1.0 <= self.floor_margin <= 1.0,
+            "topic_margin": -1.0 <= self.topic_margin <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
             "half_life_days": self.half_life_days > 0,
         }
@@ -130,7 +133,7 @@ class RecallConfig:
             raise RecordFormatError(
                 f"unknown floor mode {self.floor_mode!r}; known: {', '.join(FLOOR_MODES)}", field="floor_mode"
             )
-        for name in ("date_anchor", "fit_budget", "turn_supersession", "correction_pairing"):
+        for name in ("date_anchor", "fit_budget", "store_topic", "turn_supersession", "correction_pairing"):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
         if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):

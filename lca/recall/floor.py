@@ -7,7 +7,10 @@ floor recall applies (``floor_mode: store``) is this store's *off-topic ceiling*
 that coherent off-topic questions (``data/calibration/off_topic_queries.txt``) reach anywhere in the
 store, plus a margin; never above the absolute ``floor`` (a large store keeps the absolute
 behaviour) and never below ``floor_min``. The ceiling is measured by one matrix product over the
-store's vectors, cached per index and recomputed when the store has changed.
+store's vectors, cached per index and recomputed when the store has changed. The same measurement
+reads a question against the store's *topic*: its cosine to the mean of the store's vectors, beside the
+best that the off-topic questions reach there (``TopicReading``); recall lets a small store's whole
+history past the floor for a question on its topic (``RecallConfig.store_topic``).
 """
 
 from __future__ import annotations
@@ -60,8 +63,39 @@ class StoreFloor:
         )
 
 
+@dataclass(frozen=True)
+class StoreProfile:
+    """What one store's own vectors say about the questions it can answer, measured once per store state."""
+
+    count: int  # the vectors it was measured on
+    ceiling: float | None  # the best cosine an off-topic question reaches anywhere in the store
+    centroid: np.ndarray | None = None  # the unit mean of the store's vectors: what its history is about as a whole
+    topic_ceiling: float | None = None  # the best cosine an off-topic question reaches to that centroid
+
+
+@dataclass(frozen=True)
+class TopicReading:
+    """A question read against its store's topic: its cosine to the store's centroid beside the best that
+    off-topic questions reach there. Above that ceiling plus ``margin`` the question is on the store's topic."""
+
+    cosine: float
+    ceiling: float
+    margin: float
+
+    @property
+    def on_topic(self) -> bool:
+        return self.cosine > self.ceiling + self.margin
+
+    def describe(self) -> str:
+        relation = ">" if self.on_topic else "<="
+        return (
+            f"cosine to the store's centroid {self.cosine:.3f} {relation} off-topic ceiling there "
+            f"{self.ceiling:.3f} + margin {self.margin:.2f}"
+        )
+
+
 _query_vectors: dict[tuple[str, str], np.ndarray] = {}
-_ceilings: weakref.WeakKeyDictionary[Any, tuple[int, float | None]] = weakref.WeakKeyDictionary()
+_profiles: weakref.WeakKeyDictionary[Any, StoreProfile] = weakref.WeakKeyDictionary()
 
 
 def _off_topic_vectors(index: Any, path: Path) -> np.ndarray | None:
@@ -84,39 +118,69 @@ def _vector_count(index: Any) -> int | None:
         return None
 
 
-def best_cosines(index: Any, query_vectors: np.ndarray) -> np.ndarray | None:
-    """Each query's best cosine anywhere in the store (a chunk's text or any of its sentence keys): the
-    value recall holds to the floor, for every candidate the store could offer. None when the index
-    cannot list its vectors or holds none (then nothing is lowered)."""
+def _stored(index: Any) -> np.ndarray | None:
     lister = getattr(index, "stored_vectors", None)
     if lister is None:
         return None
     stored, _ = lister()
-    if not len(stored):
+    return np.asarray(stored, dtype=np.float32) if len(stored) else None
+
+
+def best_cosines(index: Any, query_vectors: np.ndarray) -> np.ndarray | None:
+    """Each query's best cosine anywhere in the store (a chunk's text or any of its sentence keys): the
+    value recall holds to the floor, for every candidate the store could offer. None when the index
+    cannot list its vectors or holds none (then nothing is lowered)."""
+    stored = _stored(index)
+    if stored is None:
         return None
-    return (np.asarray(query_vectors, dtype=np.float32) @ np.asarray(stored, dtype=np.float32).T).max(axis=1)
+    return (np.asarray(query_vectors, dtype=np.float32) @ stored.T).max(axis=1)
 
 
-def off_topic_ceiling(index: Any, path: Path | None = None) -> float | None:
-    """The best cosine the off-topic questions reach in this store (cached per index while it is unchanged)."""
+def store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
+    """The off-topic ceiling and the topic centroid of this store (cached per index while it is unchanged;
+    a large store is remeasured when it has grown by more than ``REMEASURE_GROWTH``). None: no vectors."""
     path = path or OFF_TOPIC_QUERIES
     count = _vector_count(index)
     if count == 0:
         return None
-    cached = _ceilings.get(index)
+    cached = _profiles.get(index)
     if cached is not None and count is not None:
-        old, value = cached
-        unchanged = old == count or (old >= SMALL_STORE_VECTORS and abs(count - old) <= REMEASURE_GROWTH * old)
-        if unchanged:
-            return value
+        old = cached.count
+        if old == count or (old >= SMALL_STORE_VECTORS and abs(count - old) <= REMEASURE_GROWTH * old):
+            return cached
+    stored = _stored(index)
+    if stored is None:
+        return None
     vectors = _off_topic_vectors(index, path)
-    best = best_cosines(index, vectors) if vectors is not None else None
-    value = float(best.max()) if best is not None else None
+    centroid = stored.mean(axis=0)
+    norm = float(np.linalg.norm(centroid))
+    centroid = centroid / norm if norm > 0 else None
+    profile = StoreProfile(
+        count or 0,
+        float((vectors @ stored.T).max()) if vectors is not None else None,
+        centroid,
+        float((vectors @ centroid).max()) if vectors is not None and centroid is not None else None,
+    )
     try:
-        _ceilings[index] = (count or 0, value)
+        _profiles[index] = profile
     except TypeError:  # not weak-referenceable: no cache
         pass
-    return value
+    return profile
+
+
+def off_topic_ceiling(index: Any, path: Path | None = None) -> float | None:
+    """The best cosine the off-topic questions reach in this store (cached per index while it is unchanged)."""
+    profile = store_profile(index, path)
+    return profile.ceiling if profile is not None else None
+
+
+def topic_reading(index: Any, query_vector: np.ndarray, margin: float) -> TopicReading | None:
+    """``query_vector`` against this store's topic (its centroid); None where the store has no measure of it."""
+    profile = store_profile(index)
+    if profile is None or profile.centroid is None or profile.topic_ceiling is None:
+        return None
+    cosine = float(np.asarray(query_vector, dtype=np.float32) @ profile.centroid)
+    return TopicReading(round(cosine, 6), round(profile.topic_ceiling, 6), margin)
 
 
 def store_floor(index: Any, *, floor: float, mode: str, minimum: float, margin: float) -> StoreFloor:

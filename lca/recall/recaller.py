@@ -16,7 +16,15 @@ import numpy as np
 from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
 from lca.errors import EmbeddingFailedError
 from lca.recall.config import RecallConfig
-from lca.recall.floor import StoreFloor, anchored, query_anchor, speaks_of_own_history, store_floor
+from lca.recall.floor import (
+    StoreFloor,
+    TopicReading,
+    anchored,
+    query_anchor,
+    speaks_of_own_history,
+    store_floor,
+    topic_reading,
+)
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
@@ -29,6 +37,7 @@ from lca.recall.terms import (
     temporal_term,
 )
 from lca.secrets import holds_redaction, redact
+from lca.temporal_anchor import TemporalAnchor
 from lca.types import SourceType, as_utc
 
 # ---- the pipeline ----------------------------------------------------------------------
@@ -91,12 +100,15 @@ class Recaller:
         self._in_project: set[str] = set()  # the last recall's candidates said in the project it was asked in
         self._pinned: set[str] = set()  # the last recall's resumed-session tail, offered first (_resume_tail)
         self._whole = False  # the last recall let the whole history past the floor
+        self._whole_why = ""  # ... and why: what made the question one about this history
+        self._topic: TopicReading | None = None  # the last query read against a small store's topic
         self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
+        self._whole_why, self._topic = "", None
         self._token_counts, self._in_project, self._pinned = {}, set(), set()
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
@@ -131,8 +143,10 @@ class Recaller:
         self, context: RecallContext, cfg: RecallConfig, scored: list[ScoredCandidate], budget: int
     ) -> list[ScoredCandidate]:
         """A question asked of a small store (``small_store``) that is about the history itself: in the first
-        person ("what did I say", "our plan"), or about history by its signals, lets the whole history past the
-        floor; one asked within a project (the host says where it is asked) lets that project's history past.
+        person ("what did I say", "our plan"), about history by its signals, or on the store's topic (closer to
+        the store's centroid than any off-topic question: "which city is the middle stop of the October trip
+        now?"), lets the whole history past the floor; one asked within a project (the host says where it is
+        asked) lets that project's history past.
         That history is its context, and a paraphrase ("how are breaking interface changes labelled?" for "API
         versioning: Accept headers") scores no higher than chatter, so a floor would starve it. What is offered is
         then cut by the token budget alone, best first; quotas do not apply (``_select``); policy filters still
@@ -141,12 +155,24 @@ class Recaller:
         refused = {c.chunk_id for c in scored if (c.why_not or "").startswith(FLOOR_REASON)}
         if not refused or not self._store_in_pool:
             return scored
-        if not (speaks_of_own_history(context.query) or context.about_history):
+        why = self._about_this_history(context)
+        if why is None:
             refused &= self._in_project
             if not refused:
                 return scored
-        self._whole = True
+            why = f"asked in project {context.project!r}: its turns"
+        self._whole, self._whole_why = True, why
         return [replace(c, why_not=None) if c.chunk_id in refused else c for c in scored]
+
+    def _about_this_history(self, context: RecallContext) -> str | None:
+        """What makes the question one about this store's history, or None."""
+        if speaks_of_own_history(context.query):
+            return "a question in the first person"
+        if context.about_history:
+            return "a question about history"
+        if self._topic is not None and self._topic.on_topic:
+            return f"on the store's topic ({self._topic.describe()})"
+        return None
 
     def _resume_tail(self, scored: list[ScoredCandidate], turns: int) -> list[ScoredCandidate]:
         """A question that picks up interrupted work ("where did things stand?") is answered by where the
@@ -198,6 +224,8 @@ class Recaller:
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )
         self._store_in_pool = small or len(hits) < cfg.pool  # ranked whole, or ran out of store before the pool
+        if cfg.fit_budget and cfg.store_topic and qvec is not None and self._store_in_pool:
+            self._topic = topic_reading(index, qvec, cfg.topic_margin)
         if not hits:
             return [], {}
         anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
@@ -305,18 +333,21 @@ class Recaller:
                 )
             )
         if cfg.correction_pairing and self.corrections is not None:
-            out = self._pair_corrections(out, cfg)
+            out = self._pair_corrections(out, cfg, anchor)
         out.sort(key=lambda c: (-c.score, c.chunk_id))
         self._query_shape = query_shape(qvec) if qvec is not None else 0
         return out, vectors
 
-    def _pair_corrections(self, out: list[ScoredCandidate], cfg: RecallConfig) -> list[ScoredCandidate]:
+    def _pair_corrections(
+        self, out: list[ScoredCandidate], cfg: RecallConfig, anchor: TemporalAnchor | None
+    ) -> list[ScoredCandidate]:
         """A turn that an explicit event corrected or superseded brings the turn that did it: the correction
         scores at least as the turn it corrects and clears the floor with it. Its words ("It came out in
         2019.", "Not from there: hotfixes start from release/2.x.") resemble the question less than the mistake
         does, yet it is what the question needs, whether the mistake is held back (turn_supersession) or shown
         beside it (transcript-recall). The score it inherits is the corrected turn's before the risk term held
-        that turn back."""
+        that turn back. A corrected turn brings its correction only where it cleared the floor itself: a policy
+        filter (superseded) is decided before the floor, so it says nothing of whether the turn was relevant."""
         corrections = self.corrections() if self.corrections is not None else {}
         if not corrections:
             return out
@@ -324,7 +355,7 @@ class Recaller:
         for c in list(out):
             if c.source_type != "transcript":
                 continue
-            relevant = c.why_not is None or c.why_not.startswith("policy filter")  # it cleared the floor
+            relevant = c.why_not is None or (c.why_not.startswith("policy filter") and self._clears_floor(c, anchor))
             inherited = c.score + cfg.weights.risk * c.terms.get("risk", 0.0)
             for span in corrections.get(c.source.split("[", 1)[0], ()):
                 n = by_turn.get(f"transcript:{span}")
@@ -335,6 +366,11 @@ class Recaller:
                 if inherited > k.score or why != k.why_not:
                     out[n] = replace(k, score=max(k.score, inherited), why_not=why)
         return out
+
+    def _clears_floor(self, c: ScoredCandidate, anchor: TemporalAnchor | None) -> bool:
+        """Whether ``c`` clears the floor on its own (as ``_score`` tests it), whatever else held it back."""
+        floor = self._floor
+        return floor is None or not math.isfinite(c.cosine) or c.cosine >= floor.value or anchored(anchor, c.timestamp)
 
     def _meta(self, session_id: str | None, entry_id: str | None) -> Mapping[str, Any]:
         if self.entry_meta is None or not session_id or not entry_id:
@@ -490,6 +526,7 @@ class Recaller:
             floor=floor.value if floor is not None else None,
             floor_detail=floor.describe() if floor is not None else "",
             whole_history=self._whole,
+            whole_history_why=self._whole_why,
             fallback=self._fallback,
         )
         if self.log_path is not None:
@@ -513,6 +550,7 @@ class Recaller:
             "floor": result.floor if result.floor is not None else cfg.floor,
             "floor_detail": result.floor_detail,
             "whole_history": result.whole_history,
+            "whole_history_why": result.whole_history_why,
             "fallback": result.fallback,
             "tokens": result.tokens,
             "budget": result.budget,

@@ -71,6 +71,7 @@ class RecallResult:
     floor: float | None = None  # the floor candidates' cosine was held to (lca.recall.floor)
     floor_detail: str = ""  # what that floor was made of: absolute, or the store's off-topic ceiling + margin
     whole_history: bool = False  # the whole history fitted the budget and the floor held none of it back
+    whole_history_why: str = ""  # what made the question one about this history (first person, topic, project)
     fallback: str | None = None  # why recall ranked another way than the store's hybrid ("lexical: <error>")
 
     @property

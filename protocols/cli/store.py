@@ -155,6 +155,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                         "floor": result.floor,
                         "floor_detail": result.floor_detail,
                         "whole_history": result.whole_history,
+                        "whole_history_why": result.whole_history_why,
                         "block": result.block,
                         "weights": config.weights.__dict__,
                         "candidates": [
@@ -187,7 +188,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 + "; the floor is held against each candidate's raw cosine (the 'cosine' column), not against S"
             )
             if result.whole_history:
-                print("the whole history fits the budget: the floor held none of it back")
+                common.show(f"the floor held none of the history back ({result.whole_history_why}); the budget cut it")
             # the cosine sits beside the similarity term's contribution (S times its weight): the floor reads it
             columns = [f"{t[:5]:>6}" + (f" {'cosine':>6}" if t == "similarity" else "") for t in TERMS]
             print(f"{'rank':>4} {'score':>7} " + " ".join(columns) + "  source / why not")

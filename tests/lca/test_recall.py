@@ -156,7 +156,9 @@ def test_every_item_carries_its_source_and_the_block_names_it(store):
 
 
 def test_floor_filters_and_explains(tmp_path):
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.6)) as s:
+    # store_topic off: on a two-turn store a question on one turn is on the store's topic, whole history and all
+    config = RecallConfig(floor=0.6, store_topic=False)
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=config) as s:
         s.append(
             [
                 make_entry("s", 1, "rotate the deploy key every friday"),
@@ -184,7 +186,9 @@ def test_secrets_and_private_facts_are_never_injected_where_they_must_not_be(sto
     assert "private in a public channel" in turn.risk_reasons and turn.why_not.startswith("policy filter")
     assert turn.text == "the staging token: [REDACTED:openai-key] works"
     private = store.recall(RecallContext("staging token salary details", public_channel=False))
-    assert [i.source for i in private.items] == ["memory:salary[0:35]"]
+    assert private.items[0].source == "memory:salary[0:35]"
+    # on this two-item store the question is on the store's topic, so the turn comes too: redacted
+    assert all(i.text == "the staging token: [REDACTED:openai-key] works" for i in private.items[1:])
 
 
 def test_where_a_turn_was_said_decides_public_channels_and_task_relevance(store):
@@ -437,9 +441,11 @@ def small(tmp_path):
 
 def test_a_relevant_turn_in_a_small_store_clears_the_store_floor(small):
     query = "which hospital does lucia work night shifts at"
-    absolute = small.recall(query, config=RecallConfig(floor_mode="absolute"))
+    # the floor alone: this question is on the store's topic too, which would let the whole history past
+    no_topic = RecallConfig(store_topic=False)
+    absolute = small.recall(query, config=replace(no_topic, floor_mode="absolute"))
     assert absolute.items == () and absolute.floor == 0.5  # the one absolute cosine starves this store
-    result = small.recall(query)
+    result = small.recall(query, config=no_topic)
     assert 0.2 <= result.floor < 0.5 and "off-topic ceiling" in result.floor_detail
     assert [i.source.split("[")[0] for i in result.items] == ["transcript:s#s:1"]
     assert result.floor <= result.items[0].cosine < 0.5
@@ -481,6 +487,26 @@ def test_a_question_about_the_users_own_history_gets_a_small_store_whole(small):
     assert small.recall(query, config=RecallConfig(fit_budget=False)).items == ()
     tight = small.recall(query, config=RecallConfig(token_budget=60))
     assert 0 < len(tight.items) < len(SMALL_STORE) and tight.tokens <= 60  # the budget still decides
+
+
+def test_a_question_on_a_small_stores_topic_gets_its_history_past_the_floor(small):
+    """Not in the first person, in no project, and no single turn clears the floor: but the question is about
+    what this history is about as a whole (closer to the store's centroid than any off-topic question)."""
+    from lca.recall.floor import topic_reading
+
+    query = "lucia omelette pebble weeks truck"  # a word of every turn, the best match of none
+    plain = small.recall(query, config=RecallConfig(store_topic=False))
+    assert not plain.whole_history and len(plain.items) < len(SMALL_STORE)  # the floor held some back
+    result = small.recall(query)
+    assert result.whole_history and len(result.items) == len(SMALL_STORE)
+    assert result.whole_history_why.startswith("on the store's topic (cosine to the store's centroid")
+    reading = topic_reading(small.index, small.index.query_vector(query), 0.02)
+    assert reading is not None and reading.on_topic and reading.cosine > reading.ceiling + 0.02
+    # the margin is the setting that decides: above the question's cosine, the floor holds again
+    strict = small.recall(query, config=RecallConfig(topic_margin=reading.cosine - reading.ceiling + 0.01))
+    assert not strict.whole_history and len(strict.items) == len(plain.items)
+    for off_topic in ("Which planet has the longest day?", "Who composed the Goldberg Variations?"):
+        assert not topic_reading(small.index, small.index.query_vector(off_topic), 0.02).on_topic
 
 
 def test_a_question_asked_in_a_project_gets_that_projects_small_history_past_the_floor(tmp_path):
@@ -554,6 +580,13 @@ def test_a_corrected_turn_brings_the_turn_that_corrects_it(tmp_path):
         shown = s.recall(query, config=replace(budget, turn_supersession=False))
         injected = [i.source.split("[")[0] for i in shown.items]
         assert mistake_key in injected and fix_key in injected
+        # a question the mistake is no match for brings neither: the superseded turn's policy filter is decided
+        # before the floor, and it must not pass for having cleared it
+        for ledger in (True, False):
+            unrelated = s.recall(
+                "What is the capital of Burkina Faso?", config=replace(budget, turn_supersession=ledger)
+            )
+            assert unrelated.items == ()
 
 
 def test_a_turn_dated_where_the_question_points_clears_the_floor(tmp_path):
@@ -576,7 +609,14 @@ def test_a_turn_dated_where_the_question_points_clears_the_floor(tmp_path):
 
 
 def test_floor_settings_are_validated(tmp_path):
-    for field, value in (("floor_mode", "relative"), ("fit_budget", "yes"), ("date_anchor", 1), ("floor_min", 2.0)):
+    for field, value in (
+        ("floor_mode", "relative"),
+        ("fit_budget", "yes"),
+        ("date_anchor", 1),
+        ("floor_min", 2.0),
+        ("store_topic", "on"),
+        ("topic_margin", float("nan")),
+    ):
         with pytest.raises(RecordFormatError) as info:
             RecallConfig.from_mapping({field: value})
         assert info.value.field == field
