@@ -83,6 +83,7 @@ class RecallConfig:
     resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     store_topic: bool = True  # a question on a small store's topic (its centroid, above off-topic) is about its history
+    shared_names: bool = True  # a question naming a name a small store's history uses is about that history
     topic_margin: float = 0.02  # how far above the off-topic questions' best cosine to the centroid a question must be
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
@@ -133,7 +134,14 @@ class RecallConfig:
             raise RecordFormatError(
                 f"unknown floor mode {self.floor_mode!r}; known: {', '.join(FLOOR_MODES)}", field="floor_mode"
             )
-        for name in ("date_anchor", "fit_budget", "store_topic", "turn_supersession", "correction_pairing"):
+        for name in (
+            "date_anchor",
+            "fit_budget",
+            "store_topic",
+            "shared_names",
+            "turn_supersession",
+            "correction_pairing",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)
         if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):

@@ -236,6 +236,27 @@ def anchored(anchor: TemporalAnchor | None, timestamp: str | None) -> bool:
     return moment is not None and anchor_weight(anchor, moment.replace(tzinfo=None)) > 0.0
 
 
+_NAME_WORD = re.compile(r"[A-Za-z][A-Za-z0-9&'’-]*")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_NOT_NAMES = frozenset(
+    "i i'm i've i'd i'll ok okay a an and at by for from in of on or the to with".split()
+    + _MONTHS.split("|")
+    + "monday tuesday wednesday thursday friday saturday sunday".split()
+)
+
+
+def proper_names(text: str) -> frozenset[str]:
+    """The names a text uses: capitalised words that do not open a sentence ("Tidewater", "Kessler GmbH",
+    "Mazda3", "PR"), calendar and title words aside."""
+    names = set()
+    for sentence in _SENTENCE_BREAK.split(text):
+        for word in _NAME_WORD.findall(sentence)[1:]:
+            word = re.sub(r"['’]s$", "", word)
+            if word[0].isupper() and word.lower() not in _NOT_NAMES:
+                names.add(word)
+    return frozenset(names)
+
+
 def speaks_of_own_history(query: str) -> bool:
     """A question in the first person ("what did I say", "what we discussed", "my sister") is about the
     user's own life and history, so that history is its context; an encyclopedic question is not."""

@@ -20,6 +20,7 @@ from lca.recall.floor import (
     StoreFloor,
     TopicReading,
     anchored,
+    proper_names,
     query_anchor,
     speaks_of_own_history,
     store_floor,
@@ -155,7 +156,7 @@ class Recaller:
         refused = {c.chunk_id for c in scored if (c.why_not or "").startswith(FLOOR_REASON)}
         if not refused or not self._store_in_pool:
             return scored
-        why = self._about_this_history(context)
+        why = self._about_this_history(context, scored, cfg)
         if why is None:
             refused &= self._in_project
             if not refused:
@@ -164,7 +165,9 @@ class Recaller:
         self._whole, self._whole_why = True, why
         return [replace(c, why_not=None) if c.chunk_id in refused else c for c in scored]
 
-    def _about_this_history(self, context: RecallContext) -> str | None:
+    def _about_this_history(
+        self, context: RecallContext, scored: list[ScoredCandidate], cfg: RecallConfig
+    ) -> str | None:
         """What makes the question one about this store's history, or None."""
         if speaks_of_own_history(context.query):
             return "a question in the first person"
@@ -172,6 +175,10 @@ class Recaller:
             return "a question about history"
         if self._topic is not None and self._topic.on_topic:
             return f"on the store's topic ({self._topic.describe()})"
+        if cfg.shared_names and (asked := proper_names(context.query)):
+            named = set().union(*(proper_names(c.text) for c in scored)) & asked
+            if named:
+                return f"it names what the history names ({', '.join(sorted(named))})"
         return None
 
     def _resume_tail(self, scored: list[ScoredCandidate], turns: int) -> list[ScoredCandidate]:

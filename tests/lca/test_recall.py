@@ -509,6 +509,34 @@ def test_a_question_on_a_small_stores_topic_gets_its_history_past_the_floor(smal
         assert not topic_reading(small.index, small.index.query_vector(off_topic), 0.02).on_topic
 
 
+def test_a_question_naming_what_a_small_history_names_gets_that_history_past_the_floor(tmp_path):
+    from lca.recall.floor import proper_names
+
+    assert proper_names(
+        "Working title: Tidewater. The rate of Kessler GmbH's is set. Rope is in, in May, I think."
+    ) == {
+        "Tidewater",
+        "Kessler",
+        "GmbH",
+    }  # a sentence's first word, a month and "I" are no names
+    history = [
+        "working title for my game is Tidewater, worker placement for two to four players",
+        "resources are fish, salt and timber; points come from docks",
+        "the playtest ran long at the cafe",
+    ]
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(history, 1)])
+        only_names = RecallConfig(store_topic=False)
+        question = "Which three resources does Tidewater use these days?"
+        result = s.recall(question, config=only_names)
+        assert result.whole_history and result.whole_history_why == "it names what the history names (Tidewater)"
+        assert len(result.items) == len(history)
+        plain = s.recall(question, config=replace(only_names, shared_names=False))
+        assert not plain.whole_history and len(plain.items) < len(history)
+        elsewhere = s.recall("Who designed the gardens of the Palace of Versailles?", config=only_names)
+        assert not elsewhere.whole_history and elsewhere.items == ()
+
+
 def test_a_question_asked_in_a_project_gets_that_projects_small_history_past_the_floor(tmp_path):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         s.append([make_entry("s", n, text, meta={"project": "atlas"}) for n, text in enumerate(SMALL_STORE, 1)])
@@ -615,6 +643,7 @@ def test_floor_settings_are_validated(tmp_path):
         ("date_anchor", 1),
         ("floor_min", 2.0),
         ("store_topic", "on"),
+        ("shared_names", 1),
         ("topic_margin", float("nan")),
     ):
         with pytest.raises(RecordFormatError) as info:
