@@ -144,9 +144,9 @@ class Recaller:
         self, context: RecallContext, cfg: RecallConfig, scored: list[ScoredCandidate], budget: int
     ) -> list[ScoredCandidate]:
         """A question asked of a small store (``small_store``) that is about the history itself: in the first
-        person ("what did I say", "our plan"), about history by its signals, or on the store's topic (closer to
+        person ("what did I say", "our plan"), about history by its signals, on the store's topic (closer to
         the store's centroid than any off-topic question: "which city is the middle stop of the October trip
-        now?"), lets the whole history past the floor; one asked within a project (the host says where it is
+        now?"), or naming a name the history uses ("Tidewater"), lets the whole history past the floor; one asked within a project (the host says where it is
         asked) lets that project's history past.
         That history is its context, and a paraphrase ("how are breaking interface changes labelled?" for "API
         versioning: Accept headers") scores no higher than chatter, so a floor would starve it. What is offered is
@@ -322,7 +322,7 @@ class Recaller:
                 why_not = f"policy filter: {', '.join(reasons)}"
             elif {"superseded", "expired"} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
-            elif qvec is not None and cosine < floor.value and not anchored(anchor, hit.timestamp):
+            elif not self._clears_floor(cosine, hit.timestamp, anchor):
                 why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} < {floor.describe()})"
             out.append(
                 ScoredCandidate(
@@ -362,7 +362,8 @@ class Recaller:
         for c in list(out):
             if c.source_type != "transcript":
                 continue
-            relevant = c.why_not is None or (c.why_not.startswith("policy filter") and self._clears_floor(c, anchor))
+            cleared = self._clears_floor(c.cosine, c.timestamp, anchor)
+            relevant = c.why_not is None or (c.why_not.startswith("policy filter") and cleared)
             inherited = c.score + cfg.weights.risk * c.terms.get("risk", 0.0)
             for span in corrections.get(c.source.split("[", 1)[0], ()):
                 n = by_turn.get(f"transcript:{span}")
@@ -374,10 +375,11 @@ class Recaller:
                     out[n] = replace(k, score=max(k.score, inherited), why_not=why)
         return out
 
-    def _clears_floor(self, c: ScoredCandidate, anchor: TemporalAnchor | None) -> bool:
-        """Whether ``c`` clears the floor on its own (as ``_score`` tests it), whatever else held it back."""
+    def _clears_floor(self, cosine: float, timestamp: str | None, anchor: TemporalAnchor | None) -> bool:
+        """Whether a candidate clears this recall's floor on its own: its cosine reaches it, or it is dated where
+        the question's date expression points. Without a query vector (cosine NaN) there is no floor to hold."""
         floor = self._floor
-        return floor is None or not math.isfinite(c.cosine) or c.cosine >= floor.value or anchored(anchor, c.timestamp)
+        return floor is None or not math.isfinite(cosine) or cosine >= floor.value or anchored(anchor, timestamp)
 
     def _meta(self, session_id: str | None, entry_id: str | None) -> Mapping[str, Any]:
         if self.entry_meta is None or not session_id or not entry_id:

@@ -188,7 +188,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 + "; the floor is held against each candidate's raw cosine (the 'cosine' column), not against S"
             )
             if result.whole_history:
-                common.show(f"the floor held none of the history back ({result.whole_history_why}); the budget cut it")
+                common.show(f"the floor held none of the history back ({result.whole_history_why}); the budget decides")
             # the cosine sits beside the similarity term's contribution (S times its weight): the floor reads it
             columns = [f"{t[:5]:>6}" + (f" {'cosine':>6}" if t == "similarity" else "") for t in TERMS]
             print(f"{'rank':>4} {'score':>7} " + " ".join(columns) + "  source / why not")
