@@ -51,29 +51,28 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
     store floor, both with every other setting of ``config`` (default: the store's).
 
     The store floor is measured held out: the questions are split into ``folds``; each fold's questions
-    are recalled under the floor fitted on the other folds' best cosines, and under the store topic's
-    ceiling (``RecallConfig.store_topic``) fitted on the other folds' cosines to the store's centroid, so a
-    question never lowers or raises a threshold it is judged by.
+    are recalled with the store's profile refitted on the other folds' questions (the floor from their best
+    cosines, the store topic's ceilings from their cosines to the store's centroid and their best few cosines
+    in the store; ``RecallConfig.store_topic``), so a question never lowers or raises a threshold it is
+    judged by.
     """
     from dataclasses import replace
 
-    from lca.recall.floor import best_cosines, floor_value, store_profile
+    from lca.recall.floor import best_cosines, floor_value, held_out_profile, store_profile, subject_scores
 
     if not queries:
         raise ValueError("the injection rate needs at least one off-topic query")
     config = config or substrate.recall_config
     index = substrate.index
-    absolute = replace(config, floor_mode="absolute")
+    absolute, store = replace(config, floor_mode="absolute"), replace(config, floor_mode="store")
     injected_absolute = [q for q in queries if substrate.recall(q, config=absolute).items]
     vectors = np.stack([index.query_vector(q) for q in queries]).astype(np.float32)
     best = best_cosines(index, vectors)
-    if best is None:
-        raise ValueError("the store holds no vectors to measure off-topic questions against")
     profile = store_profile(index)
-    to_centroid: np.ndarray | None = None  # each question's cosine to the store's centroid (the store topic)
-    topic_ceiling = 0.0
-    if profile is not None and profile.centroid is not None and profile.topic_ceiling is not None:
-        to_centroid, topic_ceiling = vectors @ profile.centroid, profile.topic_ceiling
+    if best is None or profile is None:
+        raise ValueError("the store holds no vectors to measure off-topic questions against")
+    to_centroid = vectors @ profile.centroid if profile.centroid is not None else None
+    subjects = subject_scores(vectors @ profile.vectors.T) if profile.vectors is not None else None
     folds = max(2, min(folds, len(queries)))
     injected_store: list[str] = []
     fold_floors: list[float] = []
@@ -83,13 +82,15 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
         if not held or not rest:
             continue
         ceiling = float(best[rest].max())
-        value = floor_value(ceiling, config.floor, config.floor_min, config.floor_margin)
-        fold_floors.append(round(value, 4))
-        held_config = replace(config, floor_mode="absolute", floor=value)
-        if to_centroid is not None:  # recall reads the topic against every question's ceiling: shift it to the rest's
-            shift = float(to_centroid[rest].max()) - topic_ceiling
-            held_config = replace(held_config, topic_margin=config.topic_margin + shift)
-        injected_store += [queries[i] for i in held if substrate.recall(queries[i], config=held_config).items]
+        refitted = replace(
+            profile,
+            ceiling=ceiling,
+            topic_ceiling=float(to_centroid[rest].max()) if to_centroid is not None else profile.topic_ceiling,
+            subject_ceiling=float(subjects[rest].max()) if subjects is not None else profile.subject_ceiling,
+        )
+        fold_floors.append(round(floor_value(ceiling, config.floor, config.floor_min, config.floor_margin), 4))
+        with held_out_profile(index, refitted):
+            injected_store += [queries[i] for i in held if substrate.recall(queries[i], config=store).items]
     return {
         "queries": len(queries),
         "absolute_floor": config.floor,

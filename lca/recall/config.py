@@ -82,9 +82,9 @@ class RecallConfig:
     correction_pairing: bool = True  # a turn an explicit event corrected brings the turn that corrects it
     resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
-    store_topic: bool = True  # a question on a small store's topic (its centroid, above off-topic) is about its history
+    store_topic: bool = True  # a question on a small store's topic (centroid or subject, above off-topic): its history
     shared_names: bool = True  # a question naming a name a small store's history uses is about that history
-    topic_margin: float = 0.02  # how far above the off-topic questions' best cosine to the centroid a question must be
+    topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
     transcript_quota: int = 2

@@ -8,16 +8,20 @@ that coherent off-topic questions (``data/calibration/off_topic_queries.txt``) r
 store, plus a margin; never above the absolute ``floor`` (a large store keeps the absolute
 behaviour) and never below ``floor_min``. The ceiling is measured by one matrix product over the
 store's vectors, cached per index and recomputed when the store has changed. The same measurement
-reads a question against the store's *topic*: its cosine to the mean of the store's vectors, beside the
-best that the off-topic questions reach there (``TopicReading``); recall lets a small store's whole
-history past the floor for a question on its topic (``RecallConfig.store_topic``).
+reads a question against the store's *topic*, twice: its cosine to the mean of the store's vectors (what
+the history is about as a whole), and the mean of its few best cosines in the store (one of the subjects a
+history of several subjects holds: a tax question, a knee injury and a party in one person's history),
+each beside the best that the off-topic questions reach the same way (``TopicReading``); recall lets a small
+store's whole history past the floor for a question on its topic (``RecallConfig.store_topic``).
 """
 
 from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration"
 FLOOR_MODES = ("store", "absolute")
 SMALL_STORE_VECTORS = 4096  # below this a recount is cheaper than deciding whether to skip it
 REMEASURE_GROWTH = 0.02  # above it, remeasure when the vector count moved by more than this share
+TOPIC_NEIGHBOURS = 3  # a question's subject in the store: the mean of its this many best cosines there
 
 
 def load_queries(path: Path | str) -> list[str]:
@@ -69,25 +74,49 @@ class StoreProfile:
 
     count: int  # the vectors it was measured on
     ceiling: float | None  # the best cosine an off-topic question reaches anywhere in the store
-    centroid: np.ndarray | None = None  # the unit mean of the store's vectors: what its history is about as a whole
+    centroid: np.ndarray | None = field(default=None, compare=False, repr=False)  # the unit mean of its vectors
     topic_ceiling: float | None = None  # the best cosine an off-topic question reaches to that centroid
+    # a small store's vectors (at most SMALL_STORE_VECTORS), kept to read a question's subject in it ...
+    vectors: np.ndarray | None = field(default=None, compare=False, repr=False)
+    subject_ceiling: float | None = None  # ... and the best mean of TOPIC_NEIGHBOURS cosines off-topic questions reach
 
 
 @dataclass(frozen=True)
 class TopicReading:
-    """A question read against its store's topic: its cosine to the store's centroid beside the best that
-    off-topic questions reach there. Above that ceiling plus ``margin`` the question is on the store's topic."""
+    """A question read against its store's topic: its cosine to the store's centroid, and the mean of its
+    ``TOPIC_NEIGHBOURS`` best cosines in the store (its subject there), each beside the best that off-topic
+    questions reach the same way. Above either ceiling plus ``margin`` the question is on the store's topic:
+    the centroid reads a history about one thing, the subject a history about several."""
 
     cosine: float
     ceiling: float
     margin: float
+    subject: float | None = None
+    subject_ceiling: float | None = None
+
+    @property
+    def on_centroid(self) -> bool:
+        return self.cosine > self.ceiling + self.margin
+
+    @property
+    def on_subject(self) -> bool:
+        return (
+            self.subject is not None
+            and self.subject_ceiling is not None
+            and (self.subject > self.subject_ceiling + self.margin)
+        )
 
     @property
     def on_topic(self) -> bool:
-        return self.cosine > self.ceiling + self.margin
+        return self.on_centroid or self.on_subject
 
     def describe(self) -> str:
-        relation = ">" if self.on_topic else "<="
+        if self.on_subject and not self.on_centroid:
+            return (
+                f"mean of its {TOPIC_NEIGHBOURS} best cosines in the store {self.subject:.3f} > off-topic ceiling "
+                f"there {self.subject_ceiling:.3f} + margin {self.margin:.2f}"
+            )
+        relation = ">" if self.on_centroid else "<="
         return (
             f"cosine to the store's centroid {self.cosine:.3f} {relation} off-topic ceiling there "
             f"{self.ceiling:.3f} + margin {self.margin:.2f}"
@@ -155,11 +184,15 @@ def store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
     centroid = stored.mean(axis=0)
     norm = float(np.linalg.norm(centroid))
     centroid = centroid / norm if norm > 0 else None
+    scores = vectors @ stored.T if vectors is not None else None
+    small = len(stored) <= SMALL_STORE_VECTORS
     profile = StoreProfile(
         count or 0,
-        float((vectors @ stored.T).max()) if vectors is not None else None,
+        float(scores.max()) if scores is not None else None,
         centroid,
         float((vectors @ centroid).max()) if vectors is not None and centroid is not None else None,
+        stored if small else None,
+        float(subject_scores(scores).max()) if scores is not None and small else None,
     )
     try:
         _profiles[index] = profile
@@ -174,13 +207,40 @@ def off_topic_ceiling(index: Any, path: Path | None = None) -> float | None:
     return profile.ceiling if profile is not None else None
 
 
+def subject_scores(scores: np.ndarray) -> np.ndarray:
+    """Each row's mean of its ``TOPIC_NEIGHBOURS`` best cosines (all of them in a store holding fewer)."""
+    k = min(TOPIC_NEIGHBOURS, scores.shape[1])
+    return np.sort(scores, axis=1)[:, -k:].mean(axis=1)
+
+
 def topic_reading(index: Any, query_vector: np.ndarray, margin: float) -> TopicReading | None:
-    """``query_vector`` against this store's topic (its centroid); None where the store has no measure of it."""
+    """``query_vector`` against this store's topic (its centroid, and its subject among the store's vectors
+    where the store is small enough to keep them); None where the store has no measure of it."""
     profile = store_profile(index)
     if profile is None or profile.centroid is None or profile.topic_ceiling is None:
         return None
-    cosine = float(np.asarray(query_vector, dtype=np.float32) @ profile.centroid)
-    return TopicReading(round(cosine, 6), round(profile.topic_ceiling, 6), margin)
+    query = np.asarray(query_vector, dtype=np.float32)
+    cosine = float(query @ profile.centroid)
+    subject = subject_ceiling = None
+    if profile.vectors is not None and profile.subject_ceiling is not None:
+        subject = round(float(subject_scores((profile.vectors @ query)[None, :])[0]), 6)
+        subject_ceiling = round(profile.subject_ceiling, 6)
+    return TopicReading(round(cosine, 6), round(profile.topic_ceiling, 6), margin, subject, subject_ceiling)
+
+
+@contextmanager
+def held_out_profile(index: Any, profile: StoreProfile) -> Iterator[None]:
+    """Recall over ``index`` reads ``profile`` (its floor and its topic) while inside: how a calibration
+    judges off-topic questions against ceilings fitted on other questions, never on themselves."""
+    previous = _profiles.get(index)
+    _profiles[index] = profile
+    try:
+        yield
+    finally:
+        if previous is None:
+            _profiles.pop(index, None)
+        else:
+            _profiles[index] = previous
 
 
 def store_floor(index: Any, *, floor: float, mode: str, minimum: float, margin: float) -> StoreFloor:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lca.calibration import calibrate_floor, load_queries
@@ -55,6 +57,7 @@ def test_calibration_needs_a_negative(tmp_path):
 def test_off_topic_injection_rate_under_both_floors_is_measured_held_out(tmp_path):
     from lca.calibration import off_topic_injection
     from lca.recall import RecallConfig
+    from lca.recall.floor import held_out_profile, store_profile
 
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         s.append(
@@ -65,7 +68,14 @@ def test_off_topic_injection_rate_under_both_floors_is_measured_held_out(tmp_pat
             ]
         )
         queries = ["what is the capital of peru", "how do whales sleep", "who wrote war and peace", "why is sky blue"]
+        own = store_profile(s.index)
         out = off_topic_injection(s, queries, RecallConfig(), folds=2)
+        assert store_profile(s.index) is own  # each fold read a refitted profile; the store's own is back after
+        with held_out_profile(s.index, replace(own, ceiling=0.3)):  # recall reads the profile it is handed
+            assert s.recall("why is sky blue", config=RecallConfig()).floor == pytest.approx(0.35)
+        assert s.recall("why is sky blue", config=RecallConfig()).floor == pytest.approx(
+            min(0.5, max(0.2, own.ceiling + 0.05)), abs=1e-6
+        )
         assert out["queries"] == 4 and len(out["store_floor_by_fold"]) == 2
         assert all(0.2 <= f <= 0.5 for f in out["store_floor_by_fold"])
         # the store talks about peru's capital: a high-scoring "off-topic" question is listed, not hidden

@@ -509,6 +509,50 @@ def test_a_question_on_a_small_stores_topic_gets_its_history_past_the_floor(smal
         assert not topic_reading(small.index, small.index.query_vector(off_topic), 0.02).on_topic
 
 
+MANY_SUBJECTS = [
+    "quarterly estimated tax payment due june gloria",
+    "estimated tax penalty underpayment freelancing income",
+    "tax payment portal receipt saved",
+    "knee sprain physio wall sits swelling",
+    "maya birthday party nature center tarantula",
+    "payroll spreadsheet merge columns zfill",
+    "sourdough starter sluggish feeding flour",
+    "porch ceiling fan damp rated junction box",
+    "marathon long run twenty miles sunday",
+    "mortgage refinance closing costs lender quote",
+    "ukulele chords strumming pattern practice",
+    "sublet room august deposit landlord",
+    "fiddle leaf fig repotted roots mushy",
+    "interview prep behavioral questions star method",
+    "grout mildew bleach scrub sealer",
+    "genealogy census records great grandfather",
+] + [f"garden shed chores list week {n} done" for n in range(20)]
+
+
+def test_a_question_on_one_subject_of_a_history_of_many_gets_that_history_past_the_floor(tmp_path):
+    """One person's history of many subjects: its centroid is about none of them, so a question on one
+    (three turns about taxes) is no closer to it than an off-topic question; its best few cosines in the
+    store are, and that reading lets the history past the floor no single turn clears."""
+    from lca.recall.floor import topic_reading
+
+    query = "estimated payment receipt penalty"
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", n, text) for n, text in enumerate(MANY_SUBJECTS, 1)])
+        plain = s.recall(query, config=RecallConfig(store_topic=False))
+        assert plain.items == () and not plain.whole_history  # no turn clears the store floor
+        reading = topic_reading(s.index, s.index.query_vector(query), 0.02)
+        assert reading is not None and reading.on_subject and not reading.on_centroid
+        result = s.recall(query)
+        assert result.whole_history and result.items
+        assert result.whole_history_why.startswith("on the store's topic (mean of its 3 best cosines")
+        assert {i.source for i in result.items} >= {c.source for c in plain.candidates[:3]}
+        # the margin decides for the subject reading too; an off-topic question stays off
+        strict = s.recall(query, config=RecallConfig(topic_margin=reading.subject - reading.subject_ceiling + 0.01))
+        assert not strict.whole_history and strict.items == ()
+        off = topic_reading(s.index, s.index.query_vector("Which planet has the longest day?"), 0.02)
+        assert off is not None and not off.on_topic
+
+
 def test_a_question_naming_what_a_small_history_names_gets_that_history_past_the_floor(tmp_path):
     from lca.recall.floor import proper_names
 
