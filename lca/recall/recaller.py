@@ -103,13 +103,14 @@ class Recaller:
         self._whole = False  # the last recall let the whole history past the floor
         self._whole_why = ""  # ... and why: what made the question one about this history
         self._topic: TopicReading | None = None  # the last query read against a small store's topic
+        self._query_vector: np.ndarray | None = None  # the last query's vector (None: ranked by BM25 alone)
         self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
-        self._whole_why, self._topic = "", None
+        self._whole_why, self._topic, self._query_vector = "", None, None
         self._token_counts, self._in_project, self._pinned = {}, set(), set()
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
@@ -204,10 +205,16 @@ class Recaller:
         return self._token_counts[rendered]
 
     def _fits(self, candidates: list[ScoredCandidate], cfg: RecallConfig, budget: int) -> bool:
-        """Whether all ``candidates``, rendered and trimmed as injected, fit ``budget`` together."""
+        """Whether all ``candidates``, rendered and trimmed as injected, fit ``budget`` together. A text has at
+        least a token per word for the tokenizers budgets are counted with (WordPiece, byte-level BPE,
+        SentencePiece), so more words than the budget settle it without the tokenizer (most recalls over a
+        large store); else they are counted longest first, which shows an overflow sooner and sums the same."""
+        rendered = [self._render_item(n, c, _trim(c.text, cfg.item_char_cap)[0]) for n, c in enumerate(candidates, 1)]
+        if sum(len(text.split()) for text in rendered) > budget:
+            return False
         tokens = 0
-        for number, c in enumerate(candidates, 1):
-            tokens += self._tokens(self._render_item(number, c, _trim(c.text, cfg.item_char_cap)[0]))
+        for text in sorted(rendered, key=len, reverse=True):
+            tokens += self._tokens(text)
             if tokens > budget:
                 return False
         return True
@@ -342,7 +349,7 @@ class Recaller:
         if cfg.correction_pairing and self.corrections is not None:
             out = self._pair_corrections(out, cfg, anchor)
         out.sort(key=lambda c: (-c.score, c.chunk_id))
-        self._query_shape = query_shape(qvec) if qvec is not None else 0
+        self._query_vector = qvec  # its shape is read only where a retrieval is recorded (_finish)
         return out, vectors
 
     def _pair_corrections(
@@ -541,7 +548,7 @@ class Recaller:
         if self.log_path is not None:
             self._log(result, cfg)
         if self.retrievals is not None and items:
-            shape = getattr(self, "_query_shape", 0)
+            shape = query_shape(self._query_vector) if self._query_vector is not None else 0
             self.retrievals.record(Access(i.source, time.time(), shape, i.wildcard) for i in items)
         return result
 
