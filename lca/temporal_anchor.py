@@ -1,5 +1,6 @@
-"""Temporal anchors: "two weeks ago", "last Saturday", "yesterday" read against the question's date, and
-absolute dates ("on 1 May, 2022") read as they stand.
+"""Temporal anchors: "two weeks ago", "last Saturday", "yesterday" read against the question's date,
+absolute dates ("on 1 May, 2022") read as they stand, and a day without a year ("on 17 March") read as its
+latest occurrence on or before the question's date.
 
 A question that names a relative time points at a day; records dated near that day are more
 likely its evidence. ``temporal_anchor`` turns the expression into a target date and a tolerance;
@@ -11,7 +12,7 @@ The ranking (``lca.retrieval``) and recall's floor read them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 _NUMBERS = {
@@ -72,6 +73,8 @@ _MONTH = "(" + "|".join(_MONTHS) + ")"
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!,?\s*\d{{4}})", re.IGNORECASE)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b(?!,?\s*\d{{4}})", re.IGNORECASE)
 
 
 _TOLD_WITHIN = 6.0  # days after an event that a record may still tell of it ("last weekend")
@@ -161,7 +164,22 @@ def temporal_anchor(question: str, asked: datetime | None) -> TemporalAnchor | N
         if unit == "week":  # the previous week, give or take the week's edges
             return TemporalAnchor(day - timedelta(days=7), 4.5, match.group(0))
         return TemporalAnchor(day - timedelta(days=15), 15.0, match.group(0))  # within the past month
-    return dated_anchor(question)
+    return dated_anchor(question) or yearless_anchor(question, asked)
+
+
+def yearless_anchor(question: str, asked: datetime) -> TemporalAnchor | None:
+    """A day named without a year ("on April 10", "what was decided on 17 March?"): its latest occurrence on
+    or before ``asked``, a window as ``dated_anchor`` gives a dated day."""
+    for pattern, month_group, day_group in ((_MONTH_DAY, 1, 2), (_DAY_MONTH, 2, 1)):
+        match = pattern.search(question)
+        if match is None:
+            continue
+        month, number = match.group(month_group), match.group(day_group)
+        for year in (asked.year, asked.year - 1):
+            found = dated_anchor(f"{month} {number}, {year}")
+            if found is not None and found.target <= asked:
+                return replace(found, expression=match.group(0))
+    return None
 
 
 def anchor_weight(anchor: TemporalAnchor, moment: datetime | None) -> float:

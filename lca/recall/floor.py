@@ -21,14 +21,14 @@ import re
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lca.temporal_anchor import TemporalAnchor, anchor_weight, dated_anchor, temporal_anchor
+from lca.temporal_anchor import TemporalAnchor, anchor_weight, temporal_anchor
 from lca.types import as_utc, parse_timestamp
 
 OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
@@ -261,31 +261,15 @@ def floor_value(ceiling: float, floor: float, minimum: float, margin: float) -> 
 
 # ---- what clears the floor besides similarity ------------------------------------------------------
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_MONTH_DAY = re.compile(rf"\b({_MONTHS})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!,?\s*\d{{4}})", re.IGNORECASE)
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTHS})\b(?!,?\s*\d{{4}})", re.IGNORECASE)
 _FIRST_PERSON = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours|ourselves)\b", re.IGNORECASE
 )
 
 
 def query_anchor(query: str, as_of: datetime | None) -> TemporalAnchor | None:
-    """The days a date expression in ``query`` points at, read against ``as_of``: a relative one ("two
-    weeks ago"), a dated one ("3 April 2026"), or a day without a year ("on April 10"), taken as its
-    latest occurrence on or before ``as_of``."""
-    asked = as_utc(as_of).replace(tzinfo=None) if as_of is not None else None
-    anchor = temporal_anchor(query, asked)
-    if anchor is not None or asked is None:
-        return anchor
-    for pattern, month_group, day_group in ((_MONTH_DAY, 1, 2), (_DAY_MONTH, 2, 1)):
-        match = pattern.search(query)
-        if match is None:
-            continue
-        month, day = match.group(month_group), match.group(day_group)
-        for year in (asked.year, asked.year - 1):
-            found = dated_anchor(f"{month} {day}, {year}")
-            if found is not None and found.target <= asked:
-                return replace(found, expression=match.group(0))
-    return None
+    """The days a date expression in ``query`` points at, read against ``as_of`` as the ranking reads it
+    (``lca.temporal_anchor.temporal_anchor``: "two weeks ago", "3 April 2026", "on April 10")."""
+    return temporal_anchor(query, as_utc(as_of).replace(tzinfo=None) if as_of is not None else None)
 
 
 def anchored(anchor: TemporalAnchor | None, timestamp: str | None) -> bool:

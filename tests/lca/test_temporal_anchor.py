@@ -48,3 +48,30 @@ def test_last_week_and_last_weekend_point_at_their_days():
     weekend = temporal_anchor("Where did we hike last weekend?", asked)
     assert weekend.target == datetime(2023, 4, 15, 12)  # between Saturday and Sunday
     assert anchor_weight(weekend, datetime(2023, 4, 16, 9)) > 0 and anchor_weight(weekend, None) == 0.0
+
+
+def test_a_day_without_a_year_is_its_latest_occurrence_before_the_question(tmp_path):
+    """Read by the ranking as by the floor (one reading): "on 17 March" asked in June is this year's, asked
+    in January last year's; a dated day keeps its year, and no question date leaves it unread."""
+    from lca.substrate import Substrate
+    from tests.conftest import make_entry
+    from tests.fakes import FakeHashingEmbedder
+
+    june, january = datetime(2025, 6, 25, 9), datetime(2026, 1, 5)
+    assert temporal_anchor("What was decided on 17 March?", june).target == datetime(2025, 3, 17)
+    assert temporal_anchor("what did I say on March 17th", january).target == datetime(2025, 3, 17)
+    assert temporal_anchor("What was decided on 17 March 2024?", june).target == datetime(2024, 3, 17)
+    assert temporal_anchor("What was decided on 17 March?", None) is None
+    assert temporal_anchor("What was decided on 31 February?", june) is None  # no such day
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append(
+            [
+                make_entry("a", 1, "tariff fix decided exit fee checked", timestamp="2025-02-25T20:00:00"),
+                make_entry("b", 1, "we stay on the fix then move to flux", timestamp="2025-03-17T19:10:00"),
+                make_entry("c", 1, "tariff decided tariff fix", timestamp="2025-05-06T19:30:00"),
+            ]
+        )
+        question = "What was decided on 17 March about the tariff fix?"
+        undated = [h.pointer.entry_id for h in s.search(question, k=3)]
+        dated = [h.pointer.entry_id for h in s.search(question, k=3, as_of=june)]
+        assert undated[0] != "b:1" and dated[0] == "b:1"  # the turn of that day leads once the day is read
