@@ -359,7 +359,10 @@ class FullLCA(_SubstrateCondition):
                 items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)
-        critical_budget = min(400, max(0, (budget - fixed_tokens) // 4))
+        # critical memories get what they need of a quarter of the rest (at most 400): a reserve no critical
+        # memory fills would only be taken from recall
+        needed = sum(self.substrate.count_tokens(t) for _, t in LiveContextManager.critical_texts(self.substrate))
+        critical_budget = min(400, max(0, (budget - fixed_tokens) // 4), needed)
         window = ContextWindow(
             total_tokens=budget + 512,
             critical_budget=critical_budget,

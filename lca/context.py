@@ -297,12 +297,12 @@ class LiveContextManager:
         if self.consolidate is not None:
             self.consolidate(trigger)
 
-    def _critical_set(self) -> tuple[str, tuple[str, ...], tuple[str, ...], int]:
-        """Critical memories by weight (authority, then use, then recency), never alphabetically."""
+    @staticmethod
+    def critical_texts(substrate: Any) -> list[tuple[str, str]]:
+        """The critical memories in force by weight (authority, then use, then recency; never alphabetically),
+        each as its id and the text the working set shows for it."""
         authority = {"approved": 3, "reviewed": 2, "unreviewed": 1, "inferred": 0}
-        files = [
-            f for f in self.substrate.memory_files().values() if f.record.critical and f.record.superseded_by is None
-        ]
+        files = [f for f in substrate.memory_files().values() if f.record.critical and f.record.superseded_by is None]
         files.sort(
             key=lambda f: (
                 -authority[f.record.authority.value],
@@ -311,15 +311,18 @@ class LiveContextManager:
                 -f.record.created.timestamp(),
             )
         )
+        return [(f.record.id, f"[critical] {f.record.id}: {redacted(f.body.strip())}") for f in files]
+
+    def _critical_set(self) -> tuple[str, tuple[str, ...], tuple[str, ...], int]:
+        """The critical memories that fit the window's critical budget, by weight; the rest overflow."""
         chosen, overflow, used, parts = [], [], 0, []
-        for f in files:
-            text = f"[critical] {f.record.id}: {redacted(f.body.strip())}"
+        for memory_id, text in self.critical_texts(self.substrate):
             cost = self._tokens(text)
             if used + cost > self.window.critical_budget:
-                overflow.append(f.record.id)
+                overflow.append(memory_id)
                 continue
             used += cost
-            chosen.append(f.record.id)
+            chosen.append(memory_id)
             parts.append(text)
         return "\n".join(parts), tuple(chosen), tuple(overflow), used
 
