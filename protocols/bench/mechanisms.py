@@ -37,13 +37,13 @@ class MechanismCase:
     mechanism: str
     scenario: str
     probe: str
-    condition: str  # a condition variant label: "full-lca[budget_tokens=100,handoff=0]"
+    condition: str  # a condition variant label: "full-lca[budget_tokens=75,handoff=0]"
     off: str  # the one assignment that turns the mechanism off: "weights.experience=0"
     expect: str = "gold"  # gold: the probe's gold is met only with it on | more: on holds more of its evidence
     # turns than off | defer: on offers nothing new (a follow-up whose last injection was used), off does
 
 
-PRESSURE = "full-lca[budget_tokens=100,handoff=0]"  # room for one recalled item: the ranking decides
+PRESSURE = "full-lca[budget_tokens=75,handoff=0]"  # room for one recalled item: the ranking decides
 CASES: tuple[MechanismCase, ...] = (
     MechanismCase("S similarity", "mech-similarity", "q1", PRESSURE, "weights.similarity=0"),
     MechanismCase("E experience", "mech-experience", "q1", PRESSURE, "weights.experience=0"),
@@ -51,7 +51,7 @@ CASES: tuple[MechanismCase, ...] = (
     MechanismCase("A authority", "mech-authority", "q1", PRESSURE, "weights.authority=0"),
     MechanismCase("Q task", "mech-task", "q1", PRESSURE, "weights.task=0"),
     MechanismCase("K risk", "mech-risk", "q1", PRESSURE, "weights.risk=0"),
-    MechanismCase("MMR", "mech-mmr", "q1", "full-lca[budget_tokens=220,handoff=0]", "mmr_lambda=1.0"),
+    MechanismCase("MMR", "mech-mmr", "q1", "full-lca[budget_tokens=165,handoff=0]", "mmr_lambda=1.0"),
     MechanismCase(
         "adaptive policy", "mech-adaptive", "q1", "full-lca[policy=adaptive,handoff=0]", "policy=fixed-k", "defer"
     ),
@@ -59,7 +59,7 @@ CASES: tuple[MechanismCase, ...] = (
         "wildcards",
         "mech-wildcards",
         "q1",
-        "full-lca[budget_tokens=300,living_memory=1,handoff=0]",
+        "full-lca[budget_tokens=225,living_memory=1,handoff=0]",
         "living_memory=0",
         "more",
     ),
