@@ -48,3 +48,39 @@ def test_the_next_session_is_shown_the_items_with_their_pointers(tmp_path):
     latest = LiveContextManager.latest_handoff(full.substrate, "agent")
     assert LiveContextManager.handoff_pointers(latest)[0] == "h1#h1:1"
     full.close()
+
+
+def test_the_critical_reserve_is_what_critical_memories_need_and_recall_keeps_the_rest(tmp_path):
+    """A store holding no critical memory leaves recall all the budget identity and the handoff leave; one
+    holding a critical memory gets it shown, and recall the rest."""
+    from datetime import datetime
+
+    from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
+
+    turns = [f"Where does Lucia live and what is her job? Lisbon, nurse {n}." for n in range(4)]
+    history = contract_history(texts=[turns])
+    full = replay(
+        build_condition("full-lca", consolidate=0, handoff=0, budget_tokens=200).attach(
+            runtime(tmp_path, summarizer_role)
+        ),
+        history,
+    )
+    recalled = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind != "identity"]
+    # all four turns fit 200 tokens, not the 150 a fixed quarter's reserve used to leave recall
+    assert len(recalled) == 4 and sum(i.tokens for i in recalled) > 200 - 200 // 4
+    body = "Never share Lucia's shift pattern outside the family."
+    record = MemoryRecord(
+        id="lucia-shifts",
+        type=MemoryType.PROCEDURE,
+        created=datetime(2026, 3, 1),
+        authority=Authority.APPROVED,
+        privacy=Privacy.PRIVATE,
+        critical=True,
+    )
+    full.substrate.memory.write(record, body, approver="test-approver")
+    full.substrate.ingest()
+    items = full.build_context(CONTRACT_PROBE).items
+    (critical,) = [i for i in items if i.kind == "critical"]
+    assert critical.tokens == full.substrate.count_tokens(f"[critical] lucia-shifts: {body}")
+    assert sum(i.tokens for i in items if i.kind not in ("identity", "critical")) <= 200 - critical.tokens
+    full.close()
