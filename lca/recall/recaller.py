@@ -147,8 +147,9 @@ class Recaller:
         """A question asked of a small store (``small_store``) that is about the history itself: in the first
         person ("what did I say", "our plan"), about history by its signals, on the store's topic (closer to
         the store's centroid, or to its few best turns, than any off-topic question: "which city is the middle
-        stop of the October trip now?"), or naming a name the history uses ("Tidewater"), lets the whole history past the floor; one asked within a project (the host says where it is
-        asked) lets that project's history past.
+        stop of the October trip now?"), or naming a name the history uses ("Tidewater"), lets the whole history
+        past the floor; one asked within a project (the host says where it is asked) lets that project's history
+        past.
         That history is its context, and a paraphrase ("how are breaking interface changes labelled?" for "API
         versioning: Accept headers") scores no higher than chatter, so a floor would starve it. What is offered is
         then cut by the token budget alone, best first; quotas do not apply (``_select``); policy filters still

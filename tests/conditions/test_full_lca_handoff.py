@@ -53,9 +53,7 @@ def test_the_next_session_is_shown_the_items_with_their_pointers(tmp_path):
 def test_the_critical_reserve_is_what_critical_memories_need_and_recall_keeps_the_rest(tmp_path):
     """A store holding no critical memory leaves recall all the budget identity and the handoff leave; one
     holding a critical memory gets it shown, and recall the rest."""
-    from datetime import datetime
-
-    from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
+    from tests.conftest import make_fact
 
     turns = [f"Where does Lucia live and what is her job? Lisbon, nurse {n}." for n in range(4)]
     history = contract_history(texts=[turns])
@@ -69,15 +67,7 @@ def test_the_critical_reserve_is_what_critical_memories_need_and_recall_keeps_th
     # all four turns fit 200 tokens, not the 150 a fixed quarter's reserve used to leave recall
     assert len(recalled) == 4 and sum(i.tokens for i in recalled) > 200 - 200 // 4
     body = "Never share Lucia's shift pattern outside the family."
-    record = MemoryRecord(
-        id="lucia-shifts",
-        type=MemoryType.PROCEDURE,
-        created=datetime(2026, 3, 1),
-        authority=Authority.APPROVED,
-        privacy=Privacy.PRIVATE,
-        critical=True,
-    )
-    full.substrate.memory.write(record, body, approver="test-approver")
+    full.substrate.memory.write(make_fact("lucia-shifts", critical=True), body, approver="test-approver")
     full.substrate.ingest()
     items = full.build_context(CONTRACT_PROBE).items
     (critical,) = [i for i in items if i.kind == "critical"]
