@@ -29,18 +29,21 @@ hex-only API keys without a keyword, and short random tokens without a keyword. 
 positives: none on the shipped scenarios and fixtures or on LoCoMo's 5,882 turns; 15 in the
 106,035 distinct turns of LongMemEval_S dev (105 M characters), half of them true (a registry
 token, default ``admin`` passwords, a session token in a URL), the rest base64 images and
-document ids. Cost: ~30-50 ns a character for text with no key-like run (most conversation), and
-``find_secrets`` is cached by text; a recall's pool of 50 candidates costs ~1 ms the first time.
+document ids. Cost: ~30-50 ns a character for text with no key-like run (most conversation), about
+60 microseconds a chunk, and ``find_secrets`` is cached by text. A store's texts are scanned when written
+and not again by a reader running the same detector (``lca.index.redaction``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
 
@@ -407,6 +410,29 @@ def redacted(text: str) -> str:
 def contains_secret(text: str) -> bool:
     """Whether ``redact`` would change ``text``."""
     return bool(find_secrets(text))
+
+
+def _source_digest() -> str | None:
+    try:
+        return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+_SOURCE_DIGEST = _source_digest()  # read when the module is loaded: the code running, not a later upgrade's
+
+
+@cache
+def detector_fingerprint() -> str | None:
+    """Which detector this is: a digest of this module's source and of the detect-secrets plugins' patterns in
+    use. A store records it for the texts it wrote after finding nothing in them (``lca.index.redaction``); a
+    reader with the same fingerprint need not scan those texts again, since redaction is idempotent. Any edit
+    here changes it, so a reader then scans again. ``None`` where the source could not be read: nothing is
+    then taken as already redacted."""
+    if _SOURCE_DIGEST is None:
+        return None
+    plugins = "\n".join(f"{p.kind}:{pattern.pattern}" for p in _plugins() for pattern in p.denylist)
+    return hashlib.sha256(f"{_SOURCE_DIGEST}\n{plugins}".encode()).hexdigest()[:16]
 
 
 def redact_tree(value: Any) -> Any:

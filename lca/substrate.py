@@ -16,7 +16,6 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,6 @@ from lca.memory import MemoryFile, MemoryStore
 from lca.ports import Embedder, TextGenerator
 from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
 from lca.retrieval import RetrievalConfig
-from lca.secrets import redacted
 from lca.transcript import AppendResult, TranscriptConflictError, TranscriptStore, check_new_entry
 from lca.types import HealthReport, SearchHit, TranscriptEntry
 
@@ -235,10 +233,9 @@ class Substrate:
         config: RetrievalConfig | None = None,
     ) -> list[SearchHit]:
         """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates.
-        Each hit's text has its credentials redacted (``lca.secrets``); its pointer leads to the verbatim
-        transcript."""
-        hits = self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
-        return [replace(hit, text=redacted(hit.text)) for hit in hits]
+        Each hit's text has its credentials redacted (``lca.index.redaction``); its pointer leads to the
+        verbatim transcript."""
+        return self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
 
     def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API

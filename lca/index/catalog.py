@@ -451,11 +451,12 @@ class Catalog:
             "FROM chunks c JOIN texts t ON c.text_hash=t.text_hash ORDER BY c.row"
         ).fetchall()
 
-    def chunk_text_vectors(self) -> dict[str, int]:
-        """chunk id -> the vector id of the chunk's own text (not its sentence keys)."""
-        return dict(
-            self.db.execute("SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash")
-        )
+    def chunk_text_vectors(self, chunk_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """chunk id -> the vector id of the chunk's own text (not its sentence keys), of every chunk or these."""
+        query = "SELECT c.chunk_id, t.vector_id FROM chunks c JOIN texts t ON c.text_hash=t.text_hash"
+        if chunk_ids is None:
+            return dict(self.db.execute(query))
+        return dict(self._rows_in(query + " WHERE c.chunk_id IN ({})", chunk_ids))
 
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):

@@ -21,12 +21,14 @@ from lca.index.chunker import sentence_keys
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
+from lca.index.redaction import shown, vouch
 from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex, interrupted_saves, vector_id_for
 from lca.index.window_keys import write_window_keys
 from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.retrieval import RetrievalConfig
+from lca.secrets import holds_redaction
 from lca.types import Chunk, SearchHit, text_digest
 
 ProgressFn = Callable[[int], None]
@@ -264,6 +266,7 @@ class IndexStore:
             self._vectors_dirty = True
         self.catalog_.begin()
         try:
+            vouch(self.catalog_, [c.text for c in batch if c.text_hash in vectors])
             code = self.catalog_.embedder_code(self.embedder.embedder_id)
             for text_hash in vectors:
                 self.catalog_.insert_text(text_hash, vector_id_for(text_hash), need[text_hash], code)
@@ -468,7 +471,9 @@ class IndexStore:
         """Each hit's stored vector (as the index holds it), by chunk id."""
         if not hits:
             return {}
-        ids = np.asarray([vector_id_for(text_digest(h.text)) for h in hits], dtype=np.int64)
+        marked = {h.chunk_id for h in hits if holds_redaction(h.text)}  # shown redacted: the stored text may differ
+        stored = self.catalog_.chunk_text_vectors(marked) if marked else {}
+        ids = np.asarray([stored.get(h.chunk_id, vector_id_for(text_digest(h.text))) for h in hits], dtype=np.int64)
         return dict(zip((h.chunk_id for h in hits), self.vectors.reconstruct(ids), strict=True))  # one batched read
 
     def _structure(self) -> StoreStructure:
@@ -517,12 +522,15 @@ class IndexStore:
     ) -> list[SearchHit]:
         """The top ``k`` chunks. ``hybrid`` ranks through ``lca.retrieval`` under ``config`` (default: the
         store's); ``dense`` and ``lexical`` are the plain baselines. ``as_of`` is the moment the query is
-        asked, against which a relative time expression in it is read (absolute dates need none)."""
+        asked, against which a relative time expression in it is read (absolute dates need none). A hit's
+        text is fit to show: no credential (``lca.index.redaction``)."""
         if mode not in ("hybrid", "dense", "lexical"):
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
         if mode == "hybrid":
-            return hybrid_search(self, query, k, pool, query_vector, as_of, config or self.retrieval)
+            return shown(
+                self.catalog_, hybrid_search(self, query, k, pool, query_vector, as_of, config or self.retrieval)
+            )
         pool = pool or max(self.pool, k)
         by_vector, by_row = self._row_maps()
         dense: list[tuple[float, int]] = []
@@ -563,7 +571,7 @@ class IndexStore:
                     chunk.channel,
                 )
             )
-        return hits
+        return shown(self.catalog_, hits)
 
     def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray:
         """BM25 of every chunk, in the structure's row order."""

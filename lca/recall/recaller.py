@@ -300,12 +300,12 @@ class Recaller:
             )
             a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
             q = task_term(tags, markers)
-            # a credential is redacted, not refused: the candidate keeps the risk term's reason and its K,
-            # and every text recall shows or logs from here on is the redacted one
-            text, secrets = redact(hit.text)  # the index holds redacted text already (chunking redacts)
+            # a credential is redacted, not refused: the candidate keeps the risk term's reason and its K. The
+            # index's search shows only redacted text (lca.index.redaction), the one recall shows or logs
+            text = hit.text
             k, reasons = risk_term(
                 private_in_public=private_in_public,
-                secret=bool(secrets) or holds_redaction(hit.text),
+                secret=holds_redaction(text),
                 superseded=superseded,
                 expired=expired,
                 about_history=context.about_history,
