@@ -84,6 +84,8 @@ class RecallConfig:
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     store_topic: bool = True  # a question on a small store's topic (centroid or subject, above off-topic): its history
     shared_names: bool = True  # a question naming a name a small store's history uses is about that history
+    small_store_feedback: bool = False  # off: a small store is ranked without the pseudo-relevance feedback round
+    # (its top turns are the store's subject; moving the query towards them drifts it from what was asked)
     topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
@@ -139,6 +141,7 @@ class RecallConfig:
             "fit_budget",
             "store_topic",
             "shared_names",
+            "small_store_feedback",
             "turn_supersession",
             "correction_pairing",
         ):

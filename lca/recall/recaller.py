@@ -234,7 +234,10 @@ class Recaller:
         if qvec is None:
             hits = index.search(context.query, k=pool, pool=pool, mode="lexical", as_of=as_of)
         else:  # the store's own ranking (``lca.retrieval``): S below is its score, the other terms re-weigh it
-            hits = index.search(context.query, k=pool, pool=pool, query_vector=qvec, as_of=as_of, config=cfg.retrieval)
+            retrieval = cfg.retrieval or index.retrieval
+            if small and not cfg.small_store_feedback:
+                retrieval = replace(retrieval, feedback_weight=0.0, lexical_feedback_weight=0.0)
+            hits = index.search(context.query, k=pool, pool=pool, query_vector=qvec, as_of=as_of, config=retrieval)
         self._floor = floor = store_floor(
             index, floor=cfg.floor, mode=cfg.floor_mode, minimum=cfg.floor_min, margin=cfg.floor_margin
         )

@@ -454,6 +454,30 @@ def test_a_relevant_turn_in_a_small_store_clears_the_store_floor(small):
     assert "below the similarity floor (cosine" in why and "store: off-topic ceiling" in why
 
 
+def test_a_small_store_is_ranked_without_the_feedback_round_unless_asked(small, monkeypatch):
+    """Pseudo-relevance feedback moves the query towards the top turns; in a store ranked whole those are the
+    store's subject, so a small store is ranked without it (``small_store_feedback``). A large one keeps it."""
+    asked = []
+    search = small.index.search
+    monkeypatch.setattr(small.index, "search", lambda *a, **kw: asked.append(kw["config"]) or search(*a, **kw))
+    query = "which hospital does lucia work night shifts at"
+    stored = small.index.retrieval
+    assert stored.feedback_weight > 0  # the store's own ranking has the round
+    small.recall(query)
+    assert asked[-1].feedback_weight == 0 and asked[-1].lexical_feedback_weight == 0
+    assert replace(asked[-1], feedback_weight=stored.feedback_weight) == stored  # nothing else changed
+    small.recall(query, config=RecallConfig(small_store_feedback=True))
+    assert asked[-1] == stored
+    small.recall(query, config=RecallConfig(small_store=2))  # five chunks: no longer small
+    assert asked[-1] == stored
+    # and the ranking recall re-weighs is the store's search under that config
+    hits = search(query, k=5, pool=5, config=replace(stored, feedback_weight=0.0))
+    result = small.recall(query)
+    similarity = {c.chunk_id: c.terms["similarity"] for c in result.candidates}
+    in_hit_order = [similarity[h.chunk_id] for h in hits]
+    assert len(hits) == 5 and in_hit_order == sorted(in_hit_order, reverse=True)
+
+
 def test_an_off_topic_question_on_the_same_store_injects_nothing(small):
     for query in ("Which planet has the longest day?", "What is the tallest mountain in Africa?"):
         result = small.recall(query)
