@@ -359,6 +359,8 @@ class FullLCA(_SubstrateCondition):
                 items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)
+        quoted = LiveContextManager.whole_tail_quotes(latest) if latest is not None else {}
+        shown = tuple(key for key, line in quoted.items() if line in fixed)  # the fitted handoff shows them whole
         # critical memories get what they need of a quarter of the rest (at most 400): a reserve no critical
         # memory fills would only be taken from recall
         needed = sum(self.substrate.count_tokens(t) for _, t in LiveContextManager.critical_texts(self.substrate))
@@ -371,7 +373,7 @@ class FullLCA(_SubstrateCondition):
         manager = LiveContextManager(
             self.substrate, window, session_id=f"probe:{probe.id}", agent_id="agent", identity=fixed
         )
-        ws = manager.build(probe.question, recall_context=self.recall_context(probe))
+        ws = manager.build(probe.question, recall_context=replace(self.recall_context(probe), shown=shown))
         files = self.substrate.memory_files()
         for memory_id in ws.critical_ids:
             memory = files[memory_id]

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lca.errors import LCAError, RecordFormatError
-from lca.handoff import HandoffNotes, build_handoff, handoff_pointers, render_handoff
+from lca.handoff import (
+    TAIL_QUOTE_CHARS,
+    HandoffNotes,
+    build_handoff,
+    handoff_pointers,
+    render_handoff,
+    whole_tail_quotes,
+)
 from lca.identity import IdentityStore
 from lca.index.store import IndexStore
 from lca.layout import StoreLayout
@@ -431,7 +438,7 @@ class LiveContextManager:
         body: dict[str, Any] = redact_tree(asdict(notes))
         body["reason"] = reason
         body["recent_tail"] = [
-            {"entry": e.id, "session": e.session_id, "text": e.content[:400]} for e in self.live[-tail:]
+            {"entry": e.id, "session": e.session_id, "text": e.content[:TAIL_QUOTE_CHARS]} for e in self.live[-tail:]
         ]
         body["verified_evidence"] = [{"entry": p.entry_id, "session": p.session_id} for p in self.pruned]
         suffix = text_digest(json.dumps(body, sort_keys=True) + (at or ""))[:12] if at else uuid.uuid4().hex[:12]
@@ -464,3 +471,4 @@ class LiveContextManager:
 
     render_handoff = staticmethod(render_handoff)  # lca.handoff: the host's notes, the items, the tail
     handoff_pointers = staticmethod(handoff_pointers)  # the turns an injected handoff rests on
+    whole_tail_quotes = staticmethod(whole_tail_quotes)  # the turns an injected handoff shows whole

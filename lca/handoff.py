@@ -118,6 +118,7 @@ def _event(entry: TranscriptEntry) -> Mapping[str, Any]:
 
 
 # ---- the model's handoff ---------------------------------------------------------------------
+TAIL_QUOTE_CHARS = 400  # a handoff quotes each turn of its session's tail up to this many characters
 MAX_CITED = 4  # lines an item may cite: a small model otherwise counts 1, 2, 3, ... until its budget ends
 _ITEM_SCHEMA = {
     "type": "object",
@@ -420,6 +421,17 @@ def render_handoff(entry: TranscriptEntry) -> str:
         lines.append(f"tail {item['entry']}: {item['text']}")
     lines.append("</handoff>")
     return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not
+
+
+def whole_tail_quotes(entry: TranscriptEntry) -> dict[str, str]:
+    """The tail turns a handoff quotes whole (not cut at ``TAIL_QUOTE_CHARS``), by "session#entry", each with
+    the line ``render_handoff`` shows for it: what a context holding the rendered handoff need not recall again."""
+    tail = json.loads(entry.content).get("recent_tail", [])
+    return {
+        f"{t['session']}#{t['entry']}": f"tail {t['entry']}: {t['text']}"
+        for t in tail
+        if len(t.get("text", "")) < TAIL_QUOTE_CHARS
+    }
 
 
 def handoff_pointers(entry: TranscriptEntry) -> tuple[str, ...]:

@@ -258,6 +258,7 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         out: list[ScoredCandidate] = []
+        shown = set(context.shown)
         scoped = bool(markers) or context.public_channel  # where the turn is asked matters: read where each was said
         for hit, s in zip(hits, similarity, strict=True):
             cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
@@ -333,6 +334,8 @@ class Recaller:
                 why_not = f"policy filter: {', '.join(reasons)}"
             elif {"superseded", "expired"} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
+            elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
+                why_not = "already in the context: shown whole outside recall (RecallContext.shown)"
             elif not self._clears_floor(cosine, hit.timestamp, anchor):
                 why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} < {floor.describe()})"
             out.append(

@@ -26,6 +26,8 @@ class RecallContext:
     continues_previous_task: bool = False
     previous_injection_used: bool | None = None
     resume: bool = False  # picks up interrupted work: the latest session's last turns come first (resume_turns)
+    shown: tuple[str, ...] = ()  # "session#entry" turns the context already shows whole (a handoff's tail):
+    # recall does not spend its budget on them again
 
     def task_markers(self) -> set[str]:
         return {m.lower() for m in (self.role, self.project, self.channel, self.command) if m}

@@ -74,3 +74,24 @@ def test_the_critical_reserve_is_what_critical_memories_need_and_recall_keeps_th
     assert critical.tokens == full.substrate.count_tokens(f"[critical] lucia-shifts: {body}")
     assert sum(i.tokens for i in items if i.kind not in ("identity", "critical")) <= 200 - critical.tokens
     full.close()
+
+
+def test_recall_skips_the_turns_the_handoff_shows_whole_and_keeps_a_cut_one(tmp_path):
+    """The handoff quotes its session's last turns; recall does not spend the budget on a turn the packet
+    already shows whole, but may bring one the handoff cut at TAIL_QUOTE_CHARS."""
+    from lca.handoff import TAIL_QUOTE_CHARS
+
+    long_reply = "Lucia's rota, in full: " + " ".join(f"night {n} at Santa Maria" for n in range(40))
+    assert len(long_reply) > TAIL_QUOTE_CHARS
+    history = contract_history(texts=[["Where does my sister Lucia work nights?", long_reply]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, summarizer_role)), history)
+    latest = LiveContextManager.latest_handoff(full.substrate, "agent")
+    assert list(LiveContextManager.whole_tail_quotes(latest)) == ["h1#h1:1"]  # the reply was cut
+    items = full.build_context(CONTRACT_PROBE).items
+    (handoff,) = [i for i in items if i.kind == "handoff"]
+    recalled = {p for i in items if i.kind == "transcript" for p in i.pointers}
+    assert "tail h1:1: Where does my sister Lucia work nights?" in handoff.text
+    assert "h1#h1:1" not in recalled and "h1#h1:2" in recalled
+    result = full.substrate.recall(full.recall_context(CONTRACT_PROBE))  # asked without the handoff: both come
+    assert {c.source.split("[")[0] for c in result.items} >= {"transcript:h1#h1:1", "transcript:h1#h1:2"}
+    full.close()
