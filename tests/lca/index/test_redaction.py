@@ -52,8 +52,10 @@ def test_a_text_that_still_holds_a_credential_makes_the_store_mixed_and_every_re
     assert not redaction.vouched(catalog)
     for mode in ("hybrid", "dense", "lexical"):
         hits = store.search("live key payments", k=5, mode=mode)
-        assert hits and all(STRIPE not in h.text for h in hits), mode
+        planted_hit = next(h for h in hits if h.chunk_id.endswith("-raw"))  # the planted text is shown ...
+        assert holds_redaction(planted_hit.text) and all(STRIPE not in h.text for h in hits), mode  # ... redacted
     result = store.recall("live key for payments")
+    assert any(c.chunk_id.endswith("-raw") for c in result.candidates)
     assert all(STRIPE not in c.text for c in result.candidates)
     assert any("secret or credential" in c.risk_reasons for c in result.candidates)
 
