@@ -55,7 +55,7 @@ class TemporalAnchor:
     span_days: float = 0.0
 
 
-_MONTHS = [
+MONTHS = (
     "january",
     "february",
     "march",
@@ -68,8 +68,8 @@ _MONTHS = [
     "october",
     "november",
     "december",
-]
-_MONTH = "(" + "|".join(_MONTHS) + ")"
+)  # the month names the anchor reads (recall's name reading skips them too)
+_MONTH = "(" + "|".join(MONTHS) + ")"
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},? (\d{{4}})\b", re.IGNORECASE)
@@ -90,7 +90,7 @@ def dated_anchor(question: str) -> TemporalAnchor | None:
 
     def day(year: str, month: str, number: str) -> datetime | None:
         try:
-            return datetime(int(year), _MONTHS.index(month.lower()) + 1, int(number))
+            return datetime(int(year), MONTHS.index(month.lower()) + 1, int(number))
         except ValueError:  # "31 June": no such day
             return None
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from lca.temporal_anchor import TemporalAnchor, anchor_weight, temporal_anchor
+from lca.temporal_anchor import MONTHS, TemporalAnchor, anchor_weight, temporal_anchor
 from lca.types import as_utc, parse_timestamp
 
 OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
@@ -260,7 +260,6 @@ def floor_value(ceiling: float, floor: float, minimum: float, margin: float) -> 
 
 
 # ---- what clears the floor besides similarity ------------------------------------------------------
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _FIRST_PERSON = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours|ourselves)\b", re.IGNORECASE
 )
@@ -284,7 +283,7 @@ _NAME_WORD = re.compile(r"[A-Za-z][A-Za-z0-9&'’-]*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 _NOT_NAMES = frozenset(
     "i i'm i've i'd i'll ok okay a an and at by for from in of on or the to with".split()
-    + _MONTHS.split("|")
+    + list(MONTHS)
     + "monday tuesday wednesday thursday friday saturday sunday".split()
 )
 
