@@ -393,6 +393,9 @@ class Catalog:
             "JOIN texts t ON w.text_hash=t.text_hash"
         ).fetchall()
 
+    def has_chunks(self) -> bool:
+        return self.db.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
+
     def has_window_keys(self) -> bool:
         """Whether some chunk has a window key (none in a read-only store older than the table)."""
         try:

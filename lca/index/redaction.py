@@ -30,7 +30,7 @@ def vouch(catalog: Catalog, texts: Sequence[str]) -> None:
     held = catalog.get_meta("redacted_with")
     if fingerprint is not None and held == fingerprint:
         return
-    empty = held is None and catalog.db.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None
+    empty = held is None and not catalog.has_chunks()
     catalog.set_meta("redacted_with", fingerprint if empty and fingerprint is not None else MIXED)
 
 
