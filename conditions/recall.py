@@ -345,17 +345,18 @@ class FullLCA(_SubstrateCondition):
         standing = IdentityStore(self.substrate.home).standing()
         latest = LiveContextManager.latest_handoff(self.substrate, "agent") if self.handoff else None
         handoff = LiveContextManager.render_handoff(latest) if latest is not None else ""
-        tail = LiveContextManager.handoff_pointers(latest) if latest is not None else ()
         items: list[InjectedItem] = []
         share = budget // 2  # identity and handoff together take at most half; recall gets the rest
-        for kind, source, text, pointers in (
-            ("identity", "identity-files", standing, ()),
-            ("handoff", latest.id if latest else "handoff", handoff, tail),
+        for kind, source, text in (
+            ("identity", "identity-files", standing),
+            ("handoff", latest.id if latest else "handoff", handoff),
         ):
             if not text:
                 continue
             fitted = self._fit(text, max(0, share - sum(i.tokens for i in items)))
             if fitted:
+                # a handoff rests on the turns its fitted text still points at or quotes, not on what the fit cut
+                pointers = LiveContextManager.handoff_pointers(latest, fitted) if kind == "handoff" and latest else ()
                 items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)

@@ -28,6 +28,7 @@ from lca.handoff import (
     TAIL_QUOTE_CHARS,
     HandoffNotes,
     build_handoff,
+    carry_in_force,
     handoff_pointers,
     render_handoff,
     whole_tail_quotes,
@@ -39,6 +40,7 @@ from lca.memory import MemoryFile
 from lca.ports import TextGenerator
 from lca.recall import RecallConfig, RecallContext, RecallResult, contains_secret
 from lca.secrets import redact_tree, redacted
+from lca.standing_rules import standing_rule
 from lca.transcript import TranscriptStore
 from lca.types import EntryKind, TranscriptEntry, text_digest
 
@@ -291,13 +293,15 @@ class LiveContextManager:
         entries = list(transcript.read(self.session_id).entries) if path.exists() else []
         seen = {e.id for e in entries}
         entries += [e for e in self.live if e.id not in seen]
-        return build_handoff(
+        notes = build_handoff(
             entries,
             transcript=transcript,
             generator=self.summarizer if use_model else None,
-            constraint=lambda e: classify_turn(e).label in ("instruction", "host_protected"),
+            constraint=lambda e: bool(e.meta.get(PROTECT_META)) or standing_rule(e.content) is not None,
             filler=lambda e: classify_turn(e).label == "chatter",
         )
+        previous = self.latest_handoff(self.substrate, self.agent_id)  # this session's is not written yet
+        return carry_in_force(notes, previous, entries)
 
     def _fire(self, trigger: str) -> None:
         self.triggers_fired.append(trigger)

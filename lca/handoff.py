@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lca.errors import LCAError
@@ -71,6 +71,7 @@ class HandoffNotes:
     dropped: int = 0  # items dropped by the pointer check (the model's, and mechanical ones on unpersisted turns)
     dropped_reasons: tuple[str, ...] = ()
     fallback: str = ""  # why the notes were built mechanically, when a model was asked
+    carried: int = 0  # decisions and constraints carried from the previous handoff, still in force
 
 
 def pointer_key(entry: TranscriptEntry) -> str:
@@ -390,6 +391,59 @@ def _in_force(items: Sequence[HandoffItem], entries: Sequence[TranscriptEntry]) 
     return kept, drops
 
 
+CARRIED_SECTIONS = ("decisions", "constraints")  # what holds until an event replaces it
+
+
+def carry_in_force(
+    notes: HandoffNotes, previous: TranscriptEntry | None, entries: Sequence[TranscriptEntry]
+) -> HandoffNotes:
+    """``notes`` with the ``previous`` handoff's decisions and constraints that still hold. A rule set sessions ago
+    ("never call the yarn organic") binds a task that shares no word with it, and a decision that replaced
+    another ("change of plan: the River Room") answers "where was it held in the end?" in words it does not
+    use, so similarity may not bring either back; each handoff passes them on until an event in ``entries``
+    (this session's turns) corrects or supersedes them. Per section the carried items come first and this
+    session's after; past ``MAX_ITEMS`` the oldest are dropped, with their reason."""
+    if previous is None:
+        return notes
+    try:
+        body = json.loads(previous.content)
+    except ValueError:
+        return notes
+    held = {p for item in notes.items for p in item.pointers}
+    earlier = [
+        HandoffItem(str(i["section"]), str(i.get("text", "")), tuple(str(p) for p in i.get("pointers", [])))
+        for i in body.get("items", [])
+        if isinstance(i, Mapping) and i.get("section") in CARRIED_SECTIONS and i.get("pointers")
+    ]
+    # an item carried as written holds only while all it rests on does ("approved: path prefixes" stops holding
+    # when the approved choice is replaced, though the approval turn itself was not)
+    replaced = {str(_event(e).get("of")) for e in entries if _event(e).get("type") in ("supersedes", "correction")}
+    carried = [i for i in earlier if not set(i.pointers) <= held and not set(i.pointers) & replaced]
+    drops = [
+        redacted(f"{i.section}: carried, rests on a turn a later event corrected or superseded")
+        for i in earlier
+        if set(i.pointers) & replaced
+    ]
+    if not carried:
+        return replace(notes, dropped=notes.dropped + len(drops), dropped_reasons=notes.dropped_reasons + tuple(drops))
+    by_section = {s: [i for i in notes.items if i.section == s] for s in SECTIONS}
+    for section in CARRIED_SECTIONS:
+        merged = [i for i in carried if i.section == section] + by_section[section]
+        by_section[section] = merged[-MAX_ITEMS:]
+        drops += [
+            redacted(f"{section}: over the {MAX_ITEMS}-item limit, carried {i.pointers[0]} dropped")
+            for i in merged[: max(0, len(merged) - MAX_ITEMS)]
+        ]
+    items = [i for s in SECTIONS for i in by_section[s]]
+    return replace(
+        notes,
+        items=tuple(items),
+        carried=sum(1 for i in items if i in carried),
+        dropped=notes.dropped + len(drops),
+        dropped_reasons=notes.dropped_reasons + tuple(drops),
+    )
+
+
 # ---- replay ------------------------------------------------------------------------------------
 def _compact(pointers: Sequence[str], shown: int = 3) -> str:
     more = f" +{len(pointers) - shown}" if len(pointers) > shown else ""
@@ -434,9 +488,20 @@ def whole_tail_quotes(entry: TranscriptEntry) -> dict[str, str]:
     }
 
 
-def handoff_pointers(entry: TranscriptEntry) -> tuple[str, ...]:
-    """The turns an injected handoff rests on: its items' pointers, then its recent tail's."""
+def handoff_pointers(entry: TranscriptEntry, shown: str | None = None) -> tuple[str, ...]:
+    """The turns an injected handoff rests on: its items' pointers, then its recent tail's. With ``shown`` (the
+    rendered handoff as fitted into a context), only those of the items and tail lines the text still holds."""
     body = json.loads(entry.content)
-    keys = [p for i in body.get("items", []) if isinstance(i, Mapping) for p in i.get("pointers", [])]
-    keys += [f"{t['session']}#{t['entry']}" for t in body.get("recent_tail", [])]
+    items = [i for i in body.get("items", []) if isinstance(i, Mapping)]
+    tail = body.get("recent_tail", [])
+    if shown is not None:
+        shown = " ".join(shown.split())
+        items = [i for i in items if _shown(f"{i.get('text', '')} {_compact(i.get('pointers', []))}", shown)]
+        tail = [t for t in tail if _shown(f"tail {t['entry']}: {t['text']}", shown)]
+    keys = [p for i in items for p in i.get("pointers", [])]
+    keys += [f"{t['session']}#{t['entry']}" for t in tail]
     return tuple(dict.fromkeys(keys))
+
+
+def _shown(line: str, text: str) -> bool:
+    return " ".join(redacted(line).split()) in text

@@ -95,3 +95,23 @@ def test_recall_skips_the_turns_the_handoff_shows_whole_and_keeps_a_cut_one(tmp_
     result = full.substrate.recall(full.recall_context(CONTRACT_PROBE))  # asked without the handoff: both come
     assert {c.source.split("[")[0] for c in result.items} >= {"transcript:h1#h1:1", "transcript:h1#h1:2"}
     full.close()
+
+
+def test_a_rule_set_in_the_first_session_reaches_a_task_three_sessions_later_that_shares_no_word_with_it(tmp_path):
+    """Similarity does not bring back "never call the yarn organic" for "write the shop's spring newsletter";
+    each handoff passes the rule on (lca.handoff.carry_in_force), so the packet shows it and rests on its turn."""
+    history = contract_history(
+        texts=[
+            ["Ground rules for anything you write for me: never call the yarn organic.", "Understood."],
+            ["Price the autumn colourways.", "Twelve pounds a skein."],
+            ["Which courier is cheapest for parcels?", "The local one."],
+            ["Restock the shelves list.", "Done."],
+        ]
+    )
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, lambda m: "no JSON")), history)
+    (handoff,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
+    assert "constraints: Ground rules for anything you write for me: never call the yarn organic. [h1#h1:1]" in (
+        handoff.text
+    )
+    assert "h1#h1:1" in handoff.pointers
+    full.close()
