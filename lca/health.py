@@ -30,6 +30,7 @@ from lca.health_checks import (
     record_key,
 )
 from lca.identity import IdentityStore
+from lca.index import redaction
 from lca.index.chunker import indexed
 from lca.index.store import IndexStore, interrupted_save_files
 from lca.ingest import TRANSCRIPT_MARK, watermark_problem, writer_versions
@@ -38,6 +39,7 @@ from lca.ledger import Ledger
 from lca.memory import MemoryStore
 from lca.ports import Embedder
 from lca.provenance import code_version
+from lca.secrets import detector_fingerprint
 from lca.transcript import QuarantineRecord, TranscriptStore
 from lca.types import HealthCheck, HealthReport, HealthStatus
 
@@ -340,6 +342,24 @@ def _index_checks(index: IndexStore, embedder: Embedder, view: _TranscriptView) 
         detail += f"; above {DUPLICATE_RATIO_WARN}: was the same conversation ingested twice (that gives 0.5)?"
     data = {"duplicate_ratio": ratio, "chunks": chunks, "distinct_texts": distinct}
     checks.append(HealthCheck("duplicates", WARN if many else OK, detail, {**data, "warn_above": DUPLICATE_RATIO_WARN}))
+
+    # redaction: whether search may show stored texts as they are (correct either way; a read redacts otherwise)
+    held = redaction.state(index.catalog_)
+    checks.append(
+        HealthCheck(
+            "redaction",
+            OK,
+            {
+                "vouched": "every stored text was scanned by this detector when written: hits are shown as stored",
+                "empty": "no text stored yet",
+            }.get(
+                held,
+                f"{held}: not every stored text was scanned by this detector when written, so each hit is redacted "
+                "again when read (correct, about 60 microseconds a hit); `lca reindex` rescans and records it",
+            ),
+            {"state": held, "detector": detector_fingerprint()},
+        )
+    )
 
     # consistency: index vs catalog vs transcript
     consistency = index.consistency()

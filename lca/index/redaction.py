@@ -40,6 +40,17 @@ def vouched(catalog: Catalog) -> bool:
     return fingerprint is not None and catalog.get_meta("redacted_with") == fingerprint
 
 
+def state(catalog: Catalog) -> str:
+    """``vouched`` (this process's detector scanned every text when written), ``empty`` (nothing written yet),
+    ``other detector`` (one fingerprint, not this process's: the detector changed since), or ``mixed``."""
+    if vouched(catalog):
+        return "vouched"
+    held = catalog.get_meta("redacted_with")
+    if held is None and not catalog.has_chunks():
+        return "empty"
+    return "other detector" if held not in (None, MIXED) else MIXED
+
+
 def shown(catalog: Catalog, hits: list[SearchHit]) -> list[SearchHit]:
     """The hits with texts fit to show: as stored where ``vouched``, else each redacted again."""
     if vouched(catalog):

@@ -71,3 +71,17 @@ def test_another_detector_or_a_store_from_before_the_record_is_not_trusted(store
     assert catalog.get_meta("redacted_with") == redaction.MIXED
     monkeypatch.setattr(redaction, "detector_fingerprint", lambda: None)  # the source could not be read
     assert not redaction.vouched(catalog)
+
+
+def test_health_says_whether_hits_are_shown_as_stored_and_a_reindex_makes_a_mixed_store_vouched_again(store):
+    def check(s):
+        return next(c for c in s.health().checks if c.name == "redaction")
+
+    assert check(store).data["state"] == "vouched" and check(store).status.value == "ok"
+    store.index.catalog_.set_meta("redacted_with", "0123456789abcdef")  # written by another version of lca.secrets
+    assert check(store).data["state"] == "other detector"
+    assert "redacted again when read" in check(store).detail and "lca reindex" in check(store).detail
+    store.index.catalog_.set_meta("redacted_with", redaction.MIXED)
+    assert check(store).data["state"] == redaction.MIXED
+    store.reindex()
+    assert check(store).data["state"] == "vouched"
