@@ -162,9 +162,6 @@ def interleaved_loop(bench: QueryOps, reader, queries: list[str]) -> Interleaved
     the exact scan (the vectors for faiss, the chunks ranked at their best vector for the searches)."""
     from tqdm import tqdm
 
-    from lca.index.vectors import vector_id_for
-    from lca.types import text_digest
-
     ops = bench.ops
     times: dict[str, list[float]] = {name: [] for name in ops}
     order_rng = random.Random(SEED)
@@ -172,7 +169,7 @@ def interleaved_loop(bench: QueryOps, reader, queries: list[str]) -> Interleaved
     other_cores: list[float] = []
     loop_watch = CpuWatch()
     query_watch = CpuWatch()
-    vectors = reader.index.vectors
+    vectors, catalog = reader.index.vectors, reader.index.catalog_
     for q in tqdm(queries, desc="queries", unit="query"):
         qvec = bench.prepare(q)
         names = list(ops)
@@ -186,8 +183,11 @@ def interleaved_loop(bench: QueryOps, reader, queries: list[str]) -> Interleaved
         scores = bench.matrix @ qvec  # once for both: the exact vectors and the exact chunks
         exact = set(bench.row_ids[top_of(scores)].tolist())
         base = set(top_owners(scores, bench.owners, TOP_K))
-        dense_ids = {vector_id_for(text_digest(h.text)) for h in reader.search(q, k=TOP_K, mode="dense")}
-        hybrid_ids = {vector_id_for(text_digest(h.text)) for h in reader.search(q, k=TOP_K)}
+        # each hit's vector as the catalog records it by chunk id (a hit redacted when read no longer hashes to it)
+        dense_ids = set(
+            catalog.chunk_text_vectors([h.chunk_id for h in reader.search(q, k=TOP_K, mode="dense")]).values()
+        )
+        hybrid_ids = set(catalog.chunk_text_vectors([h.chunk_id for h in reader.search(q, k=TOP_K)]).values())
         _, fids = vectors.search(qvec, TOP_K)
         overlap_dense.append(len(dense_ids & base) / len(dense_ids) if dense_ids else 0.0)
         overlap_faiss.append(len(set(fids.tolist()) & exact) / TOP_K)
