@@ -13,6 +13,7 @@ from lca.handoff import MAX_ITEMS, handoff_pointers, render_handoff
 from lca.recall import RecallConfig
 from lca.substrate import Substrate
 from lca.types import EntryKind, TranscriptEntry
+from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 
 U, A = EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN
@@ -20,13 +21,12 @@ WINDOW = ContextWindow(total_tokens=400, reserve_output=20, critical_budget=40, 
 
 
 def turn(session: int, n: int, kind: EntryKind, content: str, event: dict | None = None) -> TranscriptEntry:
-    return TranscriptEntry(
-        id=f"scn.s{session}:{n}",
-        session_id=f"scn.s{session}",
-        agent_id="agent",
+    return make_entry(
+        f"scn.s{session}",
+        n,
+        content,
         kind=kind,
         timestamp=f"2026-03-0{session}T10:00:{n:02d}",
-        content=content,
         channel="scenario",
         meta={"event": event} if event else {},
     )

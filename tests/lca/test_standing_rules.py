@@ -10,7 +10,7 @@ import pytest
 
 from lca.context import classify_turn
 from lca.standing_rules import standing_rule
-from lca.types import EntryKind, TranscriptEntry
+from tests.conftest import make_entry
 
 LABELLED = Path(__file__).resolve().parents[2] / "data" / "calibration" / "standing-rules-v1.jsonl"
 
@@ -80,15 +80,7 @@ def test_it_is_far_more_precise_than_the_pruning_classifiers_instruction_reading
     every handoff it would have filled the constraints with "I've never done this" (precision about 0.4)."""
 
     def instruction(text: str) -> bool:
-        entry = TranscriptEntry(
-            id="x:1",
-            session_id="x",
-            agent_id="a",
-            kind=EntryKind.USER_TURN,
-            timestamp="2026-01-01T00:00:00",
-            content=text,
-        )
-        return classify_turn(entry).label == "instruction"
+        return classify_turn(make_entry("x", 1, text)).label == "instruction"
 
     rows = _labelled()
     _, ours = _scores(rows, lambda t: standing_rule(t) is not None)
