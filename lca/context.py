@@ -462,10 +462,9 @@ class LiveContextManager:
     @staticmethod
     def latest_handoff(substrate: LiveStore, agent_id: str) -> TranscriptEntry | None:
         latest = None
-        for entry in substrate.transcript.iter_entries():
-            if entry.kind is EntryKind.HANDOFF and entry.agent_id == agent_id:
-                if latest is None or entry.timestamp >= latest.timestamp:
-                    latest = entry
+        for entry in substrate.transcript.entries_of_kind(EntryKind.HANDOFF):
+            if entry.agent_id == agent_id and (latest is None or entry.timestamp >= latest.timestamp):
+                latest = entry
         return latest
 
     def replay_handoff(self) -> str:

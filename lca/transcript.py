@@ -220,6 +220,7 @@ class TranscriptStore:
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
         self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
+        self._kind_cache: dict[tuple[str, EntryKind], tuple[int, tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
     def session_path(self, session_id: str) -> Path:
@@ -429,6 +430,23 @@ class TranscriptStore:
     def iter_entries(self) -> Iterator[TranscriptEntry]:
         for session_id in self.session_ids():
             yield from self.read(session_id).entries
+
+    def entries_of_kind(self, kind: EntryKind) -> list[TranscriptEntry]:
+        """Every entry of ``kind`` (the handoffs, say: a handful among thousands of turns), session by session.
+        A session file is read again only when its size has changed (appends only grow it), so asking again
+        costs a stat per session: the latest handoff is looked up at every session end and every context build."""
+        out: list[TranscriptEntry] = []
+        for session_id in self.session_ids():
+            try:
+                size = self.session_path(session_id).stat().st_size
+            except FileNotFoundError:
+                continue
+            cached = self._kind_cache.get((session_id, kind))
+            if cached is None or cached[0] != size:
+                found = tuple(e for e in self.read(session_id).entries if e.kind is kind)
+                cached = self._kind_cache[(session_id, kind)] = (size, found)
+            out.extend(cached[1])
+        return out
 
     def entry_meta(self, session_id: str, entry_id: str) -> Mapping[str, Any]:
         """An entry's ``meta`` (where it was said: visibility, project, role; an event it records), read once per

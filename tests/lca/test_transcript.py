@@ -37,6 +37,19 @@ def test_append_read_roundtrip_keeps_every_field(tmp_path):
     assert json.loads(lines[0])["hash"] == entries[0].content_hash
 
 
+def test_entries_of_one_kind_are_what_a_scan_finds_and_an_append_is_seen_at_the_next_ask(tmp_path, monkeypatch):
+    store = TranscriptStore(tmp_path)
+    handoff = EntryKind.HANDOFF
+    store.append([make_entry("s1", 1, "hi"), make_entry("s1", 2, "{}", kind=handoff), make_entry("s2", 1, "more")])
+    assert store.entries_of_kind(handoff) == [e for e in store.iter_entries() if e.kind is handoff]
+    reads: list[str] = []
+    read = store.read
+    monkeypatch.setattr(store, "read", lambda session_id, **kw: reads.append(session_id) or read(session_id, **kw))
+    assert [e.id for e in store.entries_of_kind(handoff)] == ["s1:2"] and reads == []  # nothing changed: no reads
+    store.append([make_entry("s2", 2, "{}", kind=handoff)])
+    assert [e.id for e in store.entries_of_kind(handoff)] == ["s1:2", "s2:2"] and reads == ["s2"]  # the grown one
+
+
 def test_session_ids_with_unsafe_characters_roundtrip(tmp_path):
     store = TranscriptStore(tmp_path)
     odd = "locomo:conv-26/session 1?x"
