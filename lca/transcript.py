@@ -220,7 +220,7 @@ class TranscriptStore:
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
         self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
-        self._kind_cache: dict[tuple[str, EntryKind], tuple[int, tuple[TranscriptEntry, ...]]] = {}
+        self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
     def session_path(self, session_id: str) -> Path:
@@ -433,14 +433,15 @@ class TranscriptStore:
 
     def entries_of_kind(self, kind: EntryKind) -> list[TranscriptEntry]:
         """Every entry of ``kind`` (the handoffs, say: a handful among thousands of turns), session by session.
-        A session file is read again only when its size has changed (appends only grow it), so asking again
+        A session file is read again only when its size or time has changed (appends only grow it), so asking again
         costs a stat per session: the latest handoff is looked up at every session end and every context build."""
         out: list[TranscriptEntry] = []
         for session_id in self.session_ids():
             try:
-                size = self.session_path(session_id).stat().st_size
+                stat = self.session_path(session_id).stat()
             except FileNotFoundError:
                 continue
+            size = (stat.st_size, stat.st_mtime_ns)  # a rewrite to the same length still moves the time
             cached = self._kind_cache.get((session_id, kind))
             if cached is None or cached[0] != size:
                 found = tuple(e for e in self.read(session_id).entries if e.kind is kind)
