@@ -243,6 +243,7 @@ class FullLCA(_SubstrateCondition):
         mmr_lambda: float = 0.75,
         handoff: int = 1,
         resume_turns: int = 4,
+        handoff_tail: str = "always",
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -256,6 +257,7 @@ class FullLCA(_SubstrateCondition):
         self.mmr_lambda = mmr_lambda
         self.handoff = handoff
         self.resume_turns = resume_turns
+        self.handoff_tail = handoff_tail
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -344,7 +346,12 @@ class FullLCA(_SubstrateCondition):
         budget = self.budget_tokens
         standing = IdentityStore(self.substrate.home).standing()
         latest = LiveContextManager.latest_handoff(self.substrate, "agent") if self.handoff else None
-        handoff = LiveContextManager.render_handoff(latest) if latest is not None else ""
+        # the handoff's verbatim tail is where the last session stopped: shown for a question that picks that up,
+        # else (handoff_tail "resume") its turns compete in recall on relevance like any other
+        if self.handoff_tail not in ("always", "resume"):
+            raise ValueError(f"full-lca: handoff_tail must be 'always' or 'resume', got {self.handoff_tail!r}")
+        tail = self.handoff_tail == "always" or probe.signals.resume
+        handoff = LiveContextManager.render_handoff(latest, tail=tail) if latest is not None else ""
         items: list[InjectedItem] = []
         share = budget // 2  # identity and handoff together take at most half; recall gets the rest
         for kind, source, text in (

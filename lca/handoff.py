@@ -450,9 +450,9 @@ def _compact(pointers: Sequence[str], shown: int = 3) -> str:
     return "[" + ", ".join(pointers[:shown]) + more + "]"
 
 
-def render_handoff(entry: TranscriptEntry) -> str:
+def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
     """A handoff entry as the text the working set carries: the host's notes, then each item with
-    its pointers, then the recent tail; credentials redacted."""
+    its pointers, then the recent tail (``tail=False``: without it); credentials redacted."""
     body = json.loads(entry.content)
     header = f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})"
     if body.get("built_by"):
@@ -471,7 +471,7 @@ def render_handoff(entry: TranscriptEntry) -> str:
             lines.append(
                 f"{section}: " + "; ".join(f"{i.get('text', '')} {_compact(i.get('pointers', []))}" for i in chosen)
             )
-    for item in body.get("recent_tail", []):
+    for item in body.get("recent_tail", []) if tail else []:
         lines.append(f"tail {item['entry']}: {item['text']}")
     lines.append("</handoff>")
     return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conditions import ConditionRuntime, build_condition
 from conditions.checks import CONTRACT_PROBE, contract_history, replay
 from lca.context import LiveContextManager
@@ -115,3 +117,33 @@ def test_a_rule_set_in_the_first_session_reaches_a_task_three_sessions_later_tha
     )
     assert "h1#h1:1" in handoff.pointers
     full.close()
+
+
+def test_with_handoff_tail_resume_the_quoted_tail_is_shown_only_to_a_question_that_picks_the_work_up(tmp_path):
+    """The tail quotes where the last session stopped; another question gets recall's room instead, and the tail's
+    turns compete there on relevance (handoff_tail="always" shows it to every question)."""
+    from dataclasses import replace
+
+    from lca.continuation import ContinuationSignals
+
+    history = contract_history(texts=[["My sister Lucia moved to Lisbon.", "Noted."], ["Price the tiles.", "£20."]])
+    resuming = replace(CONTRACT_PROBE, question="Where did we leave off?", signals=ContinuationSignals(resume=True))
+    for setting, shown_to_other in (("always", True), ("resume", False)):
+        full = replay(
+            build_condition("full-lca", consolidate=0, handoff_tail=setting).attach(
+                runtime(tmp_path / setting, summarizer_role)
+            ),
+            history,
+        )
+        (other,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
+        (resumed,) = [i for i in full.build_context(resuming).items if i.kind == "handoff"]
+        assert ("tail h2:2: £20." in other.text) is shown_to_other and ("h2#h2:2" in other.pointers) is shown_to_other
+        assert "tail h2:2: £20." in resumed.text and "h2#h2:2" in resumed.pointers
+        full.close()
+    with pytest.raises(ValueError, match="handoff_tail"):
+        replay(
+            build_condition("full-lca", consolidate=0, handoff_tail="never").attach(
+                runtime(tmp_path / "x", summarizer_role)
+            ),
+            history,
+        ).build_context(CONTRACT_PROBE)
