@@ -223,7 +223,8 @@ class FullLCA(_SubstrateCondition):
     ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
     without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
     (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
-    that resumes interrupted work is not given the latest session's last turns first). What it did less of than it
+    that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
+    handoff's quoted tail only for such a question; "always", the default). What it did less of than it
     claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
