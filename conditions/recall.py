@@ -224,7 +224,8 @@ class FullLCA(_SubstrateCondition):
     without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
     (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
     that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
-    handoff's quoted tail only for such a question; "always", the default). What it did less of than it
+    handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
+    session's decisions and constraints only, none carried from earlier ones). What it did less of than it
     claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
@@ -245,6 +246,7 @@ class FullLCA(_SubstrateCondition):
         handoff: int = 1,
         resume_turns: int = 4,
         handoff_tail: str = "always",
+        carry: int = 1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -259,6 +261,7 @@ class FullLCA(_SubstrateCondition):
         self.handoff = handoff
         self.resume_turns = resume_turns
         self.handoff_tail = handoff_tail
+        self.carry = carry
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -328,7 +331,8 @@ class FullLCA(_SubstrateCondition):
             self.cycles.append(result.counts)
         if not self.handoff:  # ablated: no handoff is written, so none can be replayed or recalled
             return
-        notes = manager.compose_handoff()  # the summarizer's, checked against the transcript, or mechanical
+        # the summarizer's, checked against the transcript, or mechanical; with what still holds carried on
+        notes = manager.compose_handoff(carry=bool(self.carry))
         manager.write_handoff(notes, reason="session end", at=now.isoformat() if now else None)
         self.handoffs.append(
             {

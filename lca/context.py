@@ -285,9 +285,11 @@ class LiveContextManager:
         self._fire("session_end")
         return self.write_handoff(notes or self.compose_handoff(), reason="session end")
 
-    def compose_handoff(self, *, use_model: bool = True) -> HandoffNotes:
+    def compose_handoff(self, *, use_model: bool = True, carry: bool = True) -> HandoffNotes:
         """Handoff notes over this session's turns (the transcript's and the live window's), written by
-        the summarizer when there is one, else (or when it fails) mechanically; see lca.handoff."""
+        the summarizer when there is one, else (or when it fails) mechanically, with the previous handoff's
+        decisions and constraints still in force carried on (``carry=False``: this session's only); see
+        lca.handoff."""
         transcript = self.substrate.transcript
         path = transcript.session_path(self.session_id)
         entries = list(transcript.read(self.session_id).entries) if path.exists() else []
@@ -300,6 +302,8 @@ class LiveContextManager:
             constraint=lambda e: bool(e.meta.get(PROTECT_META)) or standing_rule(e.content) is not None,
             filler=lambda e: classify_turn(e).label == "chatter",
         )
+        if not carry:
+            return notes
         previous = self.latest_handoff(self.substrate, self.agent_id)  # this session's is not written yet
         return carry_in_force(notes, previous, entries)
 

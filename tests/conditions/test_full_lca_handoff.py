@@ -147,3 +147,22 @@ def test_with_handoff_tail_resume_the_quoted_tail_is_shown_only_to_a_question_th
             ),
             history,
         ).build_context(CONTRACT_PROBE)
+
+
+def test_with_carry_off_the_rule_of_the_first_session_is_not_in_a_later_handoff(tmp_path):
+    history = contract_history(
+        texts=[
+            ["Ground rules for anything you write for me: never call the yarn organic.", "Understood."],
+            ["Price the autumn colourways.", "Twelve pounds a skein."],
+        ]
+    )
+    for carry, held in ((1, True), (0, False)):
+        full = replay(
+            build_condition("full-lca", consolidate=0, carry=carry).attach(
+                runtime(tmp_path / str(carry), lambda m: "no JSON")
+            ),
+            history,
+        )
+        (handoff,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
+        assert ("never call the yarn organic" in handoff.text) is held and ("h1#h1:1" in handoff.pointers) is held
+        full.close()
