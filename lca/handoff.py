@@ -377,10 +377,15 @@ def build_handoff(
     )
 
 
+def _replaced_keys(entries: Sequence[TranscriptEntry]) -> set[str]:
+    """The pointer keys of the turns an event among ``entries`` corrected or superseded."""
+    return {str(_event(e).get("of")) for e in entries if _event(e).get("type") in ("supersedes", "correction")}
+
+
 def _in_force(items: Sequence[HandoffItem], entries: Sequence[TranscriptEntry]) -> tuple[list[HandoffItem], list[str]]:
     """The items with their pointers to turns a later event corrected or superseded removed (a handoff carries
     what holds now); an item left pointing at nothing is dropped, with its reason."""
-    replaced = {str(_event(e).get("of")) for e in entries if _event(e).get("type") in ("supersedes", "correction")}
+    replaced = _replaced_keys(entries)
     kept, drops = [], []
     for item in items:
         live = tuple(p for p in item.pointers if p not in replaced)
@@ -417,7 +422,7 @@ def carry_in_force(
     ]
     # an item carried as written holds only while all it rests on does ("approved: path prefixes" stops holding
     # when the approved choice is replaced, though the approval turn itself was not)
-    replaced = {str(_event(e).get("of")) for e in entries if _event(e).get("type") in ("supersedes", "correction")}
+    replaced = _replaced_keys(entries)
     carried = [i for i in earlier if not set(i.pointers) <= held and not set(i.pointers) & replaced]
     drops = [
         redacted(f"{i.section}: carried, rests on a turn a later event corrected or superseded")
@@ -450,6 +455,16 @@ def _compact(pointers: Sequence[str], shown: int = 3) -> str:
     return "[" + ", ".join(pointers[:shown]) + more + "]"
 
 
+def _item_text(item: Mapping[str, Any]) -> str:
+    """An item as ``render_handoff`` shows it within its section's line: its text, then its pointers."""
+    return f"{item.get('text', '')} {_compact(item.get('pointers', []))}"
+
+
+def _tail_line(quote: Mapping[str, Any]) -> str:
+    """A tail quote as ``render_handoff`` shows it."""
+    return f"tail {quote['entry']}: {quote['text']}"
+
+
 def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
     """A handoff entry as the text the working set carries: the host's notes, then each item with
     its pointers, then the recent tail (``tail=False``: without it); credentials redacted."""
@@ -468,11 +483,9 @@ def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
     for section in SECTIONS:
         chosen = [i for i in items if i.get("section") == section]
         if chosen:
-            lines.append(
-                f"{section}: " + "; ".join(f"{i.get('text', '')} {_compact(i.get('pointers', []))}" for i in chosen)
-            )
+            lines.append(f"{section}: " + "; ".join(_item_text(i) for i in chosen))
     for item in body.get("recent_tail", []) if tail else []:
-        lines.append(f"tail {item['entry']}: {item['text']}")
+        lines.append(_tail_line(item))
     lines.append("</handoff>")
     return redacted("\n".join(lines))  # the handoff quotes turns verbatim; what the model is shown does not
 
@@ -481,11 +494,7 @@ def whole_tail_quotes(entry: TranscriptEntry) -> dict[str, str]:
     """The tail turns a handoff quotes whole (not cut at ``TAIL_QUOTE_CHARS``), by "session#entry", each with
     the line ``render_handoff`` shows for it: what a context holding the rendered handoff need not recall again."""
     tail = json.loads(entry.content).get("recent_tail", [])
-    return {
-        f"{t['session']}#{t['entry']}": f"tail {t['entry']}: {t['text']}"
-        for t in tail
-        if len(t.get("text", "")) < TAIL_QUOTE_CHARS
-    }
+    return {f"{t['session']}#{t['entry']}": _tail_line(t) for t in tail if len(t.get("text", "")) < TAIL_QUOTE_CHARS}
 
 
 def handoff_pointers(entry: TranscriptEntry, shown: str | None = None) -> tuple[str, ...]:
@@ -496,8 +505,8 @@ def handoff_pointers(entry: TranscriptEntry, shown: str | None = None) -> tuple[
     tail = body.get("recent_tail", [])
     if shown is not None:
         shown = " ".join(shown.split())
-        items = [i for i in items if _shown(f"{i.get('text', '')} {_compact(i.get('pointers', []))}", shown)]
-        tail = [t for t in tail if _shown(f"tail {t['entry']}: {t['text']}", shown)]
+        items = [i for i in items if _shown(_item_text(i), shown)]
+        tail = [t for t in tail if _shown(_tail_line(t), shown)]
     keys = [p for i in items for p in i.get("pointers", [])]
     keys += [f"{t['session']}#{t['entry']}" for t in tail]
     return tuple(dict.fromkeys(keys))
