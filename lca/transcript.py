@@ -441,11 +441,11 @@ class TranscriptStore:
                 stat = self.session_path(session_id).stat()
             except FileNotFoundError:
                 continue
-            size = (stat.st_size, stat.st_mtime_ns)  # a rewrite to the same length still moves the time
+            stamp = (stat.st_size, stat.st_mtime_ns)  # a rewrite to the same length still moves the time
             cached = self._kind_cache.get((session_id, kind))
-            if cached is None or cached[0] != size:
+            if cached is None or cached[0] != stamp:
                 found = tuple(e for e in self.read(session_id).entries if e.kind is kind)
-                cached = self._kind_cache[(session_id, kind)] = (size, found)
+                cached = self._kind_cache[(session_id, kind)] = (stamp, found)
             out.extend(cached[1])
         return out
 

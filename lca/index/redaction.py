@@ -30,8 +30,12 @@ def vouch(catalog: Catalog, texts: Sequence[str]) -> None:
     held = catalog.get_meta("redacted_with")
     if fingerprint is not None and held == fingerprint:
         return
-    empty = held is None and not catalog.has_chunks()
-    catalog.set_meta("redacted_with", fingerprint if empty and fingerprint is not None else MIXED)
+    catalog.set_meta("redacted_with", fingerprint if _unwritten(catalog, held) and fingerprint is not None else MIXED)
+
+
+def _unwritten(catalog: Catalog, held: str | None) -> bool:
+    """No detector recorded and no chunk stored: the store's first write may vouch for all of it."""
+    return held is None and not catalog.has_chunks()
 
 
 def vouched(catalog: Catalog) -> bool:
@@ -46,7 +50,7 @@ def state(catalog: Catalog) -> str:
     if vouched(catalog):
         return "vouched"
     held = catalog.get_meta("redacted_with")
-    if held is None and not catalog.has_chunks():
+    if _unwritten(catalog, held):
         return "empty"
     return "other detector" if held not in (None, MIXED) else MIXED
 
