@@ -80,6 +80,10 @@ class RecallConfig:
     floor_margin: float = 0.05  # store mode: how far above the store's off-topic ceiling the floor sits
     date_anchor: bool = True  # a turn dated where the query's date expression points clears the floor
     correction_pairing: bool = True  # a turn an explicit event corrected brings the turn that corrects it
+    exchanges: bool = True  # a recalled turn brings the turn right before it in its session (what it answers),
+    # within the budget and outside the quota
+    excerpts: bool = True  # a turn longer than item_char_cap shows its opening and the sentences with the query's
+    # terms (lca.recall.shown); off: its opening only
     resume_turns: int = 4  # a question that resumes interrupted work: the latest session's last N turns come first
     fit_budget: bool = True  # when every candidate that clears the floor fits the budget, quotas do not cut it
     store_topic: bool = True  # a question on a small store's topic (centroid or subject, above off-topic): its history
@@ -90,7 +94,7 @@ class RecallConfig:
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     memory_quota: int = 4
     transcript_quota: int = 2
-    item_char_cap: int = 800
+    item_char_cap: int = 400  # an item at most about a tenth of the default budget; a longer turn is excerpted
     mmr_lambda: float = 0.75
     token_budget: int = 1200
     half_life_days: float = 30.0
@@ -144,6 +148,8 @@ class RecallConfig:
             "small_store_feedback",
             "turn_supersession",
             "correction_pairing",
+            "exchanges",
+            "excerpts",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise RecordFormatError(f"must be true or false, got {getattr(self, name)!r}", field=name)

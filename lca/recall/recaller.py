@@ -6,7 +6,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,8 @@ from lca.recall.floor import (
     store_floor,
     topic_reading,
 )
-from lca.recall.records import RecallContext, RecallResult, ScoredCandidate
+from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
+from lca.recall.shown import excerpt, exchange_prompts, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     authority_term,
@@ -37,7 +38,7 @@ from lca.recall.terms import (
     task_term,
     temporal_term,
 )
-from lca.secrets import holds_redaction, redact
+from lca.secrets import holds_redaction
 from lca.temporal_anchor import TemporalAnchor
 from lca.types import SourceType, as_utc
 
@@ -54,15 +55,6 @@ def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
     except ValueError:
         return None
     return (as_utc(as_of) - as_utc(moment)).total_seconds() / 86400.0
-
-
-def _trim(text: str, cap: int) -> tuple[str, bool]:
-    """Shorten to ``cap`` characters at a word boundary, marked, so a trimmed item never reads as whole."""
-    if len(text) <= cap:
-        return text, False
-    cut = text.rfind(" ", 0, cap - 6)
-    cut = cut if cut > cap // 2 else cap - 6
-    return text[:cut].rstrip() + " [...]", True
 
 
 class Recaller:
@@ -85,8 +77,10 @@ class Recaller:
         retrievals=None,
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+        turn_before: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.index = index
+        self.turn_before = turn_before  # (session, entry) -> the turn right before it in its session
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
@@ -105,13 +99,15 @@ class Recaller:
         self._topic: TopicReading | None = None  # the last query read against a small store's topic
         self._query_vector: np.ndarray | None = None  # the last query's vector (None: ranked by BM25 alone)
         self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
+        self._query_terms: set[int] = set()  # the last query's indexed terms (an excerpt shows the sentences with them)
+        self._excerpts: dict[str, tuple[str, bool]] = {}  # within one recall: a long text's excerpt, made once
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
-        self._whole_why, self._topic, self._query_vector = "", None, None
-        self._token_counts, self._in_project, self._pinned = {}, set(), set()
+        self._whole_why, self._topic, self._query_vector, self._excerpts = "", None, None, {}
+        self._token_counts, self._in_project, self._pinned, self._query_terms = {}, set(), set(), set()
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
@@ -210,7 +206,7 @@ class Recaller:
         least a token per word for the tokenizers budgets are counted with (WordPiece, byte-level BPE,
         SentencePiece), so more words than the budget settle it without the tokenizer (most recalls over a
         large store); else they are counted longest first, which shows an overflow sooner and sums the same."""
-        rendered = [self._render_item(n, c, _trim(c.text, cfg.item_char_cap)[0]) for n, c in enumerate(candidates, 1)]
+        rendered = [self._render_item(n, c, self._shown(c.text, cfg)[0]) for n, c in enumerate(candidates, 1)]
         if sum(len(text.split()) for text in rendered) > budget:
             return False
         tokens = 0
@@ -247,6 +243,8 @@ class Recaller:
         if not hits:
             return [], {}
         anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
+        if cfg.excerpts and getattr(index, "lexical", None) is not None:
+            self._query_terms = set(index.lexical.query_terms(context.query))
         vectors = index.vectors_for_hits(hits)
         similarity = similarity_terms([h.score for h in hits])
         memories = self.memory_files()
@@ -441,7 +439,13 @@ class Recaller:
         by_id = np.argsort(np.argsort([c.chunk_id for c in remaining], kind="stable"), kind="stable")
         alive = np.ones(len(remaining), dtype=bool)
         quota_held: set[str] = set()  # refused by a filled source quota: a wildcard may still take them
-        while alive.any() and len(chosen) < main_slots:
+        position, brought = {c.chunk_id: i for i, c in enumerate(remaining)}, 0  # brought: prompts, outside quotas
+        prompts = (
+            exchange_prompts(scored, self.turn_before, lambda why: not why or why.startswith(FLOOR_REASON))
+            if cfg.exchanges and self.turn_before is not None
+            else {}
+        )
+        while alive.any() and len(chosen) - brought < main_slots:
             mmr = relevance if not chosen else cfg.mmr_lambda * relevance - (1.0 - cfg.mmr_lambda) * redundancy
             masked = np.where(alive, mmr, -np.inf)
             ties = np.flatnonzero(masked == masked.max())
@@ -454,7 +458,7 @@ class Recaller:
                     best, why_not=f"{best.source_type} quota ({quotas[best.source_type]}) reached"
                 )
                 continue
-            text, trimmed = _trim(best.text, cfg.item_char_cap)
+            text, trimmed = self._shown(best.text, cfg)
             cost = self._tokens(self._render_item(len(chosen) + 1, best, text))
             if tokens + cost > budget:
                 decided[best.chunk_id] = replace(
@@ -466,6 +470,14 @@ class Recaller:
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
             similar = matrix @ matrix[pick]
             redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
+            prompt = self._prompt_for(prompts.get(best.chunk_id), chosen, cfg, budget - tokens)
+            if prompt is not None:  # the turn it answers, just before it; outside the quota
+                tokens, brought = tokens + prompt.tokens, brought + 1
+                chosen.insert(len(chosen) - 1, prompt)
+                decided.pop(prompt.chunk_id, None)
+                if (at := position.get(prompt.chunk_id)) is not None:
+                    alive[at] = False
+                    redundancy = np.maximum(redundancy, matrix @ matrix[at])
         remaining = [c for c, left in zip(remaining, alive) if left or c.chunk_id in quota_held]
         if n_wild:
             chosen, tokens = self._wildcards(
@@ -498,7 +510,7 @@ class Recaller:
                 break
             if quotas[c.source_type] == 0:  # a source switched off stays off
                 continue
-            text, trimmed = _trim(c.text, cfg.item_char_cap)
+            text, trimmed = self._shown(c.text, cfg)
             item = replace(c, wildcard=True)
             cost = self._tokens(self._render_item(len(chosen) + 1, item, text))
             if tokens + cost > budget:
@@ -510,6 +522,32 @@ class Recaller:
             decided.pop(c.chunk_id, None)
             chosen.append(replace(item, injected=True, tokens=cost, trimmed=trimmed, text=text))
         return chosen, tokens
+
+    def _prompt_for(
+        self, prompt: ScoredCandidate | None, chosen: list[ScoredCandidate], cfg: RecallConfig, room: int
+    ) -> ScoredCandidate | None:
+        """The turn the last pick answers, as an item, where it fits ``room`` and costs no more than the pick (a
+        page-long prompt would crowd out the next pick; a reply's short question does not)."""
+        if prompt is None or any(prompt.chunk_id == c.chunk_id for c in chosen):
+            return None
+        text, trimmed = self._shown(prompt.text, cfg)
+        cost = self._tokens(self._render_item(len(chosen) + 1, prompt, text))
+        if cost > min(room, chosen[-1].tokens):
+            return None
+        return replace(
+            prompt, injected=True, tokens=cost, trimmed=trimmed, text=text, why_not=None, prompt_of=chosen[-1].chunk_id
+        )
+
+    def _shown(self, text: str, cfg: RecallConfig) -> tuple[str, bool]:
+        """What of a chosen candidate's text is shown within the item cap (``lca.recall.shown``); an index that
+        reads no terms (a lexical index not built) shows a long text's opening."""
+        if not cfg.excerpts or len(text) <= cfg.item_char_cap:
+            return trim(text, cfg.item_char_cap)
+        if text not in self._excerpts:
+            terms = getattr(self.index, "lexical", None)
+            read = (lambda texts: terms.term_sequences(texts)[0]) if terms is not None else None
+            self._excerpts[text] = excerpt(text, cfg.item_char_cap, self._query_terms, read)
+        return self._excerpts[text]
 
     @staticmethod
     def _render_item(number: int, item: ScoredCandidate, text: str) -> str:
@@ -552,45 +590,11 @@ class Recaller:
             whole_history_why=self._whole_why,
             fallback=self._fallback,
         )
-        if self.log_path is not None:
-            self._log(result, cfg)
+        if self.log_path is not None:  # one JSONL record per recall, one row per candidate
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(log_record(result, cfg.weights, cfg.floor)) + "\n")
         if self.retrievals is not None and items:
             shape = query_shape(self._query_vector) if self._query_vector is not None else 0
             self.retrievals.record(Access(i.source, time.time(), shape, i.wildcard) for i in items)
         return result
-
-    def _log(self, result: RecallResult, cfg: RecallConfig) -> None:
-        """One JSONL record per recall, one row per candidate: the raw material for fitting weights."""
-        if self.log_path is None:
-            return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        record = {
-            "at": time.time(),
-            "query": redact(result.context.query)[0],
-            "policy": result.policy,
-            "action": result.action,
-            "weights": asdict(cfg.weights),
-            "floor": result.floor if result.floor is not None else cfg.floor,
-            "floor_detail": result.floor_detail,
-            "whole_history": result.whole_history,
-            "whole_history_why": result.whole_history_why,
-            "fallback": result.fallback,
-            "tokens": result.tokens,
-            "budget": result.budget,
-            "latency_ms": round(result.latency_ms, 3),
-            "candidates": [
-                {
-                    "chunk_id": c.chunk_id,
-                    "source": c.source,
-                    "cosine": round(c.cosine, 6) if math.isfinite(c.cosine) else None,
-                    "terms": {k: round(v, 6) for k, v in c.terms.items()},
-                    "score": round(c.score, 6),
-                    "injected": c.injected,
-                    "wildcard": c.wildcard,
-                    "why_not": c.why_not,
-                }
-                for c in result.candidates
-            ],
-        }
-        with open(self.log_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from lca.recall.config import TERMS, ResonanceWeights
+from lca.secrets import redact
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -52,6 +56,7 @@ class ScoredCandidate:
     tokens: int = 0
     trimmed: bool = False
     wildcard: bool = False
+    prompt_of: str | None = None  # recalled as the turn right before this chunk's turn (RecallConfig.exchanges)
 
     def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
         return {name: (-1 if name == "risk" else 1) * getattr(weights, name) * self.terms[name] for name in TERMS}
@@ -79,3 +84,37 @@ class RecallResult:
     @property
     def omitted(self) -> tuple[ScoredCandidate, ...]:
         return tuple(c for c in self.candidates if not c.injected)
+
+
+def log_record(result: RecallResult, weights: Any, floor: float) -> dict[str, Any]:
+    """One recall as the recall log keeps it, one row per candidate: the raw material for fitting weights. Queries
+    are redacted; a candidate's text is not logged (its pointer leads to the transcript)."""
+    return {
+        "at": time.time(),
+        "query": redact(result.context.query)[0],
+        "policy": result.policy,
+        "action": result.action,
+        "weights": asdict(weights),
+        "floor": result.floor if result.floor is not None else floor,
+        "floor_detail": result.floor_detail,
+        "whole_history": result.whole_history,
+        "whole_history_why": result.whole_history_why,
+        "fallback": result.fallback,
+        "tokens": result.tokens,
+        "budget": result.budget,
+        "latency_ms": round(result.latency_ms, 3),
+        "candidates": [
+            {
+                "chunk_id": c.chunk_id,
+                "source": c.source,
+                "cosine": round(c.cosine, 6) if math.isfinite(c.cosine) else None,
+                "terms": {k: round(v, 6) for k, v in c.terms.items()},
+                "score": round(c.score, 6),
+                "injected": c.injected,
+                "wildcard": c.wildcard,
+                "prompt_of": c.prompt_of,
+                "why_not": c.why_not,
+            }
+            for c in result.candidates
+        ],
+    }

@@ -256,7 +256,10 @@ def test_expired_memory_is_filtered_at_the_as_of_time(store):
 
 
 def test_quotas_budget_and_character_cap(tmp_path):
-    config = RecallConfig(floor=0.0, memory_quota=2, transcript_quota=1, token_budget=60, item_char_cap=60)
+    # exchanges off: here a turn's prompt would ride along outside the quota (test_recall_shown)
+    config = RecallConfig(
+        floor=0.0, memory_quota=2, transcript_quota=1, token_budget=60, item_char_cap=60, exchanges=False
+    )
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(max_input_tokens=400), recall_config=config) as s:
         for n in range(5):
             s.memory.write(memory(f"m{n}"), f"note {n} about the release train schedule " + "detail " * (3 * n))
@@ -280,11 +283,11 @@ def test_quotas_budget_and_character_cap(tmp_path):
 
 
 def test_trim_marks_and_cuts_at_a_word():
-    from lca.recall.recaller import _trim
+    from lca.recall.shown import trim
 
-    text, trimmed = _trim("alpha beta gamma delta epsilon zeta eta theta", 30)
+    text, trimmed = trim("alpha beta gamma delta epsilon zeta eta theta", 30)
     assert trimmed and text.endswith(" [...]") and len(text) <= 30 and "gam" in text
-    assert _trim("short", 30) == ("short", False)
+    assert trim("short", 30) == ("short", False)
 
 
 def test_policies_none_and_adaptive(store):
