@@ -440,10 +440,10 @@ class Recaller:
         alive = np.ones(len(remaining), dtype=bool)
         quota_held: set[str] = set()  # refused by a filled source quota: a wildcard may still take them
         position, brought = {c.chunk_id: i for i, c in enumerate(remaining)}, 0  # brought: prompts, outside quotas
-        prompts = (
+        prompt_of = (
             exchange_prompts(scored, self.turn_before, lambda why: not why or why.startswith(FLOOR_REASON))
             if cfg.exchanges and self.turn_before is not None
-            else {}
+            else lambda c: None
         )
         while alive.any() and len(chosen) - brought < main_slots:
             mmr = relevance if not chosen else cfg.mmr_lambda * relevance - (1.0 - cfg.mmr_lambda) * redundancy
@@ -470,7 +470,7 @@ class Recaller:
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
             similar = matrix @ matrix[pick]
             redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
-            prompt = self._prompt_for(prompts.get(best.chunk_id), chosen, cfg, budget - tokens)
+            prompt = self._prompt_for(prompt_of(best), chosen, cfg, budget - tokens)
             if prompt is not None:  # the turn it answers, just before it; outside the quota
                 tokens, brought = tokens + prompt.tokens, brought + 1
                 chosen.insert(len(chosen) - 1, prompt)

@@ -93,10 +93,11 @@ def turn_of(source: str) -> tuple[str, str]:
 
 def exchange_prompts(
     scored: Sequence[ScoredCandidate], turn_before: Callable[[str, str], str | None], offerable: Callable[[str], bool]
-) -> dict[str, ScoredCandidate]:
-    """Each transcript candidate's prompt: the candidate chunk nearest before it of the turn right before its turn
-    in its session (the turn it answers, or follows), where ``offerable`` (of a candidate's ``why_not``) lets that
-    turn be shown. A turn's later chunks follow its own first one, so only a first chunk has a prompt."""
+) -> Callable[[ScoredCandidate], ScoredCandidate | None]:
+    """A candidate's prompt: the candidate chunk nearest before it of the turn right before its turn in its session
+    (the turn it answers, or follows), where ``offerable`` (of a candidate's ``why_not``) lets that turn be shown.
+    A turn's later chunks follow its own first one, so only a first chunk has a prompt. Asked of the picks alone,
+    so a recall reads no session beyond theirs."""
     offered: dict[tuple[str, str], ScoredCandidate] = {}  # a turn -> its last chunk among the candidates
     for c in scored:
         if c.source_type == "transcript" and offerable(c.why_not or ""):
@@ -104,13 +105,12 @@ def exchange_prompts(
             held = offered.get(turn)
             if held is None or span_start(c.source) > span_start(held.source):
                 offered[turn] = c
-    out: dict[str, ScoredCandidate] = {}
-    for c in scored:
-        if c.source_type != "transcript" or span_start(c.source) > 0:
-            continue
+
+    def prompt(c: ScoredCandidate) -> ScoredCandidate | None:
+        if not offered or c.source_type != "transcript" or span_start(c.source) > 0:
+            return None
         session, entry = turn_of(c.source)
         before = turn_before(session, entry)
-        prompt = offered.get((session, before)) if before else None
-        if prompt is not None:
-            out[c.chunk_id] = prompt
-    return out
+        return offered.get((session, before)) if before else None
+
+    return prompt
