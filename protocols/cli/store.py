@@ -163,6 +163,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                                 "source": c.source,
                                 "injected": c.injected,
                                 "why_not": c.why_not,
+                                "prompt_of": c.prompt_of,
                                 "score": c.score,
                                 "cosine": c.cosine,
                                 "terms": dict(c.terms),
@@ -192,12 +193,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
             # the cosine sits beside the similarity term's contribution (S times its weight): the floor reads it
             columns = [f"{t[:5]:>6}" + (f" {'cosine':>6}" if t == "similarity" else "") for t in TERMS]
             print(f"{'rank':>4} {'score':>7} " + " ".join(columns) + "  source / why not")
+            sources = {c.chunk_id: c.source for c in result.candidates}
             for rank, c in enumerate(result.candidates, 1):
                 contrib = c.contribution(w)
                 cells = " ".join(
                     f"{contrib[t]:>6.3f}" + (f" {c.cosine:>6.3f}" if t == "similarity" else "") for t in TERMS
                 )
                 status = "INJECTED" if c.injected else c.why_not
+                if c.prompt_of:  # brought by the turn it precedes (RecallConfig.exchanges), not by its own rank
+                    status += f" (brought by {sources.get(c.prompt_of, c.prompt_of)}, the turn it precedes)"
                 common.show(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
         return 0
 

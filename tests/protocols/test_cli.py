@@ -94,6 +94,7 @@ def test_recall_cli_explains_every_term_and_refuses_bad_weights(tmp_path):
     ).stdout
     assert out.startswith("<recalled-context") and "Pebble" in out.split("</recalled-context>")[0]
     assert "simil" in out and "risk" in out and "INJECTED" in out and "tilt bound" in out
+    assert "(brought by transcript:" in out  # a turn recalled as the one a chosen turn answers says which
     data = json.loads(
         lca("recall", "Pebble the cat", "--json", "--weight", "temporal=0", store=store, check=True).stdout
     )
