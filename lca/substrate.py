@@ -297,7 +297,6 @@ class Substrate:
             retrievals=self.retrievals,
             entry_meta=self.transcript.entry_meta,
             corrections=self.experience.corrections,
-            turn_before=self.transcript.turn_before,
         )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:

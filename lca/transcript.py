@@ -38,7 +38,6 @@ MAX_SESSION_FILE_NAME = 200
 255, and a quarantined copy's name adds to it. A longer session id is refused when written."""
 
 _QUARANTINE_STEM_CHARS = 160
-_CONVERSATION = (EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN, EntryKind.SUBAGENT_TURN)  # turns one answers
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
 _OPTIONAL_STR = ("parent_id", "author", "subagent_id")
 
@@ -220,7 +219,7 @@ class TranscriptStore:
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
-        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str]]] = {}
+        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
         self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
@@ -453,34 +452,16 @@ class TranscriptStore:
     def entry_meta(self, session_id: str, entry_id: str) -> Mapping[str, Any]:
         """An entry's ``meta`` (where it was said: visibility, project, role; an event it records), read once per
         session and kept while the session's file does not grow; ``{}`` for an unknown session or entry."""
-        return self._session_facts(session_id)[0].get(entry_id, {})
-
-    def turn_before(self, session_id: str, entry_id: str) -> str | None:
-        """The entry id of the conversational turn (user, assistant or subagent) right before this entry in its
-        session: the turn it answers or follows; None for a session's first turn or an unknown entry."""
-        return self._session_facts(session_id)[1].get(entry_id)
-
-    def _session_facts(self, session_id: str) -> tuple[dict[str, Mapping[str, Any]], dict[str, str]]:
-        """Per session, read once and kept while its file does not grow: each entry's meta, and each entry's
-        previous conversational turn."""
         path = self.session_path(session_id)
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            return {}, {}
+            return {}
         cached = self._meta_cache.get(session_id)
         if cached is None or cached[0] != size:
-            metas: dict[str, Mapping[str, Any]] = {}
-            before: dict[str, str] = {}
-            last: str | None = None
-            for e in self._read_from(path, 0, quarantine=False).entries:
-                metas[e.id] = e.meta
-                if last is not None:
-                    before[e.id] = last
-                if e.kind in _CONVERSATION:
-                    last = e.id
-            cached = self._meta_cache[session_id] = (size, metas, before)
-        return cached[1], cached[2]
+            metas = {e.id: e.meta for e in self._read_from(path, 0, quarantine=False).entries}
+            cached = self._meta_cache[session_id] = (size, metas)
+        return cached[1].get(entry_id, {})
 
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:
         entries: list[TranscriptEntry] = []

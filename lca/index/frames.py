@@ -9,15 +9,16 @@ dense scores are computed from their stored vectors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
 from lca.retrieval.config import RetrievalConfig
 from lca.retrieval.ranker import Frame, QueryFacts
-from lca.retrieval.signals import day_number, moment_days, named_speakers, only_asks, speaker_of
+from lca.retrieval.signals import day_number, moment_days, named_speakers, neighbours, only_asks, speaker_of
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,26 @@ class StoreStructure:
             link_own,
             window_vector,
         )
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {chunk_id: n for n, chunk_id in enumerate(self.chunk_ids)}
+
+    @cached_property
+    def _previous(self) -> np.ndarray:
+        return neighbours(self.session, self.seq, -1)
+
+    def chunks_before(self, chunk_ids: Iterable[str]) -> dict[str, str]:
+        """Each chunk's chunk indexed right before it in its session where that is of another entry: the last chunk
+        of the turn its turn follows (or answers). A turn's later chunks, a session's first and chunks the store
+        does not hold have none."""
+        out: dict[str, str] = {}
+        for chunk_id in chunk_ids:
+            at = self._positions.get(chunk_id)
+            before = int(self._previous[at]) if at is not None else -1
+            if before >= 0 and self.entry[before] != self.entry[at]:
+                out[chunk_id] = self.chunk_ids[before]
+        return out
 
     def frame(
         self,

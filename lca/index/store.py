@@ -8,7 +8,7 @@ id, so results do not depend on insertion order and a rebuilt index returns the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -148,8 +148,7 @@ class IndexStore:
             self._models = self.catalog_.vectors_by_embedder()
             self._models_checked = generation
         by_model = self._models
-        foreign = {name: n for name, n in by_model.items() if name != stored}
-        if foreign:
+        if any(name != stored for name in by_model):
             return (
                 f"the store at {self.root} holds vectors from more than one embedder ({by_model}); "
                 "run `lca reindex` to re-embed"
@@ -406,6 +405,10 @@ class IndexStore:
         """How many chunks the store holds (from the cached structure, so cheap on the search path)."""
         return len(self._structure())
 
+    def chunks_before(self, chunk_ids: Iterable[str]) -> dict[str, str]:
+        """Each chunk's chunk indexed right before it in its session, of another entry (``StoreStructure``)."""
+        return self._structure().chunks_before(chunk_ids)
+
     def table_sizes(self) -> dict[str, dict[str, int]]:
         """Bytes on disk and payload of each catalog table and index (needs SQLite's ``dbstat``)."""
         return self.catalog_.table_sizes()
@@ -419,8 +422,7 @@ class IndexStore:
         return self.vectors.stored()
 
     def vector_owners(self, vector_ids: Sequence[int]) -> list[tuple[int, ...]]:
-        """Whom each vector ranks: the own-text vector id of every chunk it is the text or a sentence key of
-        (itself when no chunk uses it), so an exact scan can rank chunks as dense search does."""
+        """Whom each vector ranks (the own-text vector ids of the chunks it keys; else itself), as dense search does."""
         own_vector = self.catalog_.chunk_text_vectors()
         by_vector, _ = self._row_maps()
         return [
@@ -438,8 +440,7 @@ class IndexStore:
 
     # ---- searching ---------------------------------------------------------------
     def _row_maps(self) -> tuple[dict[int, list[tuple[int, str]]], dict[int, str]]:
-        """vector id -> [(row, chunk id)] and row -> chunk id, held in memory per catalog generation,
-        so ranking touches SQLite only to fetch the final k chunks."""
+        """vector id -> [(row, chunk id)] and row -> chunk id per catalog generation: SQLite fetches the final k only."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
         cached = self._maps
         if cached is None or cached[0] != generation:
@@ -457,8 +458,7 @@ class IndexStore:
         return cached[1], cached[2]
 
     def _has_keys(self) -> bool:
-        """Whether some chunk owns more than one vector (its sentence or window keys), per catalog generation:
-        a dense search then reads deeper to find as many chunks."""
+        """Whether some chunk owns more than one vector (sentence or window keys): a dense search reads deeper."""
         self._row_maps()
         return bool(self._maps and self._maps[3])
 

@@ -27,7 +27,7 @@ from lca.recall.floor import (
     topic_reading,
 )
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
-from lca.recall.shown import excerpt, exchange_prompts, trim
+from lca.recall.shown import excerpt, exchange_prompts, term_stems, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     authority_term,
@@ -77,10 +77,8 @@ class Recaller:
         retrievals=None,
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
-        turn_before: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.index = index
-        self.turn_before = turn_before  # (session, entry) -> the turn right before it in its session
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
@@ -99,7 +97,7 @@ class Recaller:
         self._topic: TopicReading | None = None  # the last query read against a small store's topic
         self._query_vector: np.ndarray | None = None  # the last query's vector (None: ranked by BM25 alone)
         self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
-        self._query_terms: set[int] = set()  # the last query's indexed terms (an excerpt shows the sentences with them)
+        self._query_terms: frozenset[str] = frozenset()  # the last query's terms (an excerpt shows sentences with them)
         self._excerpts: dict[str, tuple[str, bool]] = {}  # within one recall: a long text's excerpt, made once
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
@@ -107,7 +105,7 @@ class Recaller:
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
         self._whole_why, self._topic, self._query_vector, self._excerpts = "", None, None, {}
-        self._token_counts, self._in_project, self._pinned, self._query_terms = {}, set(), set(), set()
+        self._token_counts, self._in_project, self._pinned, self._query_terms = {}, set(), set(), frozenset()
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
@@ -202,11 +200,13 @@ class Recaller:
         return self._token_counts[rendered]
 
     def _fits(self, candidates: list[ScoredCandidate], cfg: RecallConfig, budget: int) -> bool:
-        """Whether all ``candidates``, rendered and trimmed as injected, fit ``budget`` together. A text has at
-        least a token per word for the tokenizers budgets are counted with (WordPiece, byte-level BPE,
-        SentencePiece), so more words than the budget settle it without the tokenizer (most recalls over a
-        large store); else they are counted longest first, which shows an overflow sooner and sums the same."""
-        rendered = [self._render_item(n, c, self._shown(c.text, cfg)[0]) for n, c in enumerate(candidates, 1)]
+        """Whether all ``candidates``, rendered as injected, fit ``budget`` together; a long one counted as its opening
+        cut (an excerpt keeps to the same cap, and reading each for the query's sentences would cost every recall
+        over a large store what only the few that fit need). A text has at least a token per word for the
+        tokenizers budgets are counted with (WordPiece, byte-level BPE, SentencePiece), so more words than the
+        budget settle it without the tokenizer (most recalls over a large store); else they are counted longest
+        first, which shows an overflow sooner and sums the same."""
+        rendered = [self._render_item(n, c, trim(c.text, cfg.item_char_cap)[0]) for n, c in enumerate(candidates, 1)]
         if sum(len(text.split()) for text in rendered) > budget:
             return False
         tokens = 0
@@ -243,8 +243,7 @@ class Recaller:
         if not hits:
             return [], {}
         anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
-        if cfg.excerpts and getattr(index, "lexical", None) is not None:
-            self._query_terms = set(index.lexical.query_terms(context.query))
+        self._query_terms = term_stems(context.query) if cfg.excerpts else frozenset()
         vectors = index.vectors_for_hits(hits)
         similarity = similarity_terms([h.score for h in hits])
         memories = self.memory_files()
@@ -440,10 +439,11 @@ class Recaller:
         alive = np.ones(len(remaining), dtype=bool)
         quota_held: set[str] = set()  # refused by a filled source quota: a wildcard may still take them
         position, brought = {c.chunk_id: i for i, c in enumerate(remaining)}, 0  # brought: prompts, outside quotas
-        prompt_of = (
-            exchange_prompts(scored, self.turn_before, lambda why: not why or why.startswith(FLOOR_REASON))
-            if cfg.exchanges and self.turn_before is not None
-            else lambda c: None
+        chunks_before = getattr(self.index, "chunks_before", None)  # an index that knows no session order: none
+        prompts = (
+            exchange_prompts(scored, chunks_before, lambda why: not why or why.startswith(FLOOR_REASON))
+            if cfg.exchanges and chunks_before is not None
+            else {}
         )
         while alive.any() and len(chosen) - brought < main_slots:
             mmr = relevance if not chosen else cfg.mmr_lambda * relevance - (1.0 - cfg.mmr_lambda) * redundancy
@@ -470,7 +470,7 @@ class Recaller:
             chosen.append(replace(best, injected=True, tokens=cost, trimmed=trimmed, text=text))
             similar = matrix @ matrix[pick]
             redundancy = similar if len(chosen) == 1 else np.maximum(redundancy, similar)
-            prompt = self._prompt_for(prompt_of(best), chosen, cfg, budget - tokens)
+            prompt = self._prompt_for(prompts.get(best.chunk_id), chosen, cfg, budget - tokens)
             if prompt is not None:  # the turn it answers, just before it; outside the quota
                 tokens, brought = tokens + prompt.tokens, brought + 1
                 chosen.insert(len(chosen) - 1, prompt)
@@ -539,14 +539,11 @@ class Recaller:
         )
 
     def _shown(self, text: str, cfg: RecallConfig) -> tuple[str, bool]:
-        """What of a chosen candidate's text is shown within the item cap (``lca.recall.shown``); an index that
-        reads no terms (a lexical index not built) shows a long text's opening."""
+        """What of a chosen candidate's text is shown within the item cap (``lca.recall.shown``)."""
         if not cfg.excerpts or len(text) <= cfg.item_char_cap:
             return trim(text, cfg.item_char_cap)
         if text not in self._excerpts:
-            terms = getattr(self.index, "lexical", None)
-            read = (lambda texts: terms.term_sequences(texts)[0]) if terms is not None else None
-            self._excerpts[text] = excerpt(text, cfg.item_char_cap, self._query_terms, read)
+            self._excerpts[text] = excerpt(text, cfg.item_char_cap, self._query_terms)
         return self._excerpts[text]
 
     @staticmethod

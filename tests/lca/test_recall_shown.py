@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from lca.recall import RecallConfig, RecallContext
-from lca.recall.shown import GAP, excerpt, segments, trim
+from lca.recall.shown import GAP, excerpt, segments, term_stems, trim
 from lca.substrate import Substrate
 from lca.types import EntryKind
 from tests.conftest import make_entry
@@ -24,18 +23,6 @@ LONG = (
 )
 
 
-def words(query_words: set[str]):
-    """A term reader over plain lower-case words: a text's terms are the ids of its words in ``query_words``."""
-    vocabulary = {w: n for n, w in enumerate(sorted(query_words))}
-
-    def read(texts):
-        return [
-            np.array([vocabulary[w] for w in t.lower().replace(".", " ").split() if w in vocabulary]) for t in texts
-        ]
-
-    return set(vocabulary.values()), read
-
-
 def test_segments_cover_the_text_and_keep_decimals_whole():
     spans = segments(LONG)
     assert "".join(LONG[a:b] for a, b in spans) == LONG  # nothing lost between segments
@@ -46,8 +33,7 @@ def test_segments_cover_the_text_and_keep_decimals_whole():
 
 
 def test_excerpt_keeps_the_opening_and_the_sentences_with_the_query_terms():
-    terms, read = words({"fence", "high"})
-    shown, cut = excerpt(LONG, 200, terms, read)
+    shown, cut = excerpt(LONG, 200, term_stems("How high did the home check say fences must be?"))
     assert cut and len(shown) <= 200
     assert shown.startswith("Good call setting those rules")
     assert "back fence needs to be at least 1.8 metres high" in shown
@@ -57,10 +43,19 @@ def test_excerpt_keeps_the_opening_and_the_sentences_with_the_query_terms():
 
 
 def test_excerpt_falls_back_to_the_opening_without_a_query_term_or_a_reader():
-    terms, read = words({"zebra"})
-    assert excerpt(LONG, 200, terms, read) == trim(LONG, 200)
-    assert excerpt(LONG, 200, {1}, None) == trim(LONG, 200)
-    assert excerpt("short text", 200, terms, read) == ("short text", False)
+    assert excerpt(LONG, 200, term_stems("zebras")) == trim(LONG, 200)
+    assert excerpt(LONG, 200, frozenset()) == trim(LONG, 200)
+    assert excerpt("short text", 200, term_stems("short")) == ("short text", False)
+
+
+def test_term_stems_read_words_as_the_lexical_index_does():
+    from lca.index.lexical import Bm25LexicalIndex
+
+    text = "The Fences were HIGH, and a 1.8 m fence; lurchers can clear anything lower."
+    assert term_stems(text) >= {"fenc", "high"} and not term_stems(text) & {"the", "and", "a", "m", "1", "8"}
+    index = Bm25LexicalIndex()
+    index.build([0], [text], "g")
+    assert term_stems(text) == set(index.tokenizer_.stem_to_sid) - {""}  # the stems BM25 indexed
 
 
 def exchange_store(tmp_path, **config) -> Substrate:
@@ -111,18 +106,35 @@ def test_a_prompt_the_context_shows_or_that_costs_more_than_the_reply_stays_out(
         assert all(i.prompt_of is None for i in result.items)
 
 
-def test_turn_before_skips_entries_that_are_not_turns(tmp_path):
-    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+def test_chunks_before_is_the_last_chunk_of_the_entry_before_in_the_same_session(tmp_path):
+    def start(hit) -> int:  # where a chunk starts in its turn, from its pointer's span
+        return int(hit.pointer.key().rpartition("[")[2].split(":")[0])
+
+    embedder = FakeHashingEmbedder(max_input_tokens=12)  # a long turn splits into several chunks
+    with Substrate(tmp_path, embedder=embedder) as s:
         s.append(
             [
-                make_entry("s", 1, "please look it up"),
-                make_entry("s", 2, "lookup(...)", kind=EntryKind.TOOL_CALL),
-                make_entry("s", 3, "here is what I found", kind=EntryKind.ASSISTANT_TURN),
+                make_entry("s", 1, "please look up the opening hours of the library on Saturday"),
+                make_entry(
+                    "s",
+                    2,
+                    "the library opens at nine and closes at five on Saturday and Sunday mornings",
+                    kind=EntryKind.ASSISTANT_TURN,
+                ),
+                make_entry("t", 1, "another session entirely"),
             ]
         )
-        assert s.transcript.turn_before("s", "s:3") == "s:1"
-        assert s.transcript.turn_before("s", "s:1") is None
-        assert s.transcript.turn_before("nope", "s:1") is None
+        s.ingest()
+        turns: dict[str, list] = {}
+        for hit in s.search("library opens nine closes five saturday hours session", k=50):
+            turns.setdefault(hit.pointer.entry_id, []).append(hit)
+        question, reply, other = (sorted(turns[e], key=start) for e in ("s:1", "s:2", "t:1"))
+        assert len(question) > 1 and len(reply) > 1
+        everything = [h.chunk_id for h in question + reply + other] + ["no-such-chunk"]
+        before = s.index.chunks_before(everything)
+        assert before[reply[0].chunk_id] == question[-1].chunk_id
+        # a turn's later chunks, a session's first, and a chunk the store does not hold have none
+        assert set(before) == {reply[0].chunk_id}
 
 
 @pytest.mark.parametrize("cap", [120, 200])
