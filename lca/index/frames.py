@@ -124,13 +124,14 @@ class StoreStructure:
         """Each chunk's chunk indexed right before it in its session where that is of another entry: the last chunk
         of the turn its turn follows (or answers). A turn's later chunks, a session's first and chunks the store
         does not hold have none."""
-        out: dict[str, str] = {}
-        for chunk_id in chunk_ids:
-            at = self._positions.get(chunk_id)
-            before = int(self._previous[at]) if at is not None else -1
-            if before >= 0 and self.entry[before] != self.entry[at]:
-                out[chunk_id] = self.chunk_ids[before]
-        return out
+        known = [(chunk_id, n) for chunk_id in chunk_ids if (n := self._positions.get(chunk_id)) is not None]
+        if not known:
+            return {}
+        where = np.fromiter((n for _, n in known), dtype=np.int64, count=len(known))
+        before = self._previous[where]
+        has = before >= 0
+        has[has] = self.entry[before[has]] != self.entry[where[has]]
+        return {known[n][0]: self.chunk_ids[int(before[n])] for n in np.flatnonzero(has)}
 
     def frame(
         self,

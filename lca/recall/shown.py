@@ -74,11 +74,14 @@ def excerpt(text: str, cap: int, query_terms: frozenset[str]) -> tuple[str, bool
     if not any(hits[1:]):
         return trim(text, cap)
     kept = {0} if spans[0][1] - spans[0][0] <= cap // 3 else set()
+    size = [len(text[a:b].strip()) for a, b in spans]  # a sentence's own length: the join can only add to it
+    used = sum(size[k] for k in kept)
     for i in sorted(range(1, len(spans)), key=lambda i: (-hits[i], i)):
         if not hits[i]:
             break
-        if len(_join(text, spans, kept | {i})) <= cap:
+        if used + size[i] <= cap and len(_join(text, spans, kept | {i})) <= cap:
             kept.add(i)
+            used += size[i]
     if not kept - {0}:  # not one query sentence fits the cap whole: the opening it is
         return trim(text, cap)
     return _join(text, spans, kept), True
