@@ -187,15 +187,26 @@ class _SubstrateCondition(Condition):
 class TranscriptRecall(_SubstrateCondition):
     """Indexed recall over the verbatim transcript only: similarity and the policy filters, no
     structured memory, no learned or task weights. ``floor`` is the absolute floor; recall lowers it
-    to the store's own off-topic ceiling where that is lower (``RecallConfig.floor_mode``, docs/recall.md)."""
+    to the store's own off-topic ceiling where that is lower (``RecallConfig.floor_mode``, docs/recall.md).
+    ``exchanges`` and ``excerpts`` (0: off) are what a chosen turn shows (``lca.recall.shown``)."""
 
     name = "transcript-recall"
 
-    def __init__(self, budget_tokens: int = 1200, k: int = 6, floor: float = 0.5, resume_turns: int = 4) -> None:
+    def __init__(
+        self,
+        budget_tokens: int = 1200,
+        k: int = 6,
+        floor: float = 0.5,
+        resume_turns: int = 4,
+        exchanges: int = 1,
+        excerpts: int = 1,
+    ) -> None:
         self.budget_tokens = budget_tokens
         self.k = k
         self.floor = floor
         self.resume_turns = resume_turns
+        self.exchanges = exchanges
+        self.excerpts = excerpts
 
     def recall_config(self) -> RecallConfig:
         weights = ResonanceWeights(
@@ -209,6 +220,8 @@ class TranscriptRecall(_SubstrateCondition):
             token_budget=self.budget_tokens,
             resume_turns=self.resume_turns,
             turn_supersession=False,  # the verbatim transcript alone: no ledger of which turns were superseded
+            exchanges=bool(self.exchanges),
+            excerpts=bool(self.excerpts),
         )
 
     def build_context(self, probe: Probe) -> ContextPacket:
@@ -219,14 +232,15 @@ class TranscriptRecall(_SubstrateCondition):
 @register_condition
 class FullLCA(_SubstrateCondition):
     """Identity, memory written through consolidation with verification, resonance-weighted recall,
-    the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
-    ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
-    without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
-    (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
-    that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
-    handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
-    session's decisions and constraints only, none carried from earlier ones). What it did less of than it
-    claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
+        the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
+        ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
+        without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
+        (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
+        that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
+        handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
+        session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn comes without
+    the turn it answers), ``excerpts`` (0: a long turn shows its opening only). What it did less of than it
+        claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
     uses_roles = ("summarizer", "reviewer")
@@ -247,6 +261,8 @@ class FullLCA(_SubstrateCondition):
         resume_turns: int = 4,
         handoff_tail: str = "always",
         carry: int = 1,
+        exchanges: int = 1,
+        excerpts: int = 1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -262,6 +278,8 @@ class FullLCA(_SubstrateCondition):
         self.resume_turns = resume_turns
         self.handoff_tail = handoff_tail
         self.carry = carry
+        self.exchanges = exchanges
+        self.excerpts = excerpts
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -277,6 +295,8 @@ class FullLCA(_SubstrateCondition):
             wildcard_mode="balanced" if self.living_memory else "precision",
             mmr_lambda=self.mmr_lambda,
             resume_turns=self.resume_turns,
+            exchanges=bool(self.exchanges),
+            excerpts=bool(self.excerpts),
         )
 
     def ingest(self, session: Session) -> None:

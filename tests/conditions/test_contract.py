@@ -117,7 +117,14 @@ def test_a_runtime_check_without_a_runtime_factory_says_so(tmp_path):
 def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
     condition = build_condition("transcript-recall", floor=0.0, k=3)
     check_condition(condition, runtime)
-    assert condition.get_params() == {"budget_tokens": 1200, "k": 3, "floor": 0.0, "resume_turns": 4}
+    assert condition.get_params() == {
+        "budget_tokens": 1200,
+        "k": 3,
+        "floor": 0.0,
+        "resume_turns": 4,
+        "exchanges": 1,
+        "excerpts": 1,
+    }
     assert not hasattr(condition, "runtime")
 
 
@@ -377,3 +384,11 @@ def test_a_substrate_condition_ranks_by_its_runtimes_retrieval_config_and_by_the
             assert (keys > 0) == (config is not None)  # what the index keeps follows the config too
         finally:
             condition.close()
+
+
+@pytest.mark.parametrize("name", ["transcript-recall", "full-lca"])
+def test_what_a_chosen_turn_shows_is_an_ablation_of_both_recall_conditions(name):
+    on = build_condition(name).recall_config()
+    off = build_condition(name, exchanges=0, excerpts=0).recall_config()
+    assert (on.exchanges, on.excerpts) == (True, True)
+    assert (off.exchanges, off.excerpts) == (False, False)
