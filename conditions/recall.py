@@ -232,15 +232,15 @@ class TranscriptRecall(_SubstrateCondition):
 @register_condition
 class FullLCA(_SubstrateCondition):
     """Identity, memory written through consolidation with verification, resonance-weighted recall,
-        the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
-        ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
-        without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
-        (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
-        that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
-        handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
-        session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn comes without
-    the turn it answers), ``excerpts`` (0: a long turn shows its opening only). What it did less of than it
-        claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
+    the live context manager and handoffs. Ablations are parameters: ``weights`` ("TERM=V,..."),
+    ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
+    without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
+    (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
+    that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
+    handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
+    session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn
+    comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only). What it did less of
+    than it claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
     uses_roles = ("summarizer", "reviewer")

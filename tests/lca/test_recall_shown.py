@@ -103,7 +103,8 @@ def test_a_prompt_the_context_shows_or_that_costs_more_than_the_reply_stays_out(
         )
         s.ingest()
         result = s.recall(RecallContext("pasta bowls twenty"), config=replace(s.recall_config, fit_budget=False))
-        assert all(i.prompt_of is None for i in result.items)
+        assert any(i.source.startswith("transcript:t#t:2") for i in result.items)  # the reply is recalled ...
+        assert all(i.prompt_of is None for i in result.items)  # ... without its page-long prompt
 
 
 def test_chunks_before_is_the_last_chunk_of_the_entry_before_in_the_same_session(tmp_path):
