@@ -129,14 +129,30 @@ _profiles: weakref.WeakKeyDictionary[Any, StoreProfile] = weakref.WeakKeyDiction
 
 def _off_topic_vectors(index: Any, path: Path) -> np.ndarray | None:
     """The off-topic questions as the store's embedder embeds a query; once per embedder and file."""
-    key = (str(getattr(index.embedder, "embedder_id", type(index.embedder).__name__)), str(path))
+    return _embedded_off_topic(index.embedder, path, index.query_vector)
+
+
+def prime_off_topic(embedder: Any, path: Path | None = None) -> bool:
+    """Embed the off-topic questions for ``embedder`` now, as a store's query would (unit vectors), so that the
+    first recall of a process does not pay for about 50 query embeddings; a harness measuring recall calls it at
+    warm-up. False: no questions to embed."""
+
+    def unit(query: str) -> np.ndarray:
+        vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
+        return vector / float(np.linalg.norm(vector))
+
+    return _embedded_off_topic(embedder, path or OFF_TOPIC_QUERIES, unit) is not None
+
+
+def _embedded_off_topic(embedder: Any, path: Path, embed_query: Any) -> np.ndarray | None:
+    key = (str(getattr(embedder, "embedder_id", type(embedder).__name__)), str(path))
     if key not in _query_vectors:
         if not path.exists():
             return None
         queries = load_queries(path)
         if not queries:
             return None
-        _query_vectors[key] = np.stack([index.query_vector(q) for q in queries]).astype(np.float32)
+        _query_vectors[key] = np.stack([embed_query(q) for q in queries]).astype(np.float32)
     return _query_vectors[key]
 
 

@@ -9,6 +9,7 @@ signals read off the conversation (``lca.continuation``), never the gold.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 from conditions import Condition, ContextPacket, Probe, Session
@@ -62,7 +63,11 @@ def ingest_history(condition: Condition, sessions: list[Session], probe: Probe) 
             condition.end_session()
 
 
-def replay(condition: Condition, sessions: list[Session], probe: Probe) -> ContextPacket:
-    """The history ingested (``ingest_history``), then the context built for ``probe``."""
+def replay(condition: Condition, sessions: list[Session], probe: Probe, *, building: Any = None) -> ContextPacket:
+    """The history ingested (``ingest_history``), then the context built for ``probe``. ``building``: an embedder
+    shared with other threads, held (its ``exclusive()``) while the context is built, so the recall latency the
+    packet reports is this recall's work and not a wait for another thread's embedding."""
     ingest_history(condition, sessions, probe)
-    return condition.build_context(probe)
+    hold = getattr(building, "exclusive", None)
+    with hold() if hold is not None else nullcontext():
+        return condition.build_context(probe)

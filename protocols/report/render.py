@@ -261,7 +261,15 @@ def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any
         )
     out += _table(["measure", "contrast", "n", "estimate", "95% CI", "p", "detail"], rows)
     out += _agreement_lines(analysis)
-    out += ["## Latency", ""]
+    out += [
+        "## Latency",
+        "",
+        "Recall latency is one recall's own time: a sample holds the process's shared embedder while its context is"
+        " built, so no wait for another sample's embedding is counted; the cores are still shared with the local"
+        " model answering another sample. Sample time is inspect's total time for the sample: the replay, the"
+        " answer and any wait for the model.",
+        "",
+    ]
     rows = [
         [
             r["protocol"],

@@ -83,3 +83,29 @@ def test_off_topic_injection_rate_under_both_floors_is_measured_held_out(tmp_pat
         assert set(out["absolute_injected"]) <= set(out["store_injected"]) <= set(queries)
         with pytest.raises(ValueError):
             off_topic_injection(s, [])
+
+
+def test_primed_off_topic_questions_are_not_embedded_again_and_give_the_same_ceiling(tmp_path, monkeypatch):
+    import lca.recall.floor as floor
+
+    asked: list[str] = []
+
+    class FakeQueryCountingEmbedder(FakeHashingEmbedder):
+        def embed_query(self, text):
+            asked.append(text)
+            return super().embed_query(text)
+
+    entries = [make_entry("s", n, f"the deploy of service {n} failed on the cache step") for n in range(1, 12)]
+    ceilings = []
+    for primed in (False, True):
+        monkeypatch.setattr(floor, "_query_vectors", {})
+        asked.clear()
+        if primed:
+            assert floor.prime_off_topic(FakeQueryCountingEmbedder())
+            assert len(asked) == len(load_queries(floor.OFF_TOPIC_QUERIES)) > 0
+        asked.clear()
+        with Substrate(tmp_path / str(primed), embedder=FakeQueryCountingEmbedder()) as s:
+            s.append(entries)
+            ceilings.append(floor.off_topic_ceiling(s.index))
+        assert len(asked) == (0 if primed else len(load_queries(floor.OFF_TOPIC_QUERIES)))
+    assert ceilings[0] is not None and ceilings[0] == pytest.approx(ceilings[1], abs=1e-6)

@@ -250,3 +250,36 @@ def test_the_shared_embedder_embeds_a_text_once_per_process(monkeypatch):
     assert embedded == ["Caroline went to a support group.", "Melanie paints sunsets.", "A new turn."]
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
     assert shared.embedder_id == FakeCountingEmbedder().embedder_id
+
+
+def test_a_sample_building_its_context_holds_the_shared_embedder_alone():
+    """While one thread holds ``exclusive()`` (its recall is being timed), another thread's embedding waits; the
+    holder's own calls go through, and token counts (the tokenizer, not the model) never wait."""
+    import threading
+
+    shared = solvers.LockedEmbedder(FakeHashingEmbedder())
+    holding, release, other_done = threading.Event(), threading.Event(), threading.Event()
+    counted: list[int] = []
+
+    def holder():
+        with shared.exclusive():
+            shared.embed_query("my own query")  # re-entrant: the holder is not blocked by its own hold
+            holding.set()
+            release.wait(5)
+
+    def other():
+        counted.extend(shared.count_tokens(["a turn being ingested"]))
+        shared.embed(["a turn being ingested"])
+        other_done.set()
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert holding.wait(5)
+    second = threading.Thread(target=other)
+    second.start()
+    assert not other_done.wait(0.3)  # its embedding waits for the hold
+    assert counted  # ... but its token count did not
+    release.set()
+    first.join(5)
+    assert other_done.wait(5)
+    second.join(5)
