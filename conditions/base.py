@@ -68,6 +68,7 @@ class InjectedItem:
     authority: str | None = None
     score: float | None = None
     pointers: tuple[str, ...] = ()  # transcript entries it rests on, as "session#entry"
+    label: str | None = None  # the header recall rendered it under (``lca.recall.shown.item_label``); None: the kind's
 
 
 @dataclass(frozen=True)
@@ -275,11 +276,14 @@ def is_plain_parameter(value: Any) -> bool:
 
 
 def render_items(items: Sequence[InjectedItem]) -> str:
-    """One rendering for every condition, so formatting never differs between arms of a study."""
+    """One rendering for every condition, so formatting never differs between arms of a study. A recalled item is
+    shown under the header recall counted it with, as the live context manager shows it to an agent."""
     parts = []
     for item in items:
         if item.kind in ("identity", "summary", "handoff"):
             parts.append(item.text)
+        elif item.label:
+            parts.append(f"{item.label}\n{item.text}")
         else:
             label = f"{item.kind}: {item.source}" + (f", {item.authority}" if item.authority else "")
             parts.append(f"[{label}]\n{item.text}")

@@ -13,6 +13,7 @@ from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Sessi
 from lca.errors import LCAError
 from lca.params import parse_assignments
 from lca.recall import TERMS, RecallConfig, RecallContext, ResonanceWeights, ScoredCandidate
+from lca.recall.shown import item_label
 from lca.types import parse_timestamp
 
 
@@ -67,8 +68,9 @@ def _handoff_tail(pointer: str, text: str, transcript) -> tuple[str, ...]:
     )
 
 
-def _injected(item: ScoredCandidate, memory_files, transcript=None) -> InjectedItem:
-    """A recalled candidate as the packet records it, with the transcript entries it rests on."""
+def _injected(number: int, item: ScoredCandidate, memory_files, transcript=None) -> InjectedItem:
+    """The ``number``-th recalled item as the packet records it, with the transcript entries it rests on and the
+    header recall counted it with."""
     return InjectedItem(
         item.source_type,
         item.source,
@@ -77,6 +79,7 @@ def _injected(item: ScoredCandidate, memory_files, transcript=None) -> InjectedI
         item.authority_key,
         round(item.score, 6),
         _pointers(item, memory_files, transcript),
+        label=item_label(number, item),
     )
 
 
@@ -179,7 +182,7 @@ class _SubstrateCondition(Condition):
         config = replace(self.substrate.recall_config, token_budget=max(0, budget))
         result = self.substrate.recall(self.recall_context(probe), config=config)
         files = self.substrate.memory_files()
-        items = [_injected(item, files, self.substrate.transcript) for item in result.items]
+        items = [_injected(n, item, files, self.substrate.transcript) for n, item in enumerate(result.items, 1)]
         return items, result.latency_ms, result.action
 
 
@@ -424,7 +427,7 @@ class FullLCA(_SubstrateCondition):
             )
         recall = ws.recall
         if recall is not None:
-            items.extend(_injected(item, files, self.substrate.transcript) for item in recall.items)
+            items.extend(_injected(n, item, files, self.substrate.transcript) for n, item in enumerate(recall.items, 1))
         return self._packet(
             probe,
             items,

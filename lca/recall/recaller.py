@@ -27,7 +27,7 @@ from lca.recall.floor import (
     topic_reading,
 )
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
-from lca.recall.shown import excerpt, exchange_prompts, term_stems, trim
+from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     authority_term,
@@ -548,9 +548,7 @@ class Recaller:
 
     @staticmethod
     def _render_item(number: int, item: ScoredCandidate, text: str) -> str:
-        when = f", {item.timestamp}" if item.timestamp else ""
-        label = "wildcard: dormant record offered for exploration, " if item.wildcard else ""
-        return f"[{number}] {item.source} ({label}{item.authority_key}, weight {item.score:.3f}{when})\n{text}\n"
+        return f"{item_label(number, item)}\n{text}\n"
 
     def _finish(
         self,

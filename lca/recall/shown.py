@@ -6,6 +6,7 @@ within ``RecallConfig.item_char_cap``: its opening sentence (what it is about) a
 query's terms, in their order, with "[...]" where text was left out; with no query term in it, its opening.
 The pointer still names the whole verbatim turn. A reply read without what it answers ("make those £20") says
 less than it did, so a turn brings the turn indexed right before it in its session (``RecallConfig.exchanges``).
+Each item is headed by ``item_label``, the one header recall counts against the budget and every host shows.
 """
 
 from __future__ import annotations
@@ -113,3 +114,29 @@ def exchange_prompts(
     offered = {c.chunk_id: c for c in transcript if offerable(c.why_not or "")}
     before = chunks_before(c.chunk_id for c in transcript)
     return {chunk_id: offered[b] for chunk_id, b in before.items() if b in offered}
+
+
+WILDCARD_NOTE = "wildcard: dormant record offered for exploration"
+
+
+def item_label(number: int, item: ScoredCandidate) -> str:
+    """The header of a recalled item: its number, the turn or memory it comes from, the authority row where the source
+    does not already say it, when it was said (date and minute as recorded) and its weight. The character span is
+    left to the result's pointer: a header costs budget on every item, and at about 55 tokens (a full ISO time, the
+    span, three decimals, "transcript" twice) it took a third of a short turn's cost."""
+    where = item.source.split("[", 1)[0]
+    parts = [WILDCARD_NOTE] if item.wildcard else []
+    if item.authority_key != item.source_type:
+        parts.append(item.authority_key)
+    if item.timestamp:
+        parts.append(short_time(item.timestamp))
+    parts.append(f"weight {item.score:.2f}")
+    return f"[{number}] {where} ({', '.join(parts)})"
+
+
+def short_time(timestamp: str) -> str:
+    """An ISO time to its date and minute as recorded ("2026-04-02T18:40:00+01:00" -> "2026-04-02 18:40"); any
+    other form unchanged."""
+    if len(timestamp) >= 16 and timestamp[10] == "T" and timestamp[13] == ":":
+        return f"{timestamp[:10]} {timestamp[11:16]}"
+    return timestamp

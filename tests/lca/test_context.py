@@ -84,7 +84,7 @@ def test_protected_turns_that_cannot_fit_are_compacted_in_an_emergency_not_a_sil
     m = manager(substrate, total=60)
     m.add(turn(1, words=50, meta={"protect": True}))
     m.add(turn(2, words=10))
-    ws = m.build("status")
+    ws = m.build("status", recall_config=RecallConfig(policy="none"))  # the window is the live turns' alone
     assert ws.emergency_compaction and ws.live_entries == ("live:2",)
     assert [(p.entry_id, p.emergency) for p in ws.pruned] == [("live:1", True)]
     assert "emergency compaction" in ws.pruned[0].reason

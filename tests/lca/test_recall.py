@@ -150,9 +150,36 @@ def test_every_item_carries_its_source_and_the_block_names_it(store):
     store.append([make_entry("s", 1, "we deployed through staging on Monday")])
     result = store.recall(RecallContext("how do we deploy through staging"))
     assert {i.source_type for i in result.items} == {"memory", "transcript"}
-    for item in result.items:
-        assert item.source in result.block and item.injected and item.tokens > 0
+    for n, item in enumerate(result.items, 1):
+        turn = item.source.split("[", 1)[0]  # the block names the turn or memory; the span stays in the pointer
+        assert item.source.startswith(turn + "[") and item.injected and item.tokens > 0
+        assert f"[{n}] {turn} (" in result.block and "weight" in result.block
+    assert "memory:approved" in result.block  # the authority row, where the source does not already say it
+    assert "2026-01-01 00:00" in result.block and "+00:00" not in result.block  # when, to the minute as recorded
     assert result.tokens == sum(i.tokens for i in result.items) <= result.budget
+
+
+def test_an_item_header_costs_few_tokens_and_says_what_a_reader_needs():
+    from lca.recall.records import ScoredCandidate
+    from lca.recall.shown import item_label, short_time
+
+    item = ScoredCandidate(
+        "c1",
+        "transcript:spring-appeal.s7#spring-appeal.s7:3[0:248]",
+        "transcript",
+        "transcript",
+        "text",
+        "2026-04-02T18:40:00+01:00",
+        0.4,
+        {},
+        0.75712,
+    )
+    assert item_label(9, item) == "[9] transcript:spring-appeal.s7#spring-appeal.s7:3 (2026-04-02 18:40, weight 0.76)"
+    wild = replace(item, source="memory:m1[0:9]", source_type="memory", authority_key="memory:approved", wildcard=True)
+    assert item_label(2, wild).startswith(
+        "[2] memory:m1 (wildcard: dormant record offered for exploration, memory:approved"
+    )
+    assert short_time("2026-04-02") == "2026-04-02" and short_time("yesterday") == "yesterday"
 
 
 def test_floor_filters_and_explains(tmp_path):

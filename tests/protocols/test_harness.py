@@ -115,7 +115,7 @@ def test_eval_runs_conditions_and_records_substrate_measures_and_provenance(tmp_
     assert meta["condition"] == "transcript-recall" and meta["condition_params"]["floor"] == 0.0
     assert len(meta["dataset_sha256"]) == 64 and meta["code_version"] and meta["seed"] == 0
     sample = recall.samples[0]
-    assert sample.messages[0].role == "system" and "[transcript:" in sample.messages[0].text
+    assert sample.messages[0].role == "system" and sample.messages[0].text.startswith("[1] transcript:")
     assert sample.output.usage.output_tokens == 5
 
 
