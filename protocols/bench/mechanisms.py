@@ -1,14 +1,16 @@
 """``lca bench mechanisms``: does each mechanism a researcher can ablate act on the shipped scenarios?
 
 An ablation of a mechanism that never acts measures nothing, yet a report would still print its row. This
-bench replays, for every mechanism (S, E, T, A, Q, K, the adaptive policy, MMR, wildcards, handoffs, the resume tail), one
-probe of the shipped mechanism scenarios (``data/scenarios/mechanisms-v2.jsonl``) through a condition with
+bench replays, for every mechanism (S, E, T, A, Q, K, the adaptive policy, MMR, wildcards, handoffs, the resume tail,
+exchanges, excerpts), one probe of the shipped mechanism scenarios (``data/scenarios/mechanisms-v2.jsonl``, and
+``mechanisms-shown-v1.jsonl`` for what a recalled turn shows) through a condition with
 the mechanism on and again with it turned off by one assignment, as the harness replays it (substrate
 level: the real embedder, no agent model), and reports what the injected context held each time. The
 probe's gold says what the mechanism is for: its evidence turns must be in the context and its forbidden
 turns out. A row passes when the context meets the gold with the mechanism on and fails it with it off (or,
 for the adaptive policy, when it offers nothing new on a follow-up whose last injection was used, where
-fixed-k offers it again).
+fixed-k offers it again; for excerpts, when the needed turn is in either way and its needed words are shown only
+with it on).
 
 Every case declares the condition it runs: most run under budget pressure (``budget_tokens`` small,
 ``handoff=0``) so that what the ranking puts first is what gets in, since with room for everything relevant
@@ -27,7 +29,9 @@ from typing import Any
 
 from protocols.bench.registry import Benchmark
 
-DEFAULT_SCENARIOS = Path(__file__).resolve().parents[2] / "data" / "scenarios" / "mechanisms-v2.jsonl"
+SCENARIO_FOLDER = Path(__file__).resolve().parents[2] / "data" / "scenarios"
+DEFAULT_SCENARIOS = SCENARIO_FOLDER / "mechanisms-v2.jsonl"
+SHOWN_SCENARIOS = "mechanisms-shown-v1.jsonl"
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,9 @@ class MechanismCase:
     condition: str  # a condition variant label: "full-lca[budget_tokens=75,handoff=0]"
     off: str  # the one assignment that turns the mechanism off: "weights.experience=0"
     expect: str = "gold"  # gold: the probe's gold is met only with it on | more: on holds more of its evidence
-    # turns than off | defer: on offers nothing new (a follow-up whose last injection was used), off does
+    # turns than off | defer: on offers nothing new (a follow-up whose last injection was used), off does | text: the
+    # gold is met both ways, its required mentions shown only with it on
+    file: str | None = None  # a scenario file in data/scenarios; None: the bench's --scenarios file
 
 
 PRESSURE = "full-lca[budget_tokens=75,handoff=0]"  # room for one recalled item: the ranking decides
@@ -67,6 +73,19 @@ CASES: tuple[MechanismCase, ...] = (
     # other off, since in this small store either alone finds the open task
     MechanismCase("handoffs", "mech-handoff", "q1", "full-lca[budget_tokens=400,resume_turns=0]", "handoff=0"),
     MechanismCase("resume tail", "mech-handoff", "q1", "full-lca[budget_tokens=400,handoff=0]", "resume_turns=0"),
+    # what a chosen turn shows (lca.recall.shown): room for the acknowledgement that ranks first and the short reply it
+    # acknowledges, not for a third turn as well (the small store's whole-history rule fills what room is left)
+    MechanismCase(
+        "exchanges",
+        "mech-exchange",
+        "q1",
+        "full-lca[budget_tokens=140,handoff=0]",
+        "exchanges=0",
+        file=SHOWN_SCENARIOS,
+    ),
+    MechanismCase(
+        "excerpts", "mech-excerpt", "q1", "full-lca[handoff=0]", "excerpts=0", expect="text", file=SHOWN_SCENARIOS
+    ),
 )
 
 
@@ -95,6 +114,8 @@ def judge(case: MechanismCase, on: Mapping[str, Any], off: Mapping[str, Any]) ->
         return on["recall_items"] == 0 and on["recall_action"] == "defer" and off["recall_items"] > 0
     if case.expect == "more":
         return gold_held(on) > gold_held(off) and on["forbidden_kept_out"] is not False
+    if case.expect == "text":
+        return meets(on) and meets(off) and on["needed_text"] == 1.0 and (off["needed_text"] or 0.0) < 1.0
     return meets(on) and not meets(off)
 
 
@@ -123,11 +144,18 @@ def run_case(case: MechanismCase, scenarios: Mapping[str, Any], make_runtime: Ca
 
 
 def measure(path: Path | str, cases: Sequence[MechanismCase], make_runtime: Callable) -> dict[str, Any]:
+    """Every case on its scenario file (``path`` unless the case names its own), and each file read with its sha256."""
     from protocols.harness.scenario import load_scenarios
 
-    loaded, digest = load_scenarios(path)
-    by_id = {s.id: s for s in loaded}
-    return {"file": str(path), "sha256": digest, "rows": [run_case(case, by_id, make_runtime) for case in cases]}
+    files = {str(path): Path(path)}
+    files.update({c.file: SCENARIO_FOLDER / c.file for c in cases if c.file})
+    loaded = {name: load_scenarios(where) for name, where in files.items()}
+    rows = []
+    for case in cases:
+        scenarios = {s.id: s for s in loaded[case.file or str(path)][0]}
+        rows.append(run_case(case, scenarios, make_runtime))
+    datasets = [{"file": str(files[name]), "sha256": digest} for name, (_, digest) in loaded.items()]
+    return {"file": str(path), "sha256": loaded[str(path)][1], "datasets": datasets, "rows": rows}
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -138,7 +166,9 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
         if len(row["gold"]) > 1:
             gold = f"{gold_held(row)} of {len(row['gold'])} needed in"
         forbidden = {True: ", forbidden out", False: ", forbidden IN", None: ""}[row["forbidden_kept_out"]]
-        return f"{gold}{forbidden}; {row['recall_items']} recalled ({row['recall_action']})"
+        shown = row.get("needed_text")
+        words = "" if shown is None else ", its words shown" if shown == 1.0 else ", its words NOT shown"
+        return f"{gold}{words}{forbidden}; {row['recall_items']} recalled ({row['recall_action']})"
 
     lines = [
         "| mechanism | scenario / probe | condition | with | without (off) | acts |",
@@ -187,7 +217,7 @@ def run_mechanisms_bench(args: argparse.Namespace) -> int:
         rows=rows,
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
-            datasets=[dataset_provenance(measured["file"], sha256=measured["sha256"])],
+            datasets=[dataset_provenance(d["file"], sha256=d["sha256"]) for d in measured["datasets"]],
             seeds={"seed": args.seed},
             wall_seconds=time.perf_counter() - started,
         ),
@@ -195,7 +225,9 @@ def run_mechanisms_bench(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_result(result, out)
     out.with_suffix(".md").write_text(table(rows), encoding="utf-8")
-    print(f"mechanisms, substrate level (real embedder, no agent model): {measured['file']}")
+    print(
+        f"mechanisms, substrate level (real embedder, no agent model): {', '.join(d['file'] for d in measured['datasets'])}"
+    )
     print(table(rows))
     print(f"{result.metrics['acted']} of {len(rows)} mechanisms acted; written to {out} and {out.with_suffix('.md')}")
     return 0 if all(r["acted"] for r in rows) else 1
