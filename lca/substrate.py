@@ -273,6 +273,12 @@ class Substrate:
             return int(self.token_counter(text))
         return max(0, self.embedder.count_tokens([text])[0] - 2)
 
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """``count_tokens`` of each text, the embedder's tokenizer taking them in one call."""
+        if self.token_counter is not None or not texts:
+            return [self.count_tokens(t) for t in texts]
+        return [max(0, n - 2) for n in self.embedder.count_tokens(list(texts))]
+
     def save_recall_setting(self, name: str, value: Any) -> None:
         """Persist one recall setting in ``<home>/recall.yaml`` (validated before it is written)."""
         import yaml
@@ -292,6 +298,7 @@ class Substrate:
             memory_files=self.memory_files,
             experience=self.experience.counts,
             count_tokens=self.count_tokens,
+            count_tokens_many=self.count_tokens_many,
             config=config or self.recall_config,
             log_path=self.layout.recall_log,
             retrievals=self.retrievals,

@@ -30,6 +30,7 @@ from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log
 from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
+    age_days,
     authority_term,
     experience_term,
     resonance_score,
@@ -38,6 +39,7 @@ from lca.recall.terms import (
     task_term,
     temporal_term,
 )
+from lca.recall.tokens import TokenTally
 from lca.secrets import holds_redaction
 from lca.temporal_anchor import TemporalAnchor
 from lca.types import SourceType, as_utc
@@ -47,22 +49,13 @@ FLOOR_REASON = "below the similarity floor"
 SCOPE_KEYS = ("visibility", "project", "role")  # where a turn was said, from its transcript entry's meta
 
 
-def _age_days(timestamp: str | None, as_of: datetime) -> float | None:
-    if not timestamp:
-        return None
-    try:
-        moment = datetime.fromisoformat(timestamp)
-    except ValueError:
-        return None
-    return (as_utc(as_of) - as_utc(moment)).total_seconds() / 86400.0
-
-
 class Recaller:
     """Runs recall over one substrate's index, memory files and experience log.
 
     ``memory_files`` maps memory ids to loaded memory files; ``experience`` maps a target
     ("memory:<id>" or a transcript pointer key) to its event counts; ``count_tokens``
-    counts tokens the way the host's model does (the caller supplies it).
+    counts tokens the way the host's model does (the caller supplies it; ``count_tokens_many``, optional, several
+    texts in one call).
     """
 
     def __init__(
@@ -72,6 +65,7 @@ class Recaller:
         memory_files: Callable[[], Mapping[str, Any]],
         experience: Callable[[], Mapping[str, Mapping[str, int]]],
         count_tokens: Callable[[str], int],
+        count_tokens_many: Callable[[Sequence[str]], list[int]] | None = None,
         config: RecallConfig | None = None,
         log_path: Path | None = None,
         retrievals=None,
@@ -86,6 +80,7 @@ class Recaller:
         self.memory_files = memory_files
         self.experience = experience
         self.count_tokens = count_tokens
+        self.count_tokens_many = count_tokens_many
         self.config = config or RecallConfig()
         self.log_path = log_path
         self._floor: StoreFloor | None = None  # the floor the last recall applied
@@ -96,7 +91,7 @@ class Recaller:
         self._whole_why = ""  # ... and why: what made the question one about this history
         self._topic: TopicReading | None = None  # the last query read against a small store's topic
         self._query_vector: np.ndarray | None = None  # the last query's vector (None: ranked by BM25 alone)
-        self._token_counts: dict[str, int] = {}  # within one recall: an item is counted once as fitted and as picked
+        self._tokens = TokenTally(count_tokens, count_tokens_many)  # within one recall: each rendered text counted once
         self._query_terms: frozenset[str] = frozenset()  # the last query's terms (an excerpt shows sentences with them)
         self._excerpts: dict[str, tuple[str, bool]] = {}  # within one recall: a long text's excerpt, made once
 
@@ -105,7 +100,8 @@ class Recaller:
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
         self._whole_why, self._topic, self._query_vector, self._excerpts = "", None, None, {}
-        self._token_counts, self._in_project, self._pinned, self._query_terms = {}, set(), set(), frozenset()
+        self._in_project, self._pinned, self._query_terms = set(), set(), frozenset()
+        self._tokens = TokenTally(self.count_tokens, self.count_tokens_many)
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
         scored, vectors = self._score(context, cfg)
@@ -194,27 +190,12 @@ class Recaller:
         self._pinned = {c.chunk_id for c in tail if c.why_not is None or c.why_not.startswith(FLOOR_REASON)}
         return [replace(c, why_not=None) if c.chunk_id in self._pinned else c for c in scored]
 
-    def _tokens(self, rendered: str) -> int:
-        if rendered not in self._token_counts:
-            self._token_counts[rendered] = self.count_tokens(rendered)
-        return self._token_counts[rendered]
-
     def _fits(self, candidates: list[ScoredCandidate], cfg: RecallConfig, budget: int) -> bool:
-        """Whether all ``candidates``, rendered as injected, fit ``budget`` together; a long one counted as its opening
-        cut (an excerpt keeps to the same cap, and reading each for the query's sentences would cost every recall
-        over a large store what only the few that fit need). A text has at least a token per word for the
-        tokenizers budgets are counted with (WordPiece, byte-level BPE, SentencePiece), so more words than the
-        budget settle it without the tokenizer (most recalls over a large store); else they are counted longest
-        first, which shows an overflow sooner and sums the same."""
+        """Whether all ``candidates``, rendered as injected, fit ``budget`` together (``TokenTally.fit``); a long one
+        counted as its opening cut (an excerpt keeps to the same cap, and reading each for the query's sentences would
+        cost every recall over a large store what only the few that fit need)."""
         rendered = [self._render_item(n, c, trim(c.text, cfg.item_char_cap)[0]) for n, c in enumerate(candidates, 1)]
-        if sum(len(text.split()) for text in rendered) > budget:
-            return False
-        tokens = 0
-        for text in sorted(rendered, key=len, reverse=True):
-            tokens += self._tokens(text)
-            if tokens > budget:
-                return False
-        return True
+        return self._tokens.fit(rendered, budget)
 
     # -- scoring
     def _score(self, context: RecallContext, cfg: RecallConfig) -> tuple[list[ScoredCandidate], dict[str, np.ndarray]]:
@@ -254,10 +235,13 @@ class Recaller:
         history = self.retrievals.by_target() if self.retrievals is not None and uses_history else {}
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
+        as_of_utc = as_utc(as_of)
+        below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
         out: list[ScoredCandidate] = []
         shown = set(context.shown)
         scoped = bool(markers) or context.public_channel  # where the turn is asked matters: read where each was said
         for hit, s in zip(hits, similarity, strict=True):
+            key = hit.pointer.key()
             cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
@@ -281,8 +265,8 @@ class Recaller:
                     )
                 source_type = "memory"
             else:
-                turn = hit.pointer.key().split("[", 1)[0]  # events name the turn; a chunk of it shares them
-                counts = experience.get(turn, {}) or experience.get(hit.pointer.key(), {})
+                turn = key.split("[", 1)[0]  # events name the turn; a chunk of it shares them
+                counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 authority_key, source_type = "transcript", "transcript"
@@ -297,7 +281,9 @@ class Recaller:
             e = experience_term(counts)
             # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
             t = temporal_term(
-                _age_days(hit.timestamp, as_of), e if weights.experience > 0 else 0.5, half_life_days=cfg.half_life_days
+                age_days(hit.timestamp, as_of_utc),
+                e if weights.experience > 0 else 0.5,
+                half_life_days=cfg.half_life_days,
             )
             a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
             q = task_term(tags, markers)
@@ -315,7 +301,7 @@ class Recaller:
             )
             act = 0.0
             if uses_history:
-                act = activation_term(base_level_activation(history.get(hit.pointer.key(), []), now_s))
+                act = activation_term(base_level_activation(history.get(key, []), now_s))
             terms = {
                 "similarity": s,
                 "experience": e,
@@ -334,11 +320,11 @@ class Recaller:
             elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
                 why_not = "already in the context: shown whole outside recall (RecallContext.shown)"
             elif not self._clears_floor(cosine, hit.timestamp, anchor):
-                why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} < {floor.describe()})"
+                why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} {below}"
             out.append(
                 ScoredCandidate(
                     hit.chunk_id,
-                    hit.pointer.key(),
+                    key,
                     source_type,
                     authority_key,
                     text,

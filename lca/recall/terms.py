@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
 
 from lca.errors import RecordFormatError
 from lca.recall.config import DEFAULT_AUTHORITY, ResonanceWeights
+from lca.types import as_utc
 
 
 # ---- the terms -------------------------------------------------------------------------
@@ -122,3 +125,18 @@ def resonance_score(terms: Mapping[str, float], weights: ResonanceWeights) -> fl
         + weights.activation * terms.get("activation", 0.0)
         - weights.risk * terms["risk"]
     )
+
+
+def age_days(timestamp: str | None, as_of_utc: datetime) -> float | None:
+    """Days from a stored timestamp to ``as_of_utc`` (None: no time, or one that does not parse)."""
+    moment = _moment(timestamp) if timestamp else None
+    return None if moment is None else (as_of_utc - moment).total_seconds() / 86400.0
+
+
+@lru_cache(maxsize=16384)
+def _moment(timestamp: str) -> datetime | None:
+    """A stored timestamp in UTC, parsed once per process (a store's turns come back recall after recall)."""
+    try:
+        return as_utc(datetime.fromisoformat(timestamp))
+    except ValueError:
+        return None
