@@ -304,6 +304,7 @@ class Substrate:
             retrievals=self.retrievals,
             entry_meta=self.transcript.entry_meta,
             corrections=self.experience.corrections,
+            reply_to=self.transcript.reply_to,
         )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:

@@ -219,7 +219,7 @@ class TranscriptStore:
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
-        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]]]] = {}
+        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str]]] = {}
         self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
@@ -452,16 +452,36 @@ class TranscriptStore:
     def entry_meta(self, session_id: str, entry_id: str) -> Mapping[str, Any]:
         """An entry's ``meta`` (where it was said: visibility, project, role; an event it records), read once per
         session and kept while the session's file does not grow; ``{}`` for an unknown session or entry."""
+        cached = self._session_outline(session_id)
+        return cached[1].get(entry_id, {}) if cached else {}
+
+    def reply_to(self, session_id: str, entry_id: str) -> str | None:
+        """The entry that answers this turn: the next turn of its session where the other side speaks (an assistant
+        after a user, a user after an assistant, another author in a conversation of several) and records no event
+        of its own. None when the next entry is no such turn. Read with ``entry_meta``'s cache."""
+        cached = self._session_outline(session_id)
+        return cached[2].get(entry_id) if cached else None
+
+    def _session_outline(self, session_id: str) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str]] | None:
         path = self.session_path(session_id)
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            return {}
+            return None
         cached = self._meta_cache.get(session_id)
         if cached is None or cached[0] != size:
-            metas = {e.id: e.meta for e in self._read_from(path, 0, quarantine=False).entries}
-            cached = self._meta_cache[session_id] = (size, metas)
-        return cached[1].get(entry_id, {})
+            entries = self._read_from(path, 0, quarantine=False).entries
+            turns = (EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN)
+            replies = {
+                a.id: b.id
+                for a, b in zip(entries, entries[1:])
+                if a.kind in turns
+                and b.kind in turns
+                and (a.kind, a.author) != (b.kind, b.author)
+                and not (b.meta or {}).get("event")
+            }
+            cached = self._meta_cache[session_id] = (size, {e.id: e.meta for e in entries}, replies)
+        return cached
 
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:
         entries: list[TranscriptEntry] = []

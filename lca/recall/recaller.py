@@ -71,9 +71,11 @@ class Recaller:
         retrievals=None,
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+        reply_to: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.index = index
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
+        self.reply_to = reply_to  # (session, entry) -> the entry that answers that turn (Transcript.reply_to)
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
         self.retrievals = retrievals
@@ -236,6 +238,7 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         as_of_utc = as_utc(as_of)
+        stale = self._stale_replies() if cfg.turn_supersession else frozenset()
         below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
         out: list[ScoredCandidate] = []
         shown = set(context.shown)
@@ -245,7 +248,7 @@ class Recaller:
             cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
-            private_in_public = superseded = expired = conflict = outside_role = False
+            private_in_public = superseded = expired = conflict = outside_role = answers_replaced = False
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
                 record = memory.record if memory is not None else None
@@ -269,6 +272,7 @@ class Recaller:
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
+                answers_replaced = turn in stale
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said
@@ -298,6 +302,7 @@ class Recaller:
                 about_history=context.about_history,
                 conflict=conflict,
                 outside_role=outside_role,
+                answers_replaced=answers_replaced,
             )
             act = 0.0
             if uses_history:
@@ -371,6 +376,18 @@ class Recaller:
                 if inherited > k.score or why != k.why_not:
                     out[n] = replace(k, score=max(k.score, inherited), why_not=why)
         return out
+
+    def _stale_replies(self) -> frozenset[str]:
+        """The replies to the turns an explicit event corrected or superseded: they likely restate what was replaced
+        ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K penalizes them (``risk_term``)."""
+        if self.reply_to is None or self.corrections is None:
+            return frozenset()
+        out = set()
+        for target in self.corrections():
+            session, _, entry = target.removeprefix("transcript:").partition("#")
+            if target.startswith("transcript:") and (reply := self.reply_to(session, entry)):
+                out.add(f"transcript:{session}#{reply}")
+        return frozenset(out)
 
     def _clears_floor(self, cosine: float, timestamp: str | None, anchor: TemporalAnchor | None) -> bool:
         """Whether a candidate clears this recall's floor on its own: its cosine reaches it, or it is dated where

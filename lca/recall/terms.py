@@ -94,9 +94,11 @@ def risk_term(
     about_history: bool,
     conflict: bool = False,
     outside_role: bool = False,
+    answers_replaced: bool = False,
 ) -> tuple[float, list[str]]:
     """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
-    a superseded or expired memory is maximal unless the query is about history."""
+    a superseded or expired memory is maximal unless the query is about history. A reply to a turn an explicit event
+    corrected or superseded is penalized, not filtered: it likely restates what was replaced, and may hold more."""
     reasons = []
     if secret:
         reasons.append("secret or credential")
@@ -108,6 +110,8 @@ def risk_term(
         reasons.append("unresolved conflict")
     if outside_role:
         reasons.append("outside the role's authority")
+    if answers_replaced and not about_history:
+        reasons.append("answers a replaced turn")
     if not reasons:
         return 0.0, []
     hard = {"secret or credential", "private in a public channel", "superseded", "expired"}

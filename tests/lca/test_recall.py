@@ -791,3 +791,59 @@ def test_a_turn_a_later_event_corrected_or_superseded_is_held_back_unless_histor
         config=replace(LOW_FLOOR, turn_supersession=False),
     )
     assert {"s:1", "s:3"} <= injected(ledgerless)
+
+
+def test_the_reply_to_a_replaced_turn_is_penalized_not_filtered_and_only_with_the_ledger(store):
+    """The assistant's reply to a decision a later event superseded restates it ("Hartley Lofts, a good choice"):
+    K marks it (0.5, "answers a replaced turn") so it ranks below what replaced it, yet it is not filtered (a reply
+    may hold more than the acknowledgement). The turn that records the event is never such a reply."""
+    assistant = EntryKind.ASSISTANT_TURN
+    store.append(
+        [
+            make_entry("s", 1, "we'll go with Hartley Lofts for the loft conversion"),
+            make_entry("s", 2, "Hartley Lofts is a sound choice for the loft conversion", kind=assistant),
+            make_entry(
+                "s",
+                3,
+                "change of builder: Keystone Builds will do the loft conversion",
+                meta={"event": {"type": "supersedes", "of": "s#s:1"}},
+            ),
+            make_entry("s", 4, "Keystone Builds for the loft conversion, noted", kind=assistant),
+        ]
+    )
+    store.ingest()
+    assert store.transcript.reply_to("s", "s:1") == "s:2" and store.transcript.reply_to("s", "s:2") is None
+    assert store.transcript.reply_to("s", "s:3") == "s:4"  # s:3 records the event: not a reply to s:2
+
+    def by_turn(result):
+        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
+
+    ledger = by_turn(store.recall("which builder does the loft conversion"))
+    assert ledger["s:2"].terms["risk"] == 0.5 and "answers a replaced turn" in ledger["s:2"].risk_reasons
+    assert ledger["s:2"].why_not is None or "policy filter" not in ledger["s:2"].why_not  # penalized, not filtered
+    assert ledger["s:4"].terms["risk"] == 0.0 and ledger["s:4"].score > ledger["s:2"].score
+    plain = by_turn(
+        store.recall("which builder does the loft conversion", config=replace(LOW_FLOOR, turn_supersession=False))
+    )
+    assert plain["s:2"].terms["risk"] == 0.0
+    history = by_turn(store.recall(RecallContext("which builder did we first choose", about_history=True)))
+    assert history["s:2"].terms["risk"] == 0.0
+
+
+def test_a_reply_is_the_next_turn_of_the_other_side_only(tmp_path):
+    from lca.transcript import TranscriptStore
+
+    transcript = TranscriptStore(tmp_path)
+    transcript.append(
+        [
+            make_entry("s", 1, "first"),
+            make_entry("s", 2, "second, the same speaker"),
+            make_entry("s", 3, "a tool runs", kind=EntryKind.TOOL_CALL),
+            make_entry("s", 4, "an answer", kind=EntryKind.ASSISTANT_TURN),
+            make_entry("s", 5, "a reply from someone else", author="maria"),
+        ]
+    )
+    assert transcript.reply_to("s", "s:1") is None  # the next turn is the same side's
+    assert transcript.reply_to("s", "s:2") is None  # the next entry is a tool call
+    assert transcript.reply_to("s", "s:4") == "s:5" and transcript.reply_to("s", "s:5") is None
+    assert transcript.reply_to("nowhere", "x") is None
