@@ -85,3 +85,29 @@ def exclusive_lock(path: Path, *, timeout: float = 600.0, what: str = "store") -
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def lines_backwards(path: Path, *, block: int = 1 << 16) -> Iterator[bytes]:
+    """The complete lines of a file from its last to its first (without their newline, empty ones skipped), read in
+    blocks from the end: a reader of an append-only log that wants only its newest records reads only those. A torn
+    tail past the last newline is not a line yet."""
+    with open(path, "rb") as handle:
+        at = handle.seek(0, os.SEEK_END)
+        rest: bytes | None = None  # None: still inside the torn tail
+        while at > 0:
+            step = min(block, at)
+            at -= step
+            handle.seek(at)
+            data = handle.read(step)
+            if rest is None:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    continue
+                data, rest = data[:cut], b""
+            parts = (data + rest).split(b"\n")
+            rest = parts[0]
+            for line in reversed(parts[1:]):
+                if line:
+                    yield line
+        if rest:
+            yield rest

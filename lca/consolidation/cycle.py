@@ -46,7 +46,7 @@ from lca.consolidation.writing import PlanWriter
 from lca.continuation import echoes
 from lca.errors import LCAError
 from lca.experience import count_on_memory, experience_of, source_key, turn_event
-from lca.fileio import atomic_write_bytes
+from lca.fileio import atomic_write_bytes, lines_backwards
 from lca.ledger import LearnedState, hypothesis_id, key_terms
 from lca.memory import SchemaRef
 from lca.ports import TextGenerator
@@ -54,6 +54,8 @@ from lca.recall import RecallContext
 from lca.secrets import redacted
 from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry, as_utc
+
+LOG_CLOCK_SLACK_S = 300.0  # a record this much older than the last cycle ends the read back (a clock stepped back)
 
 PreventedClaim = tuple[str, str, int, str]  # memory id, what, line number, what
 
@@ -330,20 +332,25 @@ class Consolidator:
 
     @staticmethod
     def _injected_since(path: Path, since: float) -> set[str]:
+        """The memories recall injected after ``since``, read from the recall log's end back to the first record
+        older than ``since`` by ``LOG_CLOCK_SLACK_S``: a cycle reads what was logged since the last one, not the
+        whole log (about 24 KB a recall), which a long-running agent's log would make grow without bound."""
         out: set[str] = set()
         if not path.exists():
             return out
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if record.get("at", 0) <= since:
-                    continue
-                for c in record.get("candidates", ()):
-                    if c.get("injected") and c.get("source", "").startswith("memory:"):
-                        out.add(c["source"][len("memory:") :].split("[", 1)[0])
+        for line in lines_backwards(path):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            at = record.get("at", 0) if isinstance(record, dict) else 0
+            if at <= since - LOG_CLOCK_SLACK_S:
+                break
+            if at <= since:
+                continue
+            for c in record.get("candidates", ()):
+                if c.get("injected") and c.get("source", "").startswith("memory:"):
+                    out.add(c["source"][len("memory:") :].split("[", 1)[0])
         return out
 
     def _resurface(self, candidates: Sequence[Candidate], state: LearnedState) -> list[Candidate]:

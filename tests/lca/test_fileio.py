@@ -7,7 +7,10 @@ import os
 import pytest
 
 from lca.errors import StoreLockedError
-from lca.fileio import append_bytes, atomic_write_bytes, exclusive_lock
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lca.fileio import append_bytes, atomic_write_bytes, exclusive_lock, lines_backwards
 
 
 def test_appends_create_the_folder_and_add_to_the_end(tmp_path):
@@ -35,3 +38,36 @@ def test_a_held_lock_makes_the_next_holder_fail_naming_the_pid_then_is_released(
                 pass
     with exclusive_lock(lock, timeout=0.05):  # released on exit
         pass
+
+
+@given(
+    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    torn=st.binary(max_size=9).map(lambda b: b.replace(b"\n", b"")),
+    block=st.integers(min_value=1, max_value=7),
+)
+def test_lines_read_backwards_are_the_complete_lines_in_reverse_at_any_block_size(tmp_path_factory, lines, torn, block):
+    path = tmp_path_factory.mktemp("log") / "log.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + torn)  # a torn tail is no line yet
+    assert list(lines_backwards(path, block=block)) == [line for line in reversed(lines) if line]
+
+
+def test_the_cycle_reads_the_recall_log_back_only_to_the_last_cycle(tmp_path, monkeypatch):
+    """A long-running agent's recall log grows by a record a recall; a cycle reads only what came after the last
+    one (and the slack before it), so a broken or huge old part is never parsed."""
+    import json
+
+    from lca.consolidation import cycle
+
+    log = tmp_path / "recall.jsonl"
+    injected = {"source": "memory:new-rule[0:10]", "injected": True}
+    old = {"source": "memory:old-rule[0:10]", "injected": True}
+    records = [json.dumps({"at": 1000.0 + n, "candidates": [old]}) for n in range(50)]
+    records += [json.dumps({"at": 5000.0, "candidates": [injected, {"source": "memory:skip", "injected": False}]})]
+    log.write_text("not json at all\n" + "\n".join(records) + "\n")
+    parsed: list[bytes] = []
+    real = cycle.json.loads
+    monkeypatch.setattr(cycle.json, "loads", lambda line: parsed.append(line) or real(line))
+    assert cycle.Consolidator._injected_since(log, since=4000.0) == {"new-rule"}
+    assert len(parsed) == 2  # the new record and the first one older than the slack: the rest is never read
+    parsed.clear()
+    assert cycle.Consolidator._injected_since(log, since=1040.0) == {"old-rule", "new-rule"}
