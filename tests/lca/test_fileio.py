@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from lca.errors import StoreLockedError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lca.errors import StoreLockedError
 from lca.fileio import append_bytes, atomic_write_bytes, exclusive_lock, lines_backwards
 
 
