@@ -239,8 +239,8 @@ class FullLCA(_SubstrateCondition):
     ``policy``, ``living_memory`` (activation and wildcards on), ``verify`` (0: consolidation
     without the verification stage), ``consolidate`` (0: no consolidation at all), ``mmr_lambda``
     (1: no redundancy penalty), ``handoff`` (0: no handoff written or replayed), ``resume_turns`` (0: a question
-    that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume": the
-    handoff's quoted tail only for such a question; "always", the default), ``carry`` (0: a handoff holds its own
+    that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume", the
+    default: the handoff's quoted tail only for such a question; "always": for every question), ``carry`` (0: a handoff holds its own
     session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn
     comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only). What it did less of
     than it claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
@@ -262,7 +262,7 @@ class FullLCA(_SubstrateCondition):
         mmr_lambda: float = 0.75,
         handoff: int = 1,
         resume_turns: int = 4,
-        handoff_tail: str = "always",
+        handoff_tail: str = "resume",
         carry: int = 1,
         exchanges: int = 1,
         excerpts: int = 1,

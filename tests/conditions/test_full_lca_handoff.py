@@ -4,6 +4,7 @@ records how each was built, so a run can see an empty one."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -86,7 +87,8 @@ def test_recall_skips_the_turns_the_handoff_shows_whole_and_keeps_a_cut_one(tmp_
     long_reply = "Lucia's rota, in full: " + " ".join(f"night {n} at Santa Maria" for n in range(40))
     assert len(long_reply) > TAIL_QUOTE_CHARS
     history = contract_history(texts=[["Where does my sister Lucia work nights?", long_reply]])
-    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, summarizer_role)), history)
+    condition = build_condition("full-lca", consolidate=0, handoff_tail="always")
+    full = replay(condition.attach(runtime(tmp_path, summarizer_role)), history)
     latest = LiveContextManager.latest_handoff(full.substrate, "agent")
     assert list(LiveContextManager.whole_tail_quotes(latest)) == ["h1#h1:1"]  # the reply was cut
     items = full.build_context(CONTRACT_PROBE).items
@@ -96,6 +98,21 @@ def test_recall_skips_the_turns_the_handoff_shows_whole_and_keeps_a_cut_one(tmp_
     assert "h1#h1:1" not in recalled and "h1#h1:2" in recalled
     result = full.substrate.recall(full.recall_context(CONTRACT_PROBE))  # asked without the handoff: both come
     assert {c.source.split("[")[0] for c in result.items} >= {"transcript:h1#h1:1", "transcript:h1#h1:2"}
+    full.close()
+
+
+def test_by_default_the_handoff_quotes_its_tail_only_to_a_question_that_resumes_the_work(tmp_path):
+    """The tail is where the last session stopped: a question that picks that up gets it quoted; any other
+    question gets the handoff's decisions and rules, and the tail's turns compete in recall like any other."""
+    history = contract_history(texts=[["Where does my sister Lucia work nights?", "At Santa Maria, on the ward."]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path / "a", summarizer_role)), history)
+    items = full.build_context(CONTRACT_PROBE).items
+    (handoff,) = [i for i in items if i.kind == "handoff"]
+    assert "tail h1:" not in handoff.text
+    assert "h1#h1:1" in {p for i in items if i.kind == "transcript" for p in i.pointers}
+    resume = replace(CONTRACT_PROBE, signals=replace(CONTRACT_PROBE.signals, resume=True))
+    (handoff,) = [i for i in full.build_context(resume).items if i.kind == "handoff"]
+    assert "tail h1:1: Where does my sister Lucia work nights?" in handoff.text
     full.close()
 
 
