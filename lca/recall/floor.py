@@ -135,13 +135,20 @@ def _off_topic_vectors(index: Any, path: Path) -> np.ndarray | None:
 def prime_off_topic(embedder: Any, path: Path | None = None) -> bool:
     """Embed the off-topic questions for ``embedder`` now, as a store's query would (unit vectors), so that the
     first recall of a process does not pay for about 50 query embeddings; a harness measuring recall calls it at
-    warm-up. False: no questions to embed."""
+    warm-up. False: no questions to embed, or one that does not embed to a usable vector (nothing is kept then, and
+    the first recall embeds them through the store, which fails closed on such a vector)."""
 
     def unit(query: str) -> np.ndarray:
         vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
-        return vector / float(np.linalg.norm(vector))
+        norm = float(np.linalg.norm(vector))
+        if not np.all(np.isfinite(vector)) or norm < 1e-6:
+            raise ValueError(f"the off-topic question {query!r} embedded to a zero or non-finite vector")
+        return vector / norm
 
-    return _embedded_off_topic(embedder, path or OFF_TOPIC_QUERIES, unit) is not None
+    try:
+        return _embedded_off_topic(embedder, path or OFF_TOPIC_QUERIES, unit) is not None
+    except ValueError:
+        return False
 
 
 def _embedded_off_topic(embedder: Any, path: Path, embed_query: Any) -> np.ndarray | None:

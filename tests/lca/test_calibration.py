@@ -109,3 +109,16 @@ def test_primed_off_topic_questions_are_not_embedded_again_and_give_the_same_cei
             ceilings.append(floor.off_topic_ceiling(s.index))
         assert len(asked) == (0 if primed else len(load_queries(floor.OFF_TOPIC_QUERIES)))
     assert ceilings[0] is not None and ceilings[0] == pytest.approx(ceilings[1], abs=1e-6)
+
+
+def test_priming_with_an_embedder_that_gives_a_zero_vector_keeps_nothing(monkeypatch):
+    import numpy as np
+
+    import lca.recall.floor as floor
+
+    class FakeZeroEmbedder(FakeHashingEmbedder):
+        def embed_query(self, text):
+            return np.zeros(self.dimension, dtype=np.float32)
+
+    monkeypatch.setattr(floor, "_query_vectors", {})
+    assert floor.prime_off_topic(FakeZeroEmbedder()) is False and floor._query_vectors == {}
