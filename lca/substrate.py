@@ -269,15 +269,13 @@ class Substrate:
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for budgets: the host's counter when given, else the embedder's
         tokenizer without its special tokens (an approximation of the host model's count)."""
-        if self.token_counter is not None:
-            return int(self.token_counter(text))
-        return max(0, self.embedder.count_tokens([text])[0] - 2)
+        return self.count_tokens_many([text])[0]
 
     def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         """``count_tokens`` of each text, the embedder's tokenizer taking them in one call."""
-        if self.token_counter is not None or not texts:
-            return [self.count_tokens(t) for t in texts]
-        return [max(0, n - 2) for n in self.embedder.count_tokens(list(texts))]
+        if self.token_counter is not None:
+            return [int(self.token_counter(t)) for t in texts]
+        return [max(0, n - 2) for n in self.embedder.count_tokens(list(texts))] if texts else []
 
     def save_recall_setting(self, name: str, value: Any) -> None:
         """Persist one recall setting in ``<home>/recall.yaml`` (validated before it is written)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lca.errors import DerivedStoreDamagedError, EmbedderMismatchError, EmbeddingFailedError, LCAError
+from lca.errors import DerivedStoreDamagedError, EmbedderMismatchError, LCAError
 from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
 from lca.index.frames import StoreStructure
@@ -28,6 +28,7 @@ from lca.index.window_keys import write_window_keys
 from lca.layout import StoreLayout
 from lca.ports import Embedder
 from lca.retrieval import RetrievalConfig
+from lca.retrieval.query import unit_query_vector
 from lca.secrets import holds_redaction
 from lca.types import Chunk, SearchHit, text_digest
 
@@ -590,11 +591,4 @@ class IndexStore:
 
     def _embed_query(self, query: str) -> np.ndarray:
         """A query that cannot be embedded fails the search loudly; it is never searched as a zero vector."""
-        try:
-            vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-        except Exception as exc:
-            raise EmbeddingFailedError(f"the query could not be embedded: {type(exc).__name__}: {exc}") from exc
-        norm = float(np.linalg.norm(vector))
-        if not np.all(np.isfinite(vector)) or norm < 1e-6:
-            raise EmbeddingFailedError("the query embedded to a zero or non-finite vector")
-        return vector / norm
+        return unit_query_vector(self.embedder, query)

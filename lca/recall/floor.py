@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from lca.errors import EmbeddingFailedError
+from lca.retrieval.query import unit_query_vector
 from lca.temporal_anchor import MONTHS, TemporalAnchor, anchor_weight, temporal_anchor
 from lca.types import as_utc, parse_timestamp
 
@@ -137,18 +139,11 @@ def prime_off_topic(embedder: Any, path: Path | None = None) -> bool:
     first recall of a process does not pay for about 50 query embeddings; a harness measuring recall calls it at
     warm-up. False: no questions to embed, or one that does not embed to a usable vector (nothing is kept then, and
     the first recall embeds them through the store, which fails closed on such a vector)."""
-
-    def unit(query: str) -> np.ndarray:
-        vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
-        norm = float(np.linalg.norm(vector))
-        if not np.all(np.isfinite(vector)) or norm < 1e-6:
-            raise ValueError(f"the off-topic question {query!r} embedded to a zero or non-finite vector")
-        return vector / norm
-
     try:
-        return _embedded_off_topic(embedder, path or OFF_TOPIC_QUERIES, unit) is not None
-    except ValueError:
+        vectors = _embedded_off_topic(embedder, path or OFF_TOPIC_QUERIES, lambda q: unit_query_vector(embedder, q))
+    except EmbeddingFailedError:
         return False
+    return vectors is not None
 
 
 def _embedded_off_topic(embedder: Any, path: Path, embed_query: Any) -> np.ndarray | None:

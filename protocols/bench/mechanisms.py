@@ -155,7 +155,7 @@ def measure(path: Path | str, cases: Sequence[MechanismCase], make_runtime: Call
         scenarios = {s.id: s for s in loaded[case.file or str(path)][0]}
         rows.append(run_case(case, scenarios, make_runtime))
     datasets = [{"file": str(files[name]), "sha256": digest} for name, (_, digest) in loaded.items()]
-    return {"file": str(path), "sha256": loaded[str(path)][1], "datasets": datasets, "rows": rows}
+    return {"datasets": datasets, "rows": rows}
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
