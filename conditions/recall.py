@@ -191,7 +191,8 @@ class TranscriptRecall(_SubstrateCondition):
     """Indexed recall over the verbatim transcript only: similarity and the policy filters, no
     structured memory, no learned or task weights. ``floor`` is the absolute floor; recall lowers it
     to the store's own off-topic ceiling where that is lower (``RecallConfig.floor_mode``, docs/recall.md).
-    ``exchanges`` and ``excerpts`` (0: off) are what a chosen turn shows (``lca.recall.shown``)."""
+    ``exchanges`` and ``excerpts`` (0: off) are what a chosen turn shows (``lca.recall.shown``); ``agent_turn_risk`` is
+    the K of a turn the agent wrote (0: off; ``RecallConfig.agent_turn_risk``)."""
 
     name = "transcript-recall"
 
@@ -203,6 +204,7 @@ class TranscriptRecall(_SubstrateCondition):
         resume_turns: int = 4,
         exchanges: int = 1,
         excerpts: int = 1,
+        agent_turn_risk: float = 0.1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.k = k
@@ -210,6 +212,7 @@ class TranscriptRecall(_SubstrateCondition):
         self.resume_turns = resume_turns
         self.exchanges = exchanges
         self.excerpts = excerpts
+        self.agent_turn_risk = agent_turn_risk
 
     def recall_config(self) -> RecallConfig:
         weights = ResonanceWeights(
@@ -225,6 +228,7 @@ class TranscriptRecall(_SubstrateCondition):
             turn_supersession=False,  # the verbatim transcript alone: no ledger of which turns were superseded
             exchanges=bool(self.exchanges),
             excerpts=bool(self.excerpts),
+            agent_turn_risk=self.agent_turn_risk,
         )
 
     def build_context(self, probe: Probe) -> ContextPacket:
@@ -242,7 +246,8 @@ class FullLCA(_SubstrateCondition):
     that resumes interrupted work is not given the latest session's last turns first), ``handoff_tail`` ("resume", the
     default: the handoff's quoted tail only for such a question; "always": for every question), ``carry`` (0: a handoff holds its own
     session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn
-    comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only). What it did less of
+    comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only), ``agent_turn_risk`` (0: the
+    agent's own turns carry no risk term). What it did less of
     than it claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
@@ -266,6 +271,7 @@ class FullLCA(_SubstrateCondition):
         carry: int = 1,
         exchanges: int = 1,
         excerpts: int = 1,
+        agent_turn_risk: float = 0.1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -283,6 +289,7 @@ class FullLCA(_SubstrateCondition):
         self.carry = carry
         self.exchanges = exchanges
         self.excerpts = excerpts
+        self.agent_turn_risk = agent_turn_risk
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -300,6 +307,7 @@ class FullLCA(_SubstrateCondition):
             resume_turns=self.resume_turns,
             exchanges=bool(self.exchanges),
             excerpts=bool(self.excerpts),
+            agent_turn_risk=self.agent_turn_risk,
         )
 
     def ingest(self, session: Session) -> None:

@@ -26,6 +26,8 @@ _SCOPE = re.compile(  # the instruction reaches past the task at hand
     r"(?:anything|everything|whatever|(?:all|any|every|each)(?: \w+){1,2}) (?:that )?(?:you|we) "
     r"(?:write|draft|send|produce|prepare|post|publish|create|put out|make|suggest|recommend|propose|plan|help with)|"
     r"(?:anything|everything|whatever) (?:that )?(?:goes|going|gets sent) (?:out|to)|"
+    r"(?:anything|everything|whatever) (?:that )?(?:ends? up|appears?|gets (?:printed|posted|published)|is (?:printed|"
+    r"posted|published)) (?:on|in|into)\b(?=[^.!?]*\b(?:has to|have to|must|needs? to)\b)|"
     r"(?:in|for|to|on) (?:every|each|all|any)(?: \w+){0,2}? (?:e-?mails?|letters?|posts?|drafts?|documents?|"
     r"reports?|programmes?|programs?|handouts?|quotes?|minutes|rotas?|versions?|captions?|lesson plans?|invoices?|"
     r"newsletters?|replies|summar(?:y|ies)|slides?|proposals?|menus?|itinerar(?:y|ies)|commits?|recipes?)\b|"

@@ -219,7 +219,7 @@ class TranscriptStore:
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
-        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str]]] = {}
+        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]]] = {}
         self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
@@ -462,7 +462,14 @@ class TranscriptStore:
         cached = self._session_outline(session_id)
         return cached[2].get(entry_id) if cached else None
 
-    def _session_outline(self, session_id: str) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str]] | None:
+    def agent_wrote(self, session_id: str, entry_id: str) -> bool:
+        """Whether the entry is a turn the agent wrote (an assistant turn), read with ``entry_meta``'s cache."""
+        cached = self._session_outline(session_id)
+        return cached is not None and entry_id in cached[3]
+
+    def _session_outline(
+        self, session_id: str
+    ) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]] | None:
         path = self.session_path(session_id)
         try:
             size = path.stat().st_size
@@ -480,7 +487,8 @@ class TranscriptStore:
                 and (a.kind, a.author) != (b.kind, b.author)
                 and not (b.meta or {}).get("event")
             }
-            cached = self._meta_cache[session_id] = (size, {e.id: e.meta for e in entries}, replies)
+            agent = frozenset(e.id for e in entries if e.kind is EntryKind.ASSISTANT_TURN)
+            cached = self._meta_cache[session_id] = (size, {e.id: e.meta for e in entries}, replies, agent)
         return cached
 
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:

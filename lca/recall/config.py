@@ -92,6 +92,8 @@ class RecallConfig:
     # (its top turns are the store's subject; moving the query towards them drifts it from what was asked)
     topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
+    agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
+    # user's own words come first, the agent's restatement of them (and its errors) after (docs/recall.md); 0: off
     memory_quota: int = 4
     transcript_quota: int = 2
     item_char_cap: int = 400  # an item at most about a tenth of the default budget; a longer turn is excerpted
@@ -116,6 +118,7 @@ class RecallConfig:
             "floor_min": -1.0 <= self.floor_min <= 1.0,
             "floor_margin": -1.0 <= self.floor_margin <= 1.0,
             "topic_margin": -1.0 <= self.topic_margin <= 1.0,
+            "agent_turn_risk": 0.0 <= self.agent_turn_risk <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
             "half_life_days": self.half_life_days > 0,
         }

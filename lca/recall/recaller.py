@@ -31,8 +31,10 @@ from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, 
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     age_days,
+    asks_for_agent_words,
     authority_term,
     experience_term,
+    replies_to_replaced,
     resonance_score,
     risk_term,
     similarity_terms,
@@ -72,10 +74,12 @@ class Recaller:
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
         reply_to: Callable[[str, str], str | None] | None = None,
+        agent_wrote: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.index = index
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.reply_to = reply_to  # (session, entry) -> the entry that answers that turn (Transcript.reply_to)
+        self.agent_wrote = agent_wrote  # (session, entry) -> whether the agent wrote that turn (K: its own words)
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
         self.retrievals = retrievals
@@ -238,7 +242,8 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         as_of_utc = as_utc(as_of)
-        stale = self._stale_replies() if cfg.turn_supersession else frozenset()
+        stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else frozenset()
+        agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
         out: list[ScoredCandidate] = []
         shown = set(context.shown)
@@ -249,6 +254,7 @@ class Recaller:
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
             private_in_public = superseded = expired = conflict = outside_role = answers_replaced = False
+            agent = 0.0
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
                 record = memory.record if memory is not None else None
@@ -273,6 +279,8 @@ class Recaller:
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 answers_replaced = turn in stale
+                if agent_risk and self.agent_wrote and self.agent_wrote(hit.pointer.session_id, hit.pointer.entry_id):
+                    agent = agent_risk  # the agent's own words (K): what the user said outranks its restatement
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said
@@ -303,6 +311,7 @@ class Recaller:
                 conflict=conflict,
                 outside_role=outside_role,
                 answers_replaced=answers_replaced,
+                agent_words=agent,
             )
             act = 0.0
             if uses_history:
@@ -376,18 +385,6 @@ class Recaller:
                 if inherited > k.score or why != k.why_not:
                     out[n] = replace(k, score=max(k.score, inherited), why_not=why)
         return out
-
-    def _stale_replies(self) -> frozenset[str]:
-        """The replies to the turns an explicit event corrected or superseded: they likely restate what was replaced
-        ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K penalizes them (``risk_term``)."""
-        if self.reply_to is None or self.corrections is None:
-            return frozenset()
-        out = set()
-        for target in self.corrections():
-            session, _, entry = target.removeprefix("transcript:").partition("#")
-            if target.startswith("transcript:") and (reply := self.reply_to(session, entry)):
-                out.add(f"transcript:{session}#{reply}")
-        return frozenset(out)
 
     def _clears_floor(self, cosine: float, timestamp: str | None, anchor: TemporalAnchor | None) -> bool:
         """Whether a candidate clears this recall's floor on its own: its cosine reaches it, or it is dated where

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 
@@ -95,10 +96,13 @@ def risk_term(
     conflict: bool = False,
     outside_role: bool = False,
     answers_replaced: bool = False,
+    agent_words: float = 0.0,
 ) -> tuple[float, list[str]]:
     """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
     a superseded or expired memory is maximal unless the query is about history. A reply to a turn an explicit event
-    corrected or superseded is penalized, not filtered: it likely restates what was replaced, and may hold more."""
+    corrected or superseded is penalized, not filtered: it likely restates what was replaced, and may hold more.
+    ``agent_words`` is the K of a turn the agent wrote (0: not such a turn, or the query asks for it): its own
+    restatement of what the user said, where its errors would come back as history (``RecallConfig.agent_turn_risk``)."""
     reasons = []
     if secret:
         reasons.append("secret or credential")
@@ -112,10 +116,42 @@ def risk_term(
         reasons.append("outside the role's authority")
     if answers_replaced and not about_history:
         reasons.append("answers a replaced turn")
-    if not reasons:
-        return 0.0, []
-    hard = {"secret or credential", "private in a public channel", "superseded", "expired"}
-    return (1.0 if hard & set(reasons) else 0.5), reasons
+    if reasons:
+        hard = {"secret or credential", "private in a public channel", "superseded", "expired"}
+        return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
+    return (agent_words, [AGENT_WORDS]) if agent_words > 0 else (0.0, [])
+
+
+def replies_to_replaced(
+    corrections: Callable[[], Mapping[str, Sequence[str]]] | None, reply_to: Callable[[str, str], str | None] | None
+) -> frozenset[str]:
+    """The replies to the turns an explicit event corrected or superseded: they likely restate what was replaced
+    ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K penalizes them (``risk_term``)."""
+    if reply_to is None or corrections is None:
+        return frozenset()
+    out = set()
+    for target in corrections():
+        session, _, entry = target.removeprefix("transcript:").partition("#")
+        if target.startswith("transcript:") and (reply := reply_to(session, entry)):
+            out.add(f"transcript:{session}#{reply}")
+    return frozenset(out)
+
+
+AGENT_WORDS = "the agent's own words"
+_ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
+    r"\b(?:you (?:said|told|suggested|recommended|mentioned|proposed|advised|wrote|drafted|gave|listed|explained|"
+    r"described|shared|provided|offered|came up with|pointed out|called|named|warned)|"
+    r"did you (?:say|tell|suggest|recommend|mention|propose|advise|write|draft|give|list|explain|describe|call|name)|"
+    r"your (?:\w+ )?(?:suggestions?|recommendations?|advice|answers?|repl(?:y|ies)|responses?|tips?|ideas?|"
+    r"explanations?|words|drafts?|lists?))\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_agent_words(query: str) -> bool:
+    """Whether ``query`` asks what the agent itself said ("what did you suggest", "the list you gave me", "your
+    recommendation"): then the agent's turns are the evidence and carry no risk for being its own."""
+    return bool(_ASKS_FOR_AGENT_WORDS.search(query))
 
 
 def resonance_score(terms: Mapping[str, float], weights: ResonanceWeights) -> float:

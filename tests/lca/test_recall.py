@@ -821,13 +821,39 @@ def test_the_reply_to_a_replaced_turn_is_penalized_not_filtered_and_only_with_th
     ledger = by_turn(store.recall("which builder does the loft conversion"))
     assert ledger["s:2"].terms["risk"] == 0.5 and "answers a replaced turn" in ledger["s:2"].risk_reasons
     assert ledger["s:2"].why_not is None or "policy filter" not in ledger["s:2"].why_not  # penalized, not filtered
-    assert ledger["s:4"].terms["risk"] == 0.0 and ledger["s:4"].score > ledger["s:2"].score
+    assert ledger["s:4"].risk_reasons == ("the agent's own words",) and ledger["s:4"].terms["risk"] == 0.1
+    assert ledger["s:4"].score > ledger["s:2"].score
     plain = by_turn(
         store.recall("which builder does the loft conversion", config=replace(LOW_FLOOR, turn_supersession=False))
     )
-    assert plain["s:2"].terms["risk"] == 0.0
+    assert "answers a replaced turn" not in plain["s:2"].risk_reasons and plain["s:2"].terms["risk"] == 0.1
     history = by_turn(store.recall(RecallContext("which builder did we first choose", about_history=True)))
-    assert history["s:2"].terms["risk"] == 0.0
+    assert "answers a replaced turn" not in history["s:2"].risk_reasons
+
+
+def test_the_agents_own_words_rank_after_what_the_user_said(store):
+    """A turn the agent wrote restates or elaborates what the user said; recalled as history it would bring the
+    agent's own errors back as fact. K marks it (``agent_turn_risk``, "the agent's own words"), so of two turns the
+    ranking barely separates the user's comes first, unless the question asks what the agent said."""
+    said = "the spring supper venue is the River Room at the Millbrook rowing club"
+    store.append([make_entry("s", 1, said), make_entry("s", 2, said, kind=EntryKind.ASSISTANT_TURN)])
+    store.ingest()
+    assert store.transcript.agent_wrote("s", "s:2") and not store.transcript.agent_wrote("s", "s:1")
+    assert not store.transcript.agent_wrote("nowhere", "s:2")
+
+    def by_turn(result):
+        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
+
+    asked = by_turn(store.recall("where is the spring supper venue"))
+    assert asked["s:2"].risk_reasons == ("the agent's own words",) and asked["s:2"].terms["risk"] == 0.1
+    assert asked["s:1"].terms["risk"] == 0.0 and asked["s:1"].score > asked["s:2"].score
+    for question in ("which venue did you suggest for the spring supper", "remind me of your recommendation"):
+        assert by_turn(store.recall(question))["s:2"].terms["risk"] == 0.0  # the agent's words are the evidence
+    off = by_turn(store.recall("where is the spring supper venue", config=replace(LOW_FLOOR, agent_turn_risk=0.0)))
+    assert off["s:2"].terms["risk"] == 0.0 and off["s:2"].score == pytest.approx(off["s:1"].score)
+    with pytest.raises(RecordFormatError) as info:
+        RecallConfig(agent_turn_risk=1.5)
+    assert info.value.field == "agent_turn_risk"
 
 
 def test_a_reply_is_the_next_turn_of_the_other_side_only(tmp_path):

@@ -27,6 +27,7 @@ LABELLED = Path(__file__).resolve().parents[2] / "data" / "calibration" / "stand
         "Can you make that your default for every concert programme you help with?",  # a request, not a question
         "One house rule: always finish with the line 'Need a lift? Call Maureen.'",  # quotes a question
         "I'd like every quote you draft to state that it's valid for 30 days.",
+        "Anything that ends up on a label or a listing has to say it contains sulphites.",  # the outputs it governs
     ],
 )
 def test_a_rule_said_in_many_ways_is_read_as_one(text):
@@ -46,6 +47,8 @@ def test_a_rule_said_in_many_ways_is_read_as_one(text):
         "The staging database listens on port 6543, not the default 5432.",
         "There's a loud bang in the pipes every time the kitchen tap is shut off.",
         "Cedar it is. It'll be outside all year.",
+        "Whatever ends up in the pot should be fine.",  # no obligation on what ends up there
+        "Everything that appears in the paper is out of date by Friday.",
     ],
 )
 def test_the_same_words_said_descriptively_or_asked_are_not_a_rule(text):
