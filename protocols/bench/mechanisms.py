@@ -2,7 +2,7 @@
 
 An ablation of a mechanism that never acts measures nothing, yet a report would still print its row. This
 bench replays, for every mechanism (S, E, T, A, Q, K, the adaptive policy, MMR, wildcards, handoffs, the resume tail,
-exchanges, excerpts), one probe of the shipped mechanism scenarios (``data/scenarios/mechanisms-v2.jsonl``, and
+exchanges, excerpts, the agent's own words), one probe of the shipped mechanism scenarios (``data/scenarios/mechanisms-v2.jsonl``, and
 ``mechanisms-shown-v1.jsonl`` for what a recalled turn shows) through a condition with
 the mechanism on and again with it turned off by one assignment, as the harness replays it (substrate
 level: the real embedder, no agent model), and reports what the injected context held each time. The
@@ -85,6 +85,16 @@ CASES: tuple[MechanismCase, ...] = (
     ),
     MechanismCase(
         "excerpts", "mech-excerpt", "q1", "full-lca[handoff=0]", "excerpts=0", expect="text", file=SHOWN_SCENARIOS
+    ),
+    # the user's statement of a price among the assistant's turns about the same venue, which resemble the question
+    # more: room for one (exchanges off, so a reply cannot bring the statement along as the turn it answers)
+    MechanismCase(
+        "agent's own words",
+        "mech-own-words",
+        "q1",
+        "full-lca[budget_tokens=75,handoff=0,exchanges=0]",
+        "agent_turn_risk=0",
+        file=SHOWN_SCENARIOS,
     ),
 )
 

@@ -124,6 +124,7 @@ def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
         "resume_turns": 4,
         "exchanges": 1,
         "excerpts": 1,
+        "agent_turn_risk": 0.1,
     }
     assert not hasattr(condition, "runtime")
 

@@ -20,7 +20,7 @@ from protocols.harness.scenario import load_scenarios
 
 
 def test_every_case_names_a_shipped_probe_and_a_valid_ablation():
-    assert len({c.mechanism for c in CASES}) == len(CASES) == 13
+    assert len({c.mechanism for c in CASES}) == len(CASES) == 14
     for case in CASES:
         scenarios = {
             s.id: s for s in load_scenarios(SCENARIO_FOLDER / case.file if case.file else DEFAULT_SCENARIOS)[0]
@@ -82,7 +82,7 @@ def test_every_mechanism_acts_on_the_shipped_scenarios_with_the_real_embedder(tm
     out = tmp_path / "mechanisms.json"
     assert bench.run(bench.parser().parse_args(["--out", str(out)])) == 0
     result = BenchmarkResult.read(out)
-    assert result.metrics == {"acted": 13, "cases": 13} and result.all_pass
+    assert result.metrics == {"acted": 14, "cases": 14} and result.all_pass
     assert len(result.provenance.datasets) == 2  # mechanisms-v2 and mechanisms-shown-v1, each with its sha256
     by_mechanism = {r["mechanism"]: r for r in result.rows}
     assert by_mechanism["adaptive policy"]["with"]["recall_action"] == "defer"
