@@ -123,8 +123,10 @@ def item_label(number: int, item: ScoredCandidate) -> str:
     """The header of a recalled item: its number, the turn or memory it comes from, the authority row where the source
     does not already say it, when it was said (date and minute as recorded) and its weight. The character span is
     left to the result's pointer: a header costs budget on every item, and at about 55 tokens (a full ISO time, the
-    span, three decimals, "transcript" twice) it took a third of a short turn's cost."""
-    where = item.source.split("[", 1)[0]
+    span, three decimals, "transcript" twice) it took a third of a short turn's cost. A turn whose entry id names its
+    session (``<session>:<n>``, as every importer and the harness write them) is named by its entry id alone
+    (``shown_pointer``)."""
+    where = shown_pointer(item.source)
     parts = [WILDCARD_NOTE] if item.wildcard else []
     if item.authority_key != item.source_type:
         parts.append(item.authority_key)
@@ -132,6 +134,16 @@ def item_label(number: int, item: ScoredCandidate) -> str:
         parts.append(short_time(item.timestamp))
     parts.append(f"weight {item.score:.2f}")
     return f"[{number}] {where} ({', '.join(parts)})"
+
+
+def shown_pointer(source: str) -> str:
+    """A candidate's pointer key as its header shows it: without the span, and ``transcript:<entry>`` where the entry
+    id begins with its session's id and a colon (``transcript:s7#s7:3`` -> ``transcript:s7:3``), since the session is
+    then said twice (a dozen tokens of a long id, on every item); any other key whole."""
+    where = source.split("[", 1)[0]
+    kind, _, key = where.partition(":")
+    session, sep, entry = key.partition("#")
+    return f"{kind}:{entry}" if sep and session and entry.startswith(f"{session}:") else where
 
 
 def short_time(timestamp: str) -> str:

@@ -153,7 +153,8 @@ def test_every_item_carries_its_source_and_the_block_names_it(store):
     for n, item in enumerate(result.items, 1):
         turn = item.source.split("[", 1)[0]  # the block names the turn or memory; the span stays in the pointer
         assert item.source.startswith(turn + "[") and item.injected and item.tokens > 0
-        assert f"[{n}] {turn} (" in result.block and "weight" in result.block
+        named = "transcript:s:1" if item.source_type == "transcript" else turn  # the entry id s:1 names session s
+        assert f"[{n}] {named} (" in result.block and "weight" in result.block
     assert "memory:approved" in result.block  # the authority row, where the source does not already say it
     assert "2026-01-01 00:00" in result.block and "+00:00" not in result.block  # when, to the minute as recorded
     assert result.tokens == sum(i.tokens for i in result.items) <= result.budget
@@ -174,7 +175,9 @@ def test_an_item_header_costs_few_tokens_and_says_what_a_reader_needs():
         {},
         0.75712,
     )
-    assert item_label(9, item) == "[9] transcript:spring-appeal.s7#spring-appeal.s7:3 (2026-04-02 18:40, weight 0.76)"
+    assert item_label(9, item) == "[9] transcript:spring-appeal.s7:3 (2026-04-02 18:40, weight 0.76)"
+    other = replace(item, source="transcript:s7#turn-12[0:9]")  # an entry id that does not name its session
+    assert item_label(1, other) == "[1] transcript:s7#turn-12 (2026-04-02 18:40, weight 0.76)"
     wild = replace(item, source="memory:m1[0:9]", source_type="memory", authority_key="memory:approved", wildcard=True)
     assert item_label(2, wild).startswith(
         "[2] memory:m1 (wildcard: dormant record offered for exploration, memory:approved"
