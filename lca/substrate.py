@@ -303,7 +303,7 @@ class Substrate:
             entry_meta=self.transcript.entry_meta,
             corrections=self.experience.corrections,
             reply_to=self.transcript.reply_to,
-            agent_wrote=self.transcript.agent_wrote,
+            agent_turns=self.transcript.agent_turns,
         )
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:

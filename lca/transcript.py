@@ -220,6 +220,7 @@ class TranscriptStore:
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
         self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]]] = {}
+        self._outline_paths: dict[str, str] = {}
         self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
     # ---- naming -----------------------------------------------------------------
@@ -462,22 +463,24 @@ class TranscriptStore:
         cached = self._session_outline(session_id)
         return cached[2].get(entry_id) if cached else None
 
-    def agent_wrote(self, session_id: str, entry_id: str) -> bool:
-        """Whether the entry is a turn the agent wrote (an assistant turn), read with ``entry_meta``'s cache."""
+    def agent_turns(self, session_id: str) -> frozenset[str]:
+        """The ids of the session's turns the agent wrote (assistant turns), read with ``entry_meta``'s cache."""
         cached = self._session_outline(session_id)
-        return cached is not None and entry_id in cached[3]
+        return cached[3] if cached is not None else frozenset()
 
     def _session_outline(
         self, session_id: str
     ) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]] | None:
-        path = self.session_path(session_id)
+        path = self._outline_paths.get(session_id)
+        if path is None:  # recall asks per candidate: the quoted file name is made once per session
+            path = self._outline_paths[session_id] = str(self.session_path(session_id))
         try:
-            size = path.stat().st_size
+            size = os.stat(path).st_size
         except FileNotFoundError:
             return None
         cached = self._meta_cache.get(session_id)
         if cached is None or cached[0] != size:
-            entries = self._read_from(path, 0, quarantine=False).entries
+            entries = self._read_from(Path(path), 0, quarantine=False).entries
             turns = (EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN)
             replies = {
                 a.id: b.id

@@ -74,12 +74,12 @@ class Recaller:
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
         reply_to: Callable[[str, str], str | None] | None = None,
-        agent_wrote: Callable[[str, str], bool] | None = None,
+        agent_turns: Callable[[str], frozenset[str]] | None = None,
     ) -> None:
         self.index = index
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.reply_to = reply_to  # (session, entry) -> the entry that answers that turn (Transcript.reply_to)
-        self.agent_wrote = agent_wrote  # (session, entry) -> whether the agent wrote that turn (K: its own words)
+        self.agent_turns = agent_turns  # session -> the ids of its turns the agent wrote (K: its own words)
         self.entry_meta = entry_meta  # (session, entry) -> the turn's meta: where it was said (visibility, project)
         self._fallback: str | None = None  # set by a recall that could not rank the store's usual way
         self.retrievals = retrievals
@@ -244,6 +244,7 @@ class Recaller:
         as_of_utc = as_utc(as_of)
         stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else frozenset()
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
+        agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
         out: list[ScoredCandidate] = []
         shown = set(context.shown)
@@ -279,8 +280,10 @@ class Recaller:
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 answers_replaced = turn in stale
-                if agent_risk and self.agent_wrote and self.agent_wrote(hit.pointer.session_id, hit.pointer.entry_id):
-                    agent = agent_risk  # the agent's own words (K): what the user said outranks its restatement
+                if agent_risk and self.agent_turns and hit.pointer.session_id:  # the agent's own words (K)
+                    if (by_agent := agent_turns.get(hit.pointer.session_id)) is None:
+                        by_agent = agent_turns[hit.pointer.session_id] = self.agent_turns(hit.pointer.session_id)
+                    agent = agent_risk if hit.pointer.entry_id in by_agent else 0.0
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said

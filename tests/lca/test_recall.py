@@ -841,8 +841,7 @@ def test_the_agents_own_words_rank_after_what_the_user_said(store):
     said = "the spring supper venue is the River Room at the Millbrook rowing club"
     store.append([make_entry("s", 1, said), make_entry("s", 2, said, kind=EntryKind.ASSISTANT_TURN)])
     store.ingest()
-    assert store.transcript.agent_wrote("s", "s:2") and not store.transcript.agent_wrote("s", "s:1")
-    assert not store.transcript.agent_wrote("nowhere", "s:2")
+    assert store.transcript.agent_turns("s") == {"s:2"} and store.transcript.agent_turns("nowhere") == frozenset()
 
     def by_turn(result):
         return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
