@@ -36,7 +36,8 @@ _SCOPE = re.compile(  # the instruction reaches past the task at hand
 )
 _NAMED_RULE = re.compile(  # the speaker calls it a rule
     r"\b(?:(?:ground|house|golden|standing|hard|firm|strict|iron|simple|one|a|our|my)[ -]rules?\b(?! of\b)|"
-    r"non-?negotiables?|our policy|standing (?:instruction|order)s?|keep me honest|hold me to)",
+    r"non-?negotiables?|our policy|standing (?:instruction|order)s?|keep me honest|hold me to|"
+    r"rules? (?:we|I) (?:agreed|set|settled on|decided on|laid down)\b)",
     re.IGNORECASE,
 )
 _MODAL_ALWAYS = re.compile(  # "must always", "should never", "I want every email to ..."

@@ -28,6 +28,7 @@ LABELLED = Path(__file__).resolve().parents[2] / "data" / "calibration" / "stand
         "One house rule: always finish with the line 'Need a lift? Call Maureen.'",  # quotes a question
         "I'd like every quote you draft to state that it's valid for 30 days.",
         "Anything that ends up on a label or a listing has to say it contains sulphites.",  # the outputs it governs
+        "Rules we agreed at the committee: loans are 14 days, one renewal.",  # named as rules by who set them
     ],
 )
 def test_a_rule_said_in_many_ways_is_read_as_one(text):
