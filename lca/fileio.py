@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from lca.errors import StoreLockedError
 
@@ -111,3 +113,18 @@ def lines_backwards(path: Path, *, block: int = 1 << 16) -> Iterator[bytes]:
                     yield line
         if rest:
             yield rest
+
+
+def json_records(path: str | Path, size: int, *, holding: bytes = b"") -> Iterator[Any]:
+    """Each complete line of the file's first ``size`` bytes that holds the bytes ``holding``, decoded as JSON; a torn
+    tail (after the last newline) and a line that does not decode are skipped: for a quick reading of fields, never
+    for the authoritative one."""
+    with open(path, "rb") as handle:
+        data = handle.read(size)
+    for raw in data[: data.rfind(b"\n") + 1].splitlines():
+        if holding not in raw:  # a cheap test before decoding the line
+            continue
+        try:
+            yield json.loads(raw)
+        except ValueError:
+            continue

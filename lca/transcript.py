@@ -20,7 +20,7 @@ from typing import Any
 
 from lca.authority import WriterFence
 from lca.errors import LCAError, RecordFormatError
-from lca.fileio import append_bytes, fsync_dir, write_all
+from lca.fileio import append_bytes, fsync_dir, json_records, write_all
 from lca.layout import SESSION_SUFFIX, StoreLayout
 from lca.types import (
     MAX_META_DEPTH,
@@ -40,6 +40,7 @@ MAX_SESSION_FILE_NAME = 200
 _QUARANTINE_STEM_CHARS = 160
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
 _OPTIONAL_STR = ("parent_id", "author", "subagent_id")
+_AGENT_KIND = EntryKind.ASSISTANT_TURN.value
 
 
 class TranscriptConflictError(LCAError):
@@ -219,7 +220,8 @@ class TranscriptStore:
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
         self._fence = WriterFence(self.root)  # the epoch this writer holds (lca.authority)
-        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]]] = {}
+        self._meta_cache: dict[str, tuple[int, dict[str, Mapping[str, Any]], dict[str, str]]] = {}
+        self._agent_cache: dict[str, tuple[int, frozenset[str]]] = {}
         self._outline_paths: dict[str, str] = {}
         self._kind_cache: dict[tuple[str, EntryKind], tuple[tuple[int, int], tuple[TranscriptEntry, ...]]] = {}
 
@@ -464,25 +466,30 @@ class TranscriptStore:
         return cached[2].get(entry_id) if cached else None
 
     def agent_turns(self, session_id: str) -> frozenset[str]:
-        """The ids of the session's turns the agent wrote (assistant turns), read with ``entry_meta``'s cache."""
-        cached = self._session_outline(session_id)
-        return cached[3] if cached is not None else frozenset()
+        """The session's assistant-turn ids, from each line's kind and id alone; kept while the file does not grow."""
+        size, cached = self._file_size(session_id), self._agent_cache.get(session_id)
+        if size is not None and (cached is None or cached[0] != size):
+            records = json_records(self._outline_paths[session_id], size, holding=f'"{_AGENT_KIND}"'.encode())
+            found = frozenset(str(w.get("id")) for w in records if isinstance(w, dict) and w.get("kind") == _AGENT_KIND)
+            cached = self._agent_cache[session_id] = (size, found)
+        return cached[1] if size is not None and cached is not None else frozenset()
 
-    def _session_outline(
-        self, session_id: str
-    ) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str], frozenset[str]] | None:
-        path = self._outline_paths.get(session_id)
-        if path is None:  # recall asks per candidate: the quoted file name is made once per session
+    def _file_size(self, session_id: str) -> int | None:  # None: no such file; the quoted name is made once
+        if (path := self._outline_paths.get(session_id)) is None:
             path = self._outline_paths[session_id] = str(self.session_path(session_id))
         try:
-            size = os.stat(path).st_size
+            return os.stat(path).st_size
         except FileNotFoundError:
+            return None
+
+    def _session_outline(self, session_id: str) -> tuple[int, dict[str, Mapping[str, Any]], dict[str, str]] | None:
+        if (size := self._file_size(session_id)) is None:
             return None
         cached = self._meta_cache.get(session_id)
         if cached is None or cached[0] != size:
-            entries = self._read_from(Path(path), 0, quarantine=False).entries
+            entries = self._read_from(Path(self._outline_paths[session_id]), 0, quarantine=False).entries
             turns = (EntryKind.USER_TURN, EntryKind.ASSISTANT_TURN)
-            replies = {
+            replies = {  # a.id -> b.id where b is the other side's next turn and records no event
                 a.id: b.id
                 for a, b in zip(entries, entries[1:])
                 if a.kind in turns
@@ -490,8 +497,7 @@ class TranscriptStore:
                 and (a.kind, a.author) != (b.kind, b.author)
                 and not (b.meta or {}).get("event")
             }
-            agent = frozenset(e.id for e in entries if e.kind is EntryKind.ASSISTANT_TURN)
-            cached = self._meta_cache[session_id] = (size, {e.id: e.meta for e in entries}, replies, agent)
+            cached = self._meta_cache[session_id] = (size, {e.id: e.meta for e in entries}, replies)
         return cached
 
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:

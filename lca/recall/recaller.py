@@ -280,7 +280,9 @@ class Recaller:
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 answers_replaced = turn in stale
-                if agent_risk and self.agent_turns and hit.pointer.session_id:  # the agent's own words (K)
+                # the agent's own words (K), read where a score can matter: a store ranked whole, or past the floor
+                clears = self._store_in_pool or self._clears_floor(cosine, hit.timestamp, anchor)
+                if agent_risk and clears and self.agent_turns and hit.pointer.session_id:
                     if (by_agent := agent_turns.get(hit.pointer.session_id)) is None:
                         by_agent = agent_turns[hit.pointer.session_id] = self.agent_turns(hit.pointer.session_id)
                     agent = agent_risk if hit.pointer.entry_id in by_agent else 0.0

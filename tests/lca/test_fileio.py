@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lca.errors import StoreLockedError
-from lca.fileio import append_bytes, atomic_write_bytes, exclusive_lock, lines_backwards
+from lca.fileio import append_bytes, atomic_write_bytes, exclusive_lock, json_records, lines_backwards
 
 
 def test_appends_create_the_folder_and_add_to_the_end(tmp_path):
@@ -70,3 +70,11 @@ def test_the_cycle_reads_the_recall_log_back_only_to_the_last_cycle(tmp_path, mo
     assert len(parsed) == 2  # the new record and the first one older than the slack: the rest is never read
     parsed.clear()
     assert cycle.Consolidator._injected_since(log, since=1040.0) == {"old-rule", "new-rule"}
+
+
+def test_json_records_reads_complete_lines_and_skips_what_does_not_decode(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"id": "a"}\nnot json\n{"id": "b"}\n{"id": "torn')
+    assert list(json_records(path, path.stat().st_size)) == [{"id": "a"}, {"id": "b"}]
+    assert list(json_records(path, 12)) == [{"id": "a"}]  # only the first size bytes are read
+    assert list(json_records(path, path.stat().st_size, holding=b'"b"')) == [{"id": "b"}]

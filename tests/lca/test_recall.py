@@ -856,6 +856,8 @@ def test_the_agents_own_words_rank_after_what_the_user_said(store):
     with pytest.raises(RecordFormatError) as info:
         RecallConfig(agent_turn_risk=1.5)
     assert info.value.field == "agent_turn_risk"
+    store.append([make_entry("s", 3, "and the key is collected at six", kind=EntryKind.ASSISTANT_TURN)])
+    assert store.transcript.agent_turns("s") == {"s:2", "s:3"}  # kept while the file does not grow, reread after
 
 
 def test_a_reply_is_the_next_turn_of_the_other_side_only(tmp_path):
