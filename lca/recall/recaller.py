@@ -255,7 +255,7 @@ class Recaller:
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
             private_in_public = superseded = expired = conflict = outside_role = answers_replaced = False
-            agent = 0.0
+            agent, clears = 0.0, self._clears_floor(cosine, hit.timestamp, anchor)
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
                 record = memory.record if memory is not None else None
@@ -281,8 +281,7 @@ class Recaller:
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
                 answers_replaced = turn in stale
                 # the agent's own words (K), read where a score can matter: a store ranked whole, or past the floor
-                clears = self._store_in_pool or self._clears_floor(cosine, hit.timestamp, anchor)
-                if agent_risk and clears and self.agent_turns and hit.pointer.session_id:
+                if agent_risk and (clears or self._store_in_pool) and self.agent_turns and hit.pointer.session_id:
                     if (by_agent := agent_turns.get(hit.pointer.session_id)) is None:
                         by_agent = agent_turns[hit.pointer.session_id] = self.agent_turns(hit.pointer.session_id)
                     agent = agent_risk if hit.pointer.entry_id in by_agent else 0.0
@@ -338,7 +337,7 @@ class Recaller:
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
             elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
                 why_not = "already in the context: shown whole outside recall (RecallContext.shown)"
-            elif not self._clears_floor(cosine, hit.timestamp, anchor):
+            elif not clears:
                 why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} {below}"
             out.append(
                 ScoredCandidate(
