@@ -192,7 +192,8 @@ class TranscriptRecall(_SubstrateCondition):
     structured memory, no learned or task weights. ``floor`` is the absolute floor; recall lowers it
     to the store's own off-topic ceiling where that is lower (``RecallConfig.floor_mode``, docs/recall.md).
     ``exchanges`` and ``excerpts`` (0: off) are what a chosen turn shows (``lca.recall.shown``); ``agent_turn_risk`` is
-    the K of a turn the agent wrote (0: off; ``RecallConfig.agent_turn_risk``)."""
+    the K of a turn the agent wrote (0: off; ``RecallConfig.agent_turn_risk``); ``reply_inheritance`` the share of the
+    agent's reply's S a user's turn scores at least (0: off; ``RecallConfig.reply_inheritance``)."""
 
     name = "transcript-recall"
 
@@ -205,6 +206,7 @@ class TranscriptRecall(_SubstrateCondition):
         exchanges: int = 1,
         excerpts: int = 1,
         agent_turn_risk: float = 0.1,
+        reply_inheritance: float = 0.0,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.k = k
@@ -213,6 +215,7 @@ class TranscriptRecall(_SubstrateCondition):
         self.exchanges = exchanges
         self.excerpts = excerpts
         self.agent_turn_risk = agent_turn_risk
+        self.reply_inheritance = reply_inheritance
 
     def recall_config(self) -> RecallConfig:
         weights = ResonanceWeights(
@@ -229,6 +232,7 @@ class TranscriptRecall(_SubstrateCondition):
             exchanges=bool(self.exchanges),
             excerpts=bool(self.excerpts),
             agent_turn_risk=self.agent_turn_risk,
+            reply_inheritance=self.reply_inheritance,
         )
 
     def build_context(self, probe: Probe) -> ContextPacket:
@@ -247,7 +251,8 @@ class FullLCA(_SubstrateCondition):
     default: the handoff's quoted tail only for such a question; "always": for every question), ``carry`` (0: a handoff holds its own
     session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn
     comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only), ``agent_turn_risk`` (0: the
-    agent's own turns carry no risk term). What it did less of
+    agent's own turns carry no risk term), ``reply_inheritance`` (0: a user's turn does not score with the agent's
+    reply to it). What it did less of
     than it claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
@@ -272,6 +277,7 @@ class FullLCA(_SubstrateCondition):
         exchanges: int = 1,
         excerpts: int = 1,
         agent_turn_risk: float = 0.1,
+        reply_inheritance: float = 0.0,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
@@ -290,6 +296,7 @@ class FullLCA(_SubstrateCondition):
         self.exchanges = exchanges
         self.excerpts = excerpts
         self.agent_turn_risk = agent_turn_risk
+        self.reply_inheritance = reply_inheritance
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -308,6 +315,7 @@ class FullLCA(_SubstrateCondition):
             exchanges=bool(self.exchanges),
             excerpts=bool(self.excerpts),
             agent_turn_risk=self.agent_turn_risk,
+            reply_inheritance=self.reply_inheritance,
         )
 
     def ingest(self, session: Session) -> None:

@@ -94,6 +94,9 @@ class RecallConfig:
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
     # user's own words come first, the agent's restatement of them (and its errors) after (docs/recall.md); 0: off
+    reply_inheritance: float = 0.0  # a user's turn scores as if its S were at least this share of the S of the
+    # agent's reply to it (a marked one, K above), and clears the floor with it: the reply restates the turn in
+    # fuller words, the turn is the source (lca.recall.pairing); 0: off
     memory_quota: int = 4
     transcript_quota: int = 2
     item_char_cap: int = 400  # an item at most about a tenth of the default budget; a longer turn is excerpted
@@ -119,6 +122,7 @@ class RecallConfig:
             "floor_margin": -1.0 <= self.floor_margin <= 1.0,
             "topic_margin": -1.0 <= self.topic_margin <= 1.0,
             "agent_turn_risk": 0.0 <= self.agent_turn_risk <= 1.0,
+            "reply_inheritance": 0.0 <= self.reply_inheritance <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
             "half_life_days": self.half_life_days > 0,
         }

@@ -26,6 +26,7 @@ from lca.recall.floor import (
     store_floor,
     topic_reading,
 )
+from lca.recall.pairing import FLOOR_REASON, inherit_from_replies, pair_corrections
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
 from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
@@ -47,7 +48,6 @@ from lca.temporal_anchor import TemporalAnchor
 from lca.types import SourceType, as_utc
 
 # ---- the pipeline ----------------------------------------------------------------------
-FLOOR_REASON = "below the similarity floor"
 SCOPE_KEYS = ("visibility", "project", "role")  # where a turn was said, from its transcript entry's meta
 
 
@@ -100,13 +100,14 @@ class Recaller:
         self._tokens = TokenTally(count_tokens, count_tokens_many)  # within one recall: each rendered text counted once
         self._query_terms: frozenset[str] = frozenset()  # the last query's terms (an excerpt shows sentences with them)
         self._excerpts: dict[str, tuple[str, bool]] = {}  # within one recall: a long text's excerpt, made once
+        self._before: Mapping[str, str] | None = None  # within one recall: each transcript candidate's chunk before
 
     def recall(self, context: RecallContext, *, config: RecallConfig | None = None) -> RecallResult:
         cfg = config or self.config
         started = time.perf_counter()
         self._floor, self._store_in_pool, self._whole, self._fallback = None, False, False, None
         self._whole_why, self._topic, self._query_vector, self._excerpts = "", None, None, {}
-        self._in_project, self._pinned, self._query_terms = set(), set(), frozenset()
+        self._in_project, self._pinned, self._query_terms, self._before = set(), set(), frozenset(), None
         self._tokens = TokenTally(self.count_tokens, self.count_tokens_many)
         if cfg.policy == "none":
             return self._finish(context, cfg, "none", [], [], started)
@@ -245,6 +246,7 @@ class Recaller:
         stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else frozenset()
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
+        agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S
         below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
         out: list[ScoredCandidate] = []
         shown = set(context.shown)
@@ -285,6 +287,8 @@ class Recaller:
                     if (by_agent := agent_turns.get(hit.pointer.session_id)) is None:
                         by_agent = agent_turns[hit.pointer.session_id] = self.agent_turns(hit.pointer.session_id)
                     agent = agent_risk if hit.pointer.entry_id in by_agent else 0.0
+                    if agent:
+                        agent_ids.add(hit.chunk_id)
                 authority_key, source_type = "transcript", "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said
@@ -355,40 +359,16 @@ class Recaller:
                 )
             )
         if cfg.correction_pairing and self.corrections is not None:
-            out = self._pair_corrections(out, cfg, anchor)
+            out = pair_corrections(
+                out, self.corrections(), weights.risk, lambda c: self._clears_floor(c.cosine, c.timestamp, anchor)
+            )
+        chunks_before = getattr(self.index, "chunks_before", None)  # an index that knows no session order: none
+        if chunks_before is not None and (cfg.exchanges or (cfg.reply_inheritance and agent_ids)):
+            self._before = chunks_before(c.chunk_id for c in out if c.source_type == "transcript")
+            out = inherit_from_replies(out, self._before, agent_ids, cfg.reply_inheritance, weights.similarity)
         out.sort(key=lambda c: (-c.score, c.chunk_id))
         self._query_vector = qvec  # its shape is read only where a retrieval is recorded (_finish)
         return out, vectors
-
-    def _pair_corrections(
-        self, out: list[ScoredCandidate], cfg: RecallConfig, anchor: TemporalAnchor | None
-    ) -> list[ScoredCandidate]:
-        """A turn that an explicit event corrected or superseded brings the turn that did it: the correction
-        scores at least as the turn it corrects and clears the floor with it. Its words ("It came out in
-        2019.", "Not from there: hotfixes start from release/2.x.") resemble the question less than the mistake
-        does, yet it is what the question needs, whether the mistake is held back (turn_supersession) or shown
-        beside it (transcript-recall). The score it inherits is the corrected turn's before the risk term held
-        that turn back. A corrected turn brings its correction only where it cleared the floor itself: a policy
-        filter (superseded) is decided before the floor, so it says nothing of whether the turn was relevant."""
-        corrections = self.corrections() if self.corrections is not None else {}
-        if not corrections:
-            return out
-        by_turn = {c.source.split("[", 1)[0]: n for n, c in enumerate(out) if c.source_type == "transcript"}
-        for c in list(out):
-            if c.source_type != "transcript":
-                continue
-            cleared = self._clears_floor(c.cosine, c.timestamp, anchor)
-            relevant = c.why_not is None or (c.why_not.startswith("policy filter") and cleared)
-            inherited = c.score + cfg.weights.risk * c.terms.get("risk", 0.0)
-            for span in corrections.get(c.source.split("[", 1)[0], ()):
-                n = by_turn.get(f"transcript:{span}")
-                if n is None:
-                    continue
-                k = out[n]
-                why = None if relevant and (k.why_not or "").startswith(FLOOR_REASON) else k.why_not
-                if inherited > k.score or why != k.why_not:
-                    out[n] = replace(k, score=max(k.score, inherited), why_not=why)
-        return out
 
     def _clears_floor(self, cosine: float, timestamp: str | None, anchor: TemporalAnchor | None) -> bool:
         """Whether a candidate clears this recall's floor on its own: its cosine reaches it, or it is dated where
@@ -443,10 +423,10 @@ class Recaller:
         alive = np.ones(len(remaining), dtype=bool)
         quota_held: set[str] = set()  # refused by a filled source quota: a wildcard may still take them
         position, brought = {c.chunk_id: i for i, c in enumerate(remaining)}, 0  # brought: prompts, outside quotas
-        chunks_before = getattr(self.index, "chunks_before", None)  # an index that knows no session order: none
+        before = self._before  # read in _score: each transcript candidate's chunk before it (None: no session order)
         prompts = (
-            exchange_prompts(scored, chunks_before, lambda why: not why or why.startswith(FLOOR_REASON))
-            if cfg.exchanges and chunks_before is not None
+            exchange_prompts(scored, lambda _: before, lambda why: not why or why.startswith(FLOOR_REASON))
+            if cfg.exchanges and before is not None
             else {}
         )
         while alive.any() and len(chosen) - brought < main_slots:
