@@ -60,17 +60,13 @@ def inherit_from_replies(
     if share <= 0 or alpha <= 0 or not agent:
         return out
     at = {c.chunk_id: n for n, c in enumerate(out)}
-    lent: dict[str, ScoredCandidate] = {}  # prompt -> its best reply (a long reply is several chunks)
+    replies: dict[str, list[ScoredCandidate]] = {}  # prompt -> the chunks of its reply (a long reply is several)
     for reply_id in agent:
         prompt_id = before.get(reply_id)
-        if prompt_id is None or prompt_id in agent or prompt_id not in at or reply_id not in at:
-            continue
-        reply, best = out[at[reply_id]], lent.get(prompt_id)
-        if best is None or (reply.why_not is None, reply.terms["similarity"]) > (
-            best.why_not is None,
-            best.terms["similarity"],
-        ):
-            lent[prompt_id] = reply
+        if prompt_id is not None and prompt_id not in agent and prompt_id in at and reply_id in at:
+            replies.setdefault(prompt_id, []).append(out[at[reply_id]])
+    # each prompt borrows once, from its best chunk: one that cleared the floor first, then the most similar
+    lent = {p: max(rs, key=lambda r: (r.why_not is None, r.terms["similarity"])) for p, rs in replies.items()}
     for prompt_id, reply in lent.items():
         prompt = out[at[prompt_id]]
         gain = alpha * max(0.0, share * reply.terms["similarity"] - prompt.terms["similarity"])

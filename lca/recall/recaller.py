@@ -425,7 +425,7 @@ class Recaller:
         position, brought = {c.chunk_id: i for i, c in enumerate(remaining)}, 0  # brought: prompts, outside quotas
         before = self._before  # read in _score: each transcript candidate's chunk before it (None: no session order)
         prompts = (
-            exchange_prompts(scored, lambda _: before, lambda why: not why or why.startswith(FLOOR_REASON))
+            exchange_prompts(scored, before, lambda why: not why or why.startswith(FLOOR_REASON))
             if cfg.exchanges and before is not None
             else {}
         )

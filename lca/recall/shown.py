@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
@@ -104,15 +104,13 @@ def _join(text: str, spans: list[tuple[int, int]], kept: set[int]) -> str:
 
 def exchange_prompts(
     scored: Sequence[ScoredCandidate],
-    chunks_before: Callable[[Iterable[str]], Mapping[str, str]],
+    before: Mapping[str, str],
     offerable: Callable[[str], bool],
 ) -> dict[str, ScoredCandidate]:
     """Each transcript candidate's prompt, by chunk id: the chunk indexed right before it in its session, of the
-    turn before its own (the turn it answers, or follows; ``IndexStore.chunks_before``), where that chunk is a
-    candidate too and ``offerable`` (of its ``why_not``) lets it be shown."""
-    transcript = [c for c in scored if c.source_type == "transcript"]
-    offered = {c.chunk_id: c for c in transcript if offerable(c.why_not or "")}
-    before = chunks_before(c.chunk_id for c in transcript)
+    turn before its own (the turn it answers, or follows; ``before``, as ``IndexStore.chunks_before`` reads it), where
+    that chunk is a candidate too and ``offerable`` (of its ``why_not``) lets it be shown."""
+    offered = {c.chunk_id: c for c in scored if c.source_type == "transcript" and offerable(c.why_not or "")}
     return {chunk_id: offered[b] for chunk_id, b in before.items() if b in offered}
 
 
