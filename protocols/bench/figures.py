@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lca.errors import LCAError
 from protocols.bench.result import BenchmarkResult
-from protocols.bench.retrieval.report import HELD_OUT, TARGETS
+from protocols.bench.retrieval.report import HELD_OUT, TARGETS, store_conditions
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("results/examples")
@@ -105,27 +105,6 @@ def _docs_index_store(index: BenchmarkResult) -> str:
     )
 
 
-def _retrieval_conditions(result: BenchmarkResult) -> list[str]:
-    """What a retrieval record's figures depend on beyond the retriever: nothing for a full run of the pinned
-    file on the default stores."""
-    conditions = []
-    if result.config.get("roles") == "user":
-        conditions.append("over user turns only")
-    keys = [name for name in ("sentence", "window") if result.config.get(f"{name}_keys")]
-    if keys:
-        conditions.append(f"with {' and '.join(keys)} keys")
-    if result.config.get("limit"):
-        conditions.append(f"on the first {result.config['limit']} only")
-    if not all(d.official for d in result.provenance.datasets):
-        conditions.append("on a file that is not the pinned one")
-    return conditions
-
-
-def _retrieval_run(result: BenchmarkResult, retriever: str) -> str:
-    """The retriever and its conditions: "hybrid search over user turns only", "resonance recall"."""
-    return " ".join([retriever, *_retrieval_conditions(result)])
-
-
 def _retrieval_value(result: BenchmarkResult, check: str) -> str:
     value = result.checks[check]["value"]
     return "n/a" if value is None else f"{value:.3f}"
@@ -138,6 +117,24 @@ def _retrieval_target(check: str, dataset: str, passed: dict[str, bool]) -> str:
     return f"target {TARGETS[dataset][check][1]:g}, {verdict}"
 
 
+UNKEYED_RUNS = ("retrieval/longmemeval-unkeyed-resonance.json", "retrieval/longmemeval-unkeyed-hybrid.json")
+RETRIEVAL_RUNS = ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
+
+
+def _one_store(records: dict[str, BenchmarkResult]) -> str:
+    """The stores a group of records shares, as " (over user turns only, with sentence keys)" ("" for the
+    default stores). Records run on different stores are refused naming them: a comparison between them
+    (resonance against hybrid, a target met by one only) would measure the stores, not the retrievers."""
+    conditions = {source: store_conditions(record) for source, record in records.items()}
+    if len({tuple(c) for c in conditions.values()}) > 1:
+        named = "; ".join(
+            f"{EXAMPLES / source}: {', '.join(c) or 'the default stores'}" for source, c in conditions.items()
+        )
+        raise LCAError(f"records compared in one figure were run on different stores ({named}); rerun one")
+    shared = next(iter(conditions.values()))
+    return f" ({', '.join(shared)})" if shared else ""
+
+
 def _readme_retrieval(
     lme_resonance: BenchmarkResult,
     lme_hybrid: BenchmarkResult,
@@ -146,16 +143,19 @@ def _readme_retrieval(
     locomo_grid: BenchmarkResult | None = None,
 ) -> str:
     """Both retrievers on both datasets against the issue's targets, and LoCoMo's held-out figure when the grid
-    record is there; the resonance figure comes first in each pair."""
+    record is there; the resonance figure comes first in each pair, and each dataset's records share one store."""
     any5, all5 = TARGETS["longmemeval"]
     (turns5,) = TARGETS["locomo"]
 
     def passed(check: str, resonance: BenchmarkResult, hybrid: BenchmarkResult) -> dict[str, bool]:
         return {"resonance": resonance.checks[check]["pass"], "hybrid": hybrid.checks[check]["pass"]}
 
+    lme_stores = _one_store(
+        {"retrieval/longmemeval-resonance.json": lme_resonance, "retrieval/longmemeval-hybrid.json": lme_hybrid}
+    )
     lme_any5 = (
-        f"{_retrieval_value(lme_resonance, any5)} with {_retrieval_run(lme_resonance, 'resonance recall')} and "
-        f"{_retrieval_value(lme_hybrid, any5)} with {_retrieval_run(lme_hybrid, 'hybrid search')} "
+        f"{_retrieval_value(lme_resonance, any5)} with resonance recall and "
+        f"{_retrieval_value(lme_hybrid, any5)} with hybrid search "
         f"({_retrieval_target(any5, 'longmemeval', passed(any5, lme_resonance, lme_hybrid))})"
     )
     lme_all5 = (
@@ -163,23 +163,28 @@ def _readme_retrieval(
         f"({_retrieval_target(all5, 'longmemeval', passed(all5, lme_resonance, lme_hybrid))})"
     )
     locomo_passed = passed(turns5, locomo_resonance, locomo_hybrid)
+    locomo_records = {
+        "retrieval/locomo-resonance.json": locomo_resonance,
+        "retrieval/locomo-hybrid.json": locomo_hybrid,
+    }
     locomo = (
-        f"{_retrieval_value(locomo_resonance, turns5)} with {_retrieval_run(locomo_resonance, 'resonance recall')} "
-        f"and {_retrieval_value(locomo_hybrid, turns5)} with {_retrieval_run(locomo_hybrid, 'hybrid search')}"
+        f"{_retrieval_value(locomo_resonance, turns5)} with resonance recall "
+        f"and {_retrieval_value(locomo_hybrid, turns5)} with hybrid search"
     )
     records = [lme_resonance, lme_hybrid, locomo_resonance, locomo_hybrid]
     if locomo_grid is not None:
         held = locomo_grid.checks[HELD_OUT]
         locomo_passed["the held-out figure"] = held["pass"]
-        conditions = _retrieval_conditions(locomo_grid)
+        locomo_records["retrieval/locomo-hybrid-grid.json"] = locomo_grid
         locomo += f", {_retrieval_value(locomo_grid, HELD_OUT)} leave one conversation out"
-        locomo += f" ({' '.join(conditions)})" if conditions else ""
         records.append(locomo_grid)
+    locomo_stores = _one_store(locomo_records)
     days = sorted({_day(r) for r in records})
     when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
     return (
-        f"LongMemEval_S dev, {any5}: {lme_any5}; {all5}: {lme_all5}; LoCoMo, evidence recall@5 over dialog turns: "
-        f"{locomo} ({_retrieval_target(turns5, 'locomo', locomo_passed)}) (`{EXAMPLES / 'retrieval'}/`, {when})."
+        f"LongMemEval_S dev{lme_stores}, {any5}: {lme_any5}; {all5}: {lme_all5}; LoCoMo{locomo_stores}, evidence "
+        f"recall@5 over dialog turns: {locomo} ({_retrieval_target(turns5, 'locomo', locomo_passed)}) "
+        f"(`{EXAMPLES / 'retrieval'}/`, {when})."
     )
 
 
@@ -195,12 +200,11 @@ def _retrieval_unkeyed(unkeyed_resonance: BenchmarkResult, unkeyed_hybrid: Bench
             f"{_retrieval_value(unkeyed_hybrid, check)} with hybrid search "
             f"({_retrieval_target(check, 'longmemeval', passed)})"
         )
-    conditions = _retrieval_conditions(unkeyed_resonance)
-    scope = f" ({' '.join(conditions)})" if conditions else ""
+    scope = _one_store({source: r for source, r in zip(UNKEYED_RUNS, (unkeyed_resonance, unkeyed_hybrid))})
     return (
         f"Without sentence keys (`--sentence-keys off`, the store's default: the keys are over the index budget, "
         f"see `docs/index.md`), LongMemEval_S dev{scope}: {'; '.join(figures)} "
-        f"({_source('retrieval/longmemeval-unkeyed-resonance.json', 'retrieval/longmemeval-unkeyed-hybrid.json')}, "
+        f"({_source(*UNKEYED_RUNS)}, "
         f"{_day(unkeyed_resonance)})."
     )
 
@@ -255,7 +259,6 @@ class Figure:
     optional: tuple[str, ...] = ()
 
 
-RETRIEVAL_RUNS = ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
 FIGURES = {
     f.name: f
     for f in (
@@ -274,7 +277,7 @@ FIGURES = {
         Figure("probes-six-conditions", ("probes-six-conditions.json",), _docs_probes_conditions),
         Figure(
             "retrieval-unkeyed",
-            ("retrieval/longmemeval-unkeyed-resonance.json", "retrieval/longmemeval-unkeyed-hybrid.json"),
+            UNKEYED_RUNS,
             _retrieval_unkeyed,
         ),
     )

@@ -139,7 +139,9 @@ def retrieval_record(dataset: str, retriever: str, checks: dict[str, float], **c
 def write_retrieval_examples(root: Path, *, grid: bool, held_out: float = 0.7221) -> None:
     any5, all5, turns = "session recall_any@5 (strict)", "session recall_all@5 (lenient)", "recall@5 (dialog turns)"
     records = {
-        "longmemeval-resonance": retrieval_record("longmemeval", "resonance", {any5: 0.9423, all5: 0.8087}),
+        "longmemeval-resonance": retrieval_record(
+            "longmemeval", "resonance", {any5: 0.9423, all5: 0.8087}, roles="user"
+        ),
         "longmemeval-hybrid": retrieval_record("longmemeval", "hybrid", {any5: 0.9712, all5: 0.8652}, roles="user"),
         "locomo-resonance": retrieval_record("locomo", "resonance", {turns: 0.7401}),
         "locomo-hybrid": retrieval_record("locomo", "hybrid", {turns: 0.7263}),
@@ -165,8 +167,8 @@ def test_the_retrieval_figure_quotes_both_retrievers_each_target_and_the_held_ou
     assert main(["figures", "--check", "--root", str(tmp_path)]) == 1  # the grid file is read once it is there
     assert main(["figures", "--root", str(tmp_path)]) == 0
     assert (tmp_path / "README.md").read_text() == (
-        "Retrieval: <!-- figures:readme-retrieval -->LongMemEval_S dev, session recall_any@5 (strict): 0.942 with "
-        "resonance recall and 0.971 with hybrid search over user turns only (target 0.97, met by hybrid only); "
+        "Retrieval: <!-- figures:readme-retrieval -->LongMemEval_S dev (over user turns only), session recall_any@5 "
+        "(strict): 0.942 with resonance recall and 0.971 with hybrid search (target 0.97, met by hybrid only); "
         "session recall_all@5 (lenient): 0.809 and 0.865 (target 0.88, not met); LoCoMo, evidence recall@5 over "
         "dialog turns: 0.740 with resonance recall and 0.726 with hybrid search, 0.722 leave one conversation out "
         "(target 0.78, not met) (`results/examples/retrieval/`, 2026-12-01).<!-- /figures -->\n"
@@ -187,13 +189,42 @@ def test_a_retrieval_figure_names_the_keys_its_stores_kept(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("Retrieval: <!-- figures:readme-retrieval -->old<!-- /figures -->\n")
     write_retrieval_examples(tmp_path, grid=False)
-    keyed = retrieval_record("locomo", "hybrid", {"recall@5 (dialog turns)": 0.7263}, sentence_keys=True)
-    (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid.json").write_text(keyed.to_json())
+    turns = {"recall@5 (dialog turns)": 0.7263}
+    for keys, named in (
+        ({"sentence_keys": True}, "sentence keys"),
+        ({"sentence_keys": True, "window_keys": True}, "sentence and window keys"),
+    ):
+        for retriever in ("resonance", "hybrid"):
+            keyed = retrieval_record("locomo", retriever, turns, **keys)
+            (tmp_path / EXAMPLES / "retrieval" / f"locomo-{retriever}.json").write_text(keyed.to_json())
+        assert main(["figures", "--root", str(tmp_path)]) == 0
+        assert (
+            f"LoCoMo (with {named}), evidence recall@5 over dialog turns: 0.726 with resonance recall and 0.726 with hybrid search (target"
+            in (tmp_path / "README.md").read_text()
+        )
+
+
+def test_a_retrieval_figure_refuses_a_pair_run_on_different_stores(tmp_path, capsys):
+    """A resonance record over every turn against a hybrid one over user turns would compare the stores, and
+    "met by hybrid only" would be the stores' verdict: the figure is refused naming both records."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("Retrieval: <!-- figures:readme-retrieval -->old<!-- /figures -->\n")
+    write_retrieval_examples(tmp_path, grid=True)
     assert main(["figures", "--root", str(tmp_path)]) == 0
-    assert "0.726 with hybrid search with sentence keys (target" in (tmp_path / "README.md").read_text()
-    both = retrieval_record(
-        "locomo", "hybrid", {"recall@5 (dialog turns)": 0.7263}, sentence_keys=True, window_keys=True
+    checks = {"session recall_any@5 (strict)": 0.9712, "session recall_all@5 (lenient)": 0.8652}
+    every_turn = retrieval_record("longmemeval", "resonance", checks)  # roles "all"
+    (tmp_path / EXAMPLES / "retrieval" / "longmemeval-resonance.json").write_text(every_turn.to_json())
+    capsys.readouterr()
+    assert main(["figures", "--check", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "were run on different stores" in err
+    assert "results/examples/retrieval/longmemeval-resonance.json: the default stores" in err
+    assert "results/examples/retrieval/longmemeval-hybrid.json: over user turns only" in err
+    keyed_grid = retrieval_record("locomo", "hybrid", {HELD_OUT: 0.7221}, sentence_keys=True)
+    (tmp_path / EXAMPLES / "retrieval" / "longmemeval-resonance.json").unlink()
+    write_retrieval_examples(tmp_path, grid=False)
+    (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid-grid.json").write_text(
+        keyed_grid.model_copy(update={"benchmark": "retrieval-grid"}).to_json()
     )
-    (tmp_path / EXAMPLES / "retrieval" / "locomo-hybrid.json").write_text(both.to_json())
-    assert main(["figures", "--root", str(tmp_path)]) == 0
-    assert "0.726 with hybrid search with sentence and window keys (target" in (tmp_path / "README.md").read_text()
+    assert main(["figures", "--check", "--root", str(tmp_path)]) == 2  # the held-out figure's grid too
+    assert "locomo-hybrid-grid.json: with sentence keys" in capsys.readouterr().err
