@@ -693,8 +693,15 @@ def test_a_corrected_turn_brings_the_turn_that_corrects_it(tmp_path):
         s.append([make_entry("s", 20, mistake, kind=EntryKind.ASSISTANT_TURN)])
         s.append([make_entry("s", 21, fix, meta={"event": {"type": "correction", "of": "s#s:20"}})])
         query = "create the bucket for the nightly dumps"
+        # reply_inheritance off: the chatter right before the mistake would score as the mistake, its reply, and
+        # take one of the two slots (tests/lca/test_recall_pairing.py); this test is about the correction's pairing
         budget = RecallConfig(
-            transcript_quota=2, token_budget=10_000, fit_budget=False, floor_mode="absolute", floor=0.3
+            transcript_quota=2,
+            token_budget=10_000,
+            fit_budget=False,
+            floor_mode="absolute",
+            floor=0.3,
+            reply_inheritance=0.0,
         )
         paired = {c.source.split("[")[0]: c for c in s.recall(query, config=budget).candidates}
         plain = {

@@ -59,6 +59,10 @@ def test_term_stems_read_words_as_the_lexical_index_does():
 
 
 def exchange_store(tmp_path, **config) -> Substrate:
+    """A reply that says what its short prompt asked for. Exchanges as such: with reply_inheritance the prompt
+    scores as its reply and outranks it (the reply's K), and at a quota of one it is picked alone
+    (tests/lca/test_recall_pairing.py)."""
+    config = {"reply_inheritance": 0.0, **config}
     base = RecallConfig(floor=0.0, transcript_quota=1, memory_quota=0, fit_budget=False, **config)
     s = Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=base)
     assistant = EntryKind.ASSISTANT_TURN
