@@ -206,7 +206,7 @@ class TranscriptRecall(_SubstrateCondition):
         exchanges: int = 1,
         excerpts: int = 1,
         agent_turn_risk: float = 0.1,
-        reply_inheritance: float = 1.0,
+        reply_inheritance: float = 0.0,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.k = k
@@ -277,7 +277,7 @@ class FullLCA(_SubstrateCondition):
         exchanges: int = 1,
         excerpts: int = 1,
         agent_turn_risk: float = 0.1,
-        reply_inheritance: float = 1.0,
+        reply_inheritance: float = 0.0,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy

@@ -94,7 +94,7 @@ class RecallConfig:
     turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
     agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
     # user's own words come first, the agent's restatement of them (and its errors) after (docs/recall.md); 0: off
-    reply_inheritance: float = 1.0  # a user's turn scores as if its S were at least this share of the S of the
+    reply_inheritance: float = 0.0  # a user's turn scores as if its S were at least this share of the S of the
     # agent's reply to it (a marked one, K above), and clears the floor with it: the reply restates the turn in
     # fuller words, the turn is the source (lca.recall.pairing); 0: off
     memory_quota: int = 4

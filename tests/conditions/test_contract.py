@@ -125,7 +125,7 @@ def test_the_checks_work_on_clones_and_leave_the_given_condition_alone():
         "exchanges": 1,
         "excerpts": 1,
         "agent_turn_risk": 0.1,
-        "reply_inheritance": 1.0,
+        "reply_inheritance": 0.0,
     }
     assert not hasattr(condition, "runtime")
 

@@ -79,6 +79,6 @@ def test_reply_inheritance_is_a_share_and_a_parameter_of_both_recall_conditions(
         RecallConfig(reply_inheritance=1.5)
     assert info.value.field == "reply_inheritance"
     for name in ("transcript-recall", "full-lca"):
-        assert build_condition(name).recall_config().reply_inheritance == RecallConfig().reply_inheritance == 1.0
-        assert build_condition(name, reply_inheritance=0).recall_config().reply_inheritance == 0.0
+        assert build_condition(name).recall_config().reply_inheritance == RecallConfig().reply_inheritance == 0.0
+        assert build_condition(name, reply_inheritance=1).recall_config().reply_inheritance == 1.0
         assert build_condition(name, reply_inheritance=0.75).recall_config().reply_inheritance == 0.75
