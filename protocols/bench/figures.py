@@ -130,7 +130,7 @@ def _one_store(records: dict[str, BenchmarkResult]) -> str:
         named = "; ".join(
             f"{EXAMPLES / source}: {', '.join(c) or 'the default stores'}" for source, c in conditions.items()
         )
-        raise LCAError(f"records compared in one figure were run on different stores ({named}); rerun one")
+        raise LCAError(f"records compared in one figure were run on different stores or questions ({named}); rerun one")
     shared = next(iter(conditions.values()))
     return f" ({', '.join(shared)})" if shared else ""
 

@@ -422,6 +422,8 @@ def test_bench_retrieval_writes_a_benchmark_result_with_rows_checks_and_provenan
     table = out.with_suffix(".md").read_text()
     for name, c in result.checks.items():
         assert f"| {name} | {c['value']:.4f} | >= " in table and ("PASS" if c["pass"] else "FAIL") in table
+    keys = "sentence keys" if result.config["sentence_keys"] else "no sentence or window keys"
+    assert f"\nstores: every turn, {keys}\n" in table  # what the figures were measured over, beside them
     assert table in capsys.readouterr().out
 
 

@@ -106,14 +106,18 @@ def comparison_result(
     )
 
 
+def _store_keys(result: BenchmarkResult) -> list[str]:
+    """Which extra keys the record's stores kept: "sentence", "window"."""
+    return [name for name in ("sentence", "window") if result.config.get(f"{name}_keys")]
+
+
 def store_conditions(result: BenchmarkResult) -> list[str]:
     """What a retrieval record's figures depend on beyond the retriever: nothing for a full run of the pinned
     file on the default stores."""
     conditions = []
     if result.config.get("roles") == "user":
         conditions.append("over user turns only")
-    keys = [name for name in ("sentence", "window") if result.config.get(f"{name}_keys")]
-    if keys:
+    if keys := _store_keys(result):
         conditions.append(f"with {' and '.join(keys)} keys")
     if result.config.get("limit"):
         conditions.append(f"on the first {result.config['limit']} only")
@@ -132,7 +136,7 @@ def _heading(result: BenchmarkResult, what: str) -> list[str]:
             pinned = f"not the pinned {data.name} file" if data.pinned_sha256 else "not a pinned dataset file"
         lines.append(f"file {data.path} (sha256 {data.sha256[:16]}..., {pinned}), code {prov.code_version}")
     roles = "the user's turns only (--roles user)" if result.config.get("roles") == "user" else "every turn"
-    keys = [name for name in ("sentence", "window") if result.config.get(f"{name}_keys")]
+    keys = _store_keys(result)
     lines.append(f"stores: {roles}, {' and '.join(keys) + ' keys' if keys else 'no sentence or window keys'}")
     return lines
 

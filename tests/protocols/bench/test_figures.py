@@ -217,7 +217,7 @@ def test_a_retrieval_figure_refuses_a_pair_run_on_different_stores(tmp_path, cap
     capsys.readouterr()
     assert main(["figures", "--check", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "were run on different stores" in err
+    assert "were run on different stores or questions" in err
     assert "results/examples/retrieval/longmemeval-resonance.json: the default stores" in err
     assert "results/examples/retrieval/longmemeval-hybrid.json: over user turns only" in err
     keyed_grid = retrieval_record("locomo", "hybrid", {HELD_OUT: 0.7221}, sentence_keys=True)
