@@ -118,7 +118,11 @@ def _retrieval_target(check: str, dataset: str, passed: dict[str, bool]) -> str:
 
 
 UNKEYED_RUNS = ("retrieval/longmemeval-unkeyed-resonance.json", "retrieval/longmemeval-unkeyed-hybrid.json")
-RETRIEVAL_RUNS = ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
+RETRIEVAL_RUNS = tuple(
+    f"retrieval/{run}.json"
+    for run in ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
+)
+LOCOMO_GRID = "retrieval/locomo-hybrid-grid.json"
 
 
 def _one_store(records: dict[str, BenchmarkResult]) -> str:
@@ -150,9 +154,7 @@ def _readme_retrieval(
     def passed(check: str, resonance: BenchmarkResult, hybrid: BenchmarkResult) -> dict[str, bool]:
         return {"resonance": resonance.checks[check]["pass"], "hybrid": hybrid.checks[check]["pass"]}
 
-    lme_stores = _one_store(
-        {"retrieval/longmemeval-resonance.json": lme_resonance, "retrieval/longmemeval-hybrid.json": lme_hybrid}
-    )
+    lme_stores = _one_store(dict(zip(RETRIEVAL_RUNS[:2], (lme_resonance, lme_hybrid))))
     lme_any5 = (
         f"{_retrieval_value(lme_resonance, any5)} with resonance recall and "
         f"{_retrieval_value(lme_hybrid, any5)} with hybrid search "
@@ -163,10 +165,7 @@ def _readme_retrieval(
         f"({_retrieval_target(all5, 'longmemeval', passed(all5, lme_resonance, lme_hybrid))})"
     )
     locomo_passed = passed(turns5, locomo_resonance, locomo_hybrid)
-    locomo_records = {
-        "retrieval/locomo-resonance.json": locomo_resonance,
-        "retrieval/locomo-hybrid.json": locomo_hybrid,
-    }
+    locomo_records = dict(zip(RETRIEVAL_RUNS[2:], (locomo_resonance, locomo_hybrid)))
     locomo = (
         f"{_retrieval_value(locomo_resonance, turns5)} with resonance recall "
         f"and {_retrieval_value(locomo_hybrid, turns5)} with hybrid search"
@@ -175,7 +174,7 @@ def _readme_retrieval(
     if locomo_grid is not None:
         held = locomo_grid.checks[HELD_OUT]
         locomo_passed["the held-out figure"] = held["pass"]
-        locomo_records["retrieval/locomo-hybrid-grid.json"] = locomo_grid
+        locomo_records[LOCOMO_GRID] = locomo_grid
         locomo += f", {_retrieval_value(locomo_grid, HELD_OUT)} leave one conversation out"
         records.append(locomo_grid)
     locomo_stores = _one_store(locomo_records)
@@ -200,7 +199,7 @@ def _retrieval_unkeyed(unkeyed_resonance: BenchmarkResult, unkeyed_hybrid: Bench
             f"{_retrieval_value(unkeyed_hybrid, check)} with hybrid search "
             f"({_retrieval_target(check, 'longmemeval', passed)})"
         )
-    scope = _one_store({source: r for source, r in zip(UNKEYED_RUNS, (unkeyed_resonance, unkeyed_hybrid))})
+    scope = _one_store(dict(zip(UNKEYED_RUNS, (unkeyed_resonance, unkeyed_hybrid))))
     return (
         f"Without sentence keys (`--sentence-keys off`, the store's default: the keys are over the index budget, "
         f"see `docs/index.md`), LongMemEval_S dev{scope}: {'; '.join(figures)} "
@@ -269,9 +268,9 @@ FIGURES = {
         Figure("index-store", ("bench-index.json",), _docs_index_store),
         Figure(
             "readme-retrieval",
-            tuple(f"retrieval/{run}.json" for run in RETRIEVAL_RUNS),
+            RETRIEVAL_RUNS,
             _readme_retrieval,
-            optional=("retrieval/locomo-hybrid-grid.json",),
+            optional=(LOCOMO_GRID,),
         ),
         Figure("probes", ("probes.json",), _docs_probes),
         Figure("probes-six-conditions", ("probes-six-conditions.json",), _docs_probes_conditions),
