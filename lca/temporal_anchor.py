@@ -125,6 +125,18 @@ _ASKS_WHEN = re.compile(
 )
 
 
+_ASKS_NOW = re.compile(
+    r"\b(?:(?<!\bfor )now(?! that\b)|these days|nowadays|currently|current|at the moment|at present|any ?more|in the end|latest)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_now(question: str) -> bool:
+    """Whether ``question`` asks how things stand now ("What do we use now?", "... these days", "in the end",
+    "the current draft"): of two turns about it, the later one says how they stand."""
+    return _ASKS_NOW.search(question) is not None
+
+
 def tells_time(text: str) -> bool:
     """Whether ``text`` says when something happened or how long ago: "yesterday", "last weekend", "two years
     ago", "for 4 years", "in May", "2022". Such a record is what a question asking when needs."""

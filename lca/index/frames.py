@@ -218,7 +218,7 @@ class StoreStructure:
     def query_facts(self, query: str, as_of: datetime | None, *, speakers: bool = True) -> QueryFacts:
         """The one speaker the query names (if exactly one; looked for only when ``speakers``), the day a
         time expression points at, and whether it asks when."""
-        from lca.temporal_anchor import asks_when, temporal_anchor
+        from lca.temporal_anchor import asks_now, asks_when, temporal_anchor
 
         named = named_speakers(query, self.speakers) if speakers else []
         anchor = temporal_anchor(query, as_of.replace(tzinfo=None) if as_of is not None else None)
@@ -228,6 +228,7 @@ class StoreStructure:
             anchor_tolerance=anchor.tolerance_days if anchor is not None else 0.0,
             anchor_span=anchor.span_days if anchor is not None else 0.0,
             asks_when=asks_when(query),
+            asks_now=asks_now(query),
         )
 
 

@@ -59,7 +59,7 @@ def hybrid_search(
     config = replace(config, pool=pool) if pool != config.pool else config
     facts = (
         structure.query_facts(query, as_of, speakers=bool(config.speaker_weight))
-        if config.speaker_weight or config.anchor_weight or config.when_weight
+        if config.speaker_weight or config.anchor_weight or config.when_weight or config.now_weight
         else QueryFacts()
     )
     qvec = index._embed_query(query) if query_vector is None else query_vector

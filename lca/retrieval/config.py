@@ -32,6 +32,7 @@ SIGNAL_WEIGHTS = (
     "reply_weight",
     "speaker_weight",
     "when_weight",
+    "now_weight",
     "anchor_weight",
     "feedback_weight",
     "lexical_feedback_weight",
@@ -69,6 +70,10 @@ class RetrievalConfig:
     names_in_dense_query: bool = True  # off: the named speakers leave the embedded query (BM25 keeps them)
     when_weight: float = 0.0  # + w for a turn that tells a time ("yesterday", "two years ago") when the query
     # asks when ("When did ...", "How long ...")
+    now_weight: float = 1.0  # when the query asks how things stand now ("... now?", "these days", "in the end":
+    # lca.temporal_anchor.asks_now), + w x how late each of the turns about it is on their own span (0 the
+    # earliest, 1 the latest): of two turns about it, the later says how things stand
+    now_depth: int = 20  # the turns about it: the top this many by the score so far
     anchor_weight: float = 4.0  # + w x closeness of the turn's time to the day a time expression points at
     feedback_weight: float = 0.6  # one Rocchio round: the query vector + w x the mean of the top turns' vectors
     feedback_depth: int = 3
@@ -81,7 +86,7 @@ class RetrievalConfig:
             problems.append(f"fusion must be one of {', '.join(FUSION_NAMES)}, not {self.fusion!r}")
         if self.z_scope not in Z_SCOPES:
             problems.append(f"z_scope must be one of {', '.join(Z_SCOPES)}, not {self.z_scope!r}")
-        for name in ("rrf_k", "pool", "feedback_depth", "feedback_terms", "z_all_limit"):
+        for name in ("rrf_k", "pool", "feedback_depth", "feedback_terms", "z_all_limit", "now_depth"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
         for name in ("context_before", "context_after", "window_key_before", "window_key_after"):

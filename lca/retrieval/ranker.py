@@ -17,7 +17,14 @@ import numpy as np
 
 from lca.retrieval.config import RetrievalConfig
 from lca.retrieval.fusion import fuse, standardize
-from lca.retrieval.signals import anchor_closeness, context_key_scores, context_scores, inherited, reply_sources
+from lca.retrieval.signals import (
+    anchor_closeness,
+    context_key_scores,
+    context_scores,
+    inherited,
+    lateness,
+    reply_sources,
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class QueryFacts:
     anchor_tolerance: float = 0.0
     anchor_span: float = 0.0  # days after ``anchor_day`` the expression covers alike (a month: all of it)
     asks_when: bool = False  # the query asks for a time ("When did ...")
+    asks_now: bool = False  # the query asks how things stand now ("... now?", "these days", "in the end")
 
 
 def top_only(scores: np.ndarray, depth: int, *, positive: bool = False) -> np.ndarray:
@@ -133,6 +141,9 @@ def rank_frame(
             fused += config.reply_weight * inherited(fused, sources)
         if config.when_weight and facts.asks_when and frame.tells_time is not None:
             fused += config.when_weight * frame.tells_time
+        if config.now_weight and facts.asks_now:  # the later of the turns about it: the top now_depth so far
+            about = ~np.isnan(top_only(fused, config.now_depth))
+            fused[about] += config.now_weight * lateness(frame.days[about])
         if config.speaker_weight and facts.speaker is not None:
             fused += config.speaker_weight * (frame.speaker == facts.speaker)
         return fused, eligible

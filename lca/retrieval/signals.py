@@ -183,3 +183,15 @@ def anchor_closeness(days: np.ndarray, target_day: float, tolerance_days: float,
     distance = np.maximum(0.0, np.maximum(-offset, offset - span_days))
     closeness = np.maximum(0.0, 1.0 - distance / (tolerance_days + 1.0))
     return np.where(np.isnan(days), 0.0, closeness)
+
+
+def lateness(days: np.ndarray) -> np.ndarray:
+    """Each candidate's time on the candidates' own span, 0 the earliest to 1 the latest (0 undated, and all 0
+    when they share one day): a question about how things stand now is answered by the later of two turns."""
+    dated = ~np.isnan(days)
+    if not dated.any():
+        return np.zeros(len(days))
+    first, last = float(days[dated].min()), float(days[dated].max())
+    if last <= first:
+        return np.zeros(len(days))
+    return np.where(dated, (np.nan_to_num(days, nan=first) - first) / (last - first), 0.0)

@@ -14,7 +14,7 @@ from tests.fakes import FakeHashingEmbedder
 from tests.lca.index.stores import fixture_store
 
 Z = RetrievalConfig(fusion="z", bm25_weight=0.5, anchor_weight=0, feedback_weight=0)
-RRF = RetrievalConfig(fusion="rrf", bm25_weight=1.0, anchor_weight=0, feedback_weight=0)
+RRF = RetrievalConfig(fusion="rrf", bm25_weight=1.0, anchor_weight=0, feedback_weight=0, now_weight=0)
 
 
 def store_of(tmp_path, sessions, **kw) -> Substrate:
@@ -121,6 +121,23 @@ def test_a_question_asking_when_lifts_the_turns_of_the_store_that_say_when(tmp_p
         # not asking when: the weight does not act
         query = "Did Ben visit the harbour?"
         assert entries_of(s.index.search(query, k=5, config=when)) == entries_of(s.index.search(query, k=5, config=Z))
+
+
+def test_a_question_about_now_ranks_the_later_of_two_turns_about_it_first(tmp_path):
+    # the store reads "now" off the query and each turn's time off the catalog: the later decision comes first
+    sessions = [
+        [make_entry("s1", 1, "We log loans on a shared spreadsheet.", timestamp="2026-01-05T10:00:00")],
+        [make_entry("s2", 1, "Lunch was a sandwich.", timestamp="2026-02-01T10:00:00")],
+        [make_entry("s3", 1, "We log loans in Lend Engine from today.", timestamp="2026-03-05T10:00:00")],
+    ]
+    now = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, now_weight=3.0)
+    with store_of(tmp_path, sessions) as s:
+        asked = entries_of(s.index.search("How do we log loans now?", k=3, config=now))
+        plain = entries_of(s.index.search("How do we log loans now?", k=3, config=Z))
+        assert asked[0] == "s3:1" and asked.index("s3:1") < plain.index("s3:1") or plain[0] == "s3:1"
+        assert asked.index("s1:1") < asked.index("s2:1")  # the turns about it only: the later chatter stays last
+        query = "How do we log loans?"  # not asking how things stand now: the weight does not act
+        assert entries_of(s.index.search(query, k=3, config=now)) == entries_of(s.index.search(query, k=3, config=Z))
 
 
 def test_the_window_signal_reads_the_stores_term_counts(tmp_path):

@@ -13,10 +13,10 @@ from lca.retrieval import RETRIEVAL_FIELDS, RetrievalConfig
 def test_defaults_are_the_dev_split_choices_with_the_dialog_signals_off():
     config = RetrievalConfig()
     assert (config.fusion, config.bm25_weight, config.pool) == ("z", 0.5, 50)
-    assert (config.anchor_weight, config.feedback_weight) == (4.0, 0.6)
+    assert (config.anchor_weight, config.feedback_weight, config.now_weight, config.now_depth) == (4.0, 0.6, 1.0, 20)
     assert config.context_weight == config.question_weight == config.reply_weight == config.speaker_weight == 0
     assert config.when_weight == 0
-    assert set(config.ablations()) == {"anchor_weight=0", "feedback_weight=0", "bm25_weight=0"}
+    assert set(config.ablations()) == {"anchor_weight=0", "feedback_weight=0", "now_weight=0", "bm25_weight=0"}
     assert config.ablations()["feedback_weight=0"] == dataclasses.replace(config, feedback_weight=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fusion = "z"  # type: ignore[misc]
@@ -55,7 +55,13 @@ def test_a_file_and_a_mapping_read_the_same_fields(tmp_path):
 
 def test_ablations_turn_off_exactly_one_part_that_is_on():
     config = RetrievalConfig(
-        fusion="z", anchor_weight=0, feedback_weight=0, context_weight=1, speaker_weight=0.6, names_in_dense_query=False
+        fusion="z",
+        anchor_weight=0,
+        feedback_weight=0,
+        now_weight=0,
+        context_weight=1,
+        speaker_weight=0.6,
+        names_in_dense_query=False,
     )
     variants = config.ablations()
     assert set(variants) == {"bm25_weight=0", "context_weight=0", "speaker_weight=0", "names_in_dense_query=on"}

@@ -12,6 +12,7 @@ from lca.retrieval import Frame, QueryFacts, RetrievalConfig, rank_frame
 from lca.retrieval.ranker import ordering
 from lca.retrieval.signals import (
     anchor_closeness,
+    lateness,
     named_speakers,
     only_asks,
     speaker_of,
@@ -107,6 +108,38 @@ def test_a_question_asking_when_lifts_the_turns_that_say_when():
     said = ["Ana: We adopted her two years ago!", "Ben: I went there last weekend", "Ana: since March", "in 2022"]
     assert all(tells_time(t) for t in said)
     assert not any(tells_time(t) for t in ["Ana: I may come along", "Ben: Kayaking sounds awesome!", "Ana: Thanks"])
+
+
+def test_a_question_about_now_lifts_the_later_of_the_turns_about_it():
+    from lca.temporal_anchor import asks_now
+
+    # two turns about it a month apart, the older slightly closer; a later turn that is about something else
+    f = frame([0.62, 0.6, 0.1, 0.0], days=[19_000.0, 19_030.0, 19_060.0, np.nan])
+    config = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0, now_weight=1.0, now_depth=2)
+    assert top(f, config, QueryFacts(asks_now=True))[:2] == [1, 0]
+    assert top(f, config, QueryFacts(asks_now=False))[:2] == [0, 1]  # not asking how things stand: no act
+    assert top(f, dataclasses.replace(config, now_weight=0), QueryFacts(asks_now=True))[:2] == [0, 1]  # weight 0
+    # only the turns about it move: the latest turn of all, outside the top now_depth, gains nothing
+    fused, _ = rank_frame(f, config, QueryFacts(asks_now=True))
+    plain, _ = rank_frame(f, config, QueryFacts(asks_now=False))
+    assert fused[2] == plain[2] and fused[1] - plain[1] == pytest.approx(1.0) and fused[0] == plain[0]
+    assert lateness(np.array([5.0, 7.0, np.nan, 6.0])).tolist() == [0.0, 1.0, 0.0, 0.5]
+    assert lateness(np.array([5.0, 5.0])).tolist() == [0.0, 0.0] and lateness(np.array([np.nan])).tolist() == [0.0]
+    asked = [
+        "What are we using now?",
+        "Where do I get them fired these days?",
+        "Where was it held in the end?",
+        "What is the current price of a mug?",
+        "Which version is planned now, and when does it start?",
+    ]
+    assert all(asks_now(q) for q in asked)
+    not_asked = [
+        "What will it cost now that texts are added?",
+        "Known for now, but what did Ana say?",
+        "Where did we first plan to run staging?",
+        "Nowhere else?",
+    ]
+    assert not any(asks_now(q) for q in not_asked)
 
 
 def test_the_named_speakers_turns_gain_only_when_one_speaker_is_named():
