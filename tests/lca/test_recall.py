@@ -841,6 +841,28 @@ def test_the_reply_to_a_replaced_turn_is_penalized_not_filtered_and_only_with_th
     assert "answers a replaced turn" not in history["s:2"].risk_reasons
 
 
+def test_a_question_about_now_recalls_the_later_of_two_turns_about_it(tmp_path):
+    """Recall's S comes from the store's ranking, which reads a question about how things stand now and lifts
+    the later of the turns about it (``RetrievalConfig.now_weight``): the move to Lend Engine, not the
+    spreadsheet it replaced, which the question resembles a little more."""
+    from lca.retrieval import RetrievalConfig
+
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=LOW_FLOOR) as s:
+        s.append([make_entry("s1", 1, "We log the loans on a spreadsheet.", timestamp="2026-01-05T10:00:00")])
+        s.append([make_entry("s1", 2, "The hedge trimmers need a new blade.", timestamp="2026-01-05T10:01:00")])
+        s.append([make_entry("s2", 1, "We log the loans in Lend Engine from today.", timestamp="2026-03-05T10:00:00")])
+        s.append([make_entry("s2", 2, "Membership is ten pounds a year.", timestamp="2026-03-05T10:01:00")])
+        one = replace(LOW_FLOOR, transcript_quota=1, fit_budget=False)
+
+        def first(query: str, config: RecallConfig) -> str:
+            return [i.source.split("#")[1].split("[")[0] for i in s.recall(query, config=config).items][0]
+
+        assert first("How do we log the loans now?", one) == "s2:1"
+        assert first("How do we log the loans?", one) == "s1:1"  # not asking how things stand now
+        without = replace(one, retrieval=RetrievalConfig(now_weight=0))
+        assert first("How do we log the loans now?", without) == "s1:1"
+
+
 def test_the_agents_own_words_rank_after_what_the_user_said(store):
     """A turn the agent wrote restates or elaborates what the user said; recalled as history it would bring the
     agent's own errors back as fact. K marks it (``agent_turn_risk``, "the agent's own words"), so of two turns the
