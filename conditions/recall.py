@@ -412,6 +412,8 @@ class FullLCA(_SubstrateCondition):
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)
         quoted = LiveContextManager.whole_tail_quotes(latest) if latest is not None else {}
+        if latest is not None:
+            quoted.update(LiveContextManager.whole_item_quotes(latest, self.substrate.transcript))
         shown = tuple(key for key, line in quoted.items() if line in fixed)  # the fitted handoff shows them whole
         # critical memories get what they need of a quarter of the rest (at most 400): a reserve no critical
         # memory fills would only be taken from recall

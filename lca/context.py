@@ -31,6 +31,7 @@ from lca.handoff import (
     carry_in_force,
     handoff_pointers,
     render_handoff,
+    whole_item_quotes,
     whole_tail_quotes,
 )
 from lca.identity import IdentityStore
@@ -478,4 +479,5 @@ class LiveContextManager:
 
     render_handoff = staticmethod(render_handoff)  # lca.handoff: the host's notes, the items, the tail
     handoff_pointers = staticmethod(handoff_pointers)  # the turns an injected handoff rests on
-    whole_tail_quotes = staticmethod(whole_tail_quotes)  # the turns an injected handoff shows whole
+    whole_tail_quotes = staticmethod(whole_tail_quotes)  # the turns an injected handoff shows whole ...
+    whole_item_quotes = staticmethod(whole_item_quotes)  # ... in its tail, and in its items

@@ -497,6 +497,21 @@ def whole_tail_quotes(entry: TranscriptEntry) -> dict[str, str]:
     return {f"{t['session']}#{t['entry']}": _tail_line(t) for t in tail if len(t.get("text", "")) < TAIL_QUOTE_CHARS}
 
 
+def whole_item_quotes(entry: TranscriptEntry, transcript: TranscriptStore) -> dict[str, str]:
+    """The turns a handoff's items hold whole (an item pointing at one turn whose text, as a caption, is within
+    it: a short request, a standing rule), by "session#entry", each with the item as ``render_handoff`` shows
+    it; with ``whole_tail_quotes``, what a context holding the rendered handoff need not recall again."""
+    pointers = TranscriptPointers(transcript)
+    out: dict[str, str] = {}
+    for item in json.loads(entry.content).get("items", []):
+        keys = item.get("pointers", []) if isinstance(item, Mapping) else []
+        if len(keys) != 1 or not (said := pointers.text_of(keys[0])) or len(" ".join(said.split())) > ITEM_CHARS:
+            continue
+        if _caption(said) in str(item.get("text", "")):
+            out[keys[0]] = _item_text(item)
+    return out
+
+
 def handoff_pointers(entry: TranscriptEntry, shown: str | None = None) -> tuple[str, ...]:
     """The turns an injected handoff rests on: its items' pointers, then its recent tail's. With ``shown`` (the
     rendered handoff as fitted into a context), only those of the items and tail lines the text still holds."""

@@ -101,6 +101,30 @@ def test_recall_skips_the_turns_the_handoff_shows_whole_and_keeps_a_cut_one(tmp_
     full.close()
 
 
+def test_recall_skips_a_turn_a_handoff_item_holds_whole_and_keeps_a_longer_one(tmp_path):
+    """A handoff's item may hold a short turn whole (the request it names as the objective, a standing rule):
+    recall does not show that turn a second time; a turn longer than an item's caption it may still bring."""
+    history = contract_history(texts=[["My sister Lucia moved to Lisbon.", "Noted."]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path / "a", summarizer_role)), history)
+    latest = LiveContextManager.latest_handoff(full.substrate, "agent")
+    held = LiveContextManager.whole_item_quotes(latest, full.substrate.transcript)
+    assert held == {"h1#h1:1": "My sister Lucia moved to Lisbon. [h1#h1:1]"}
+    items = full.build_context(CONTRACT_PROBE).items
+    assert "h1#h1:1" in next(i for i in items if i.kind == "handoff").pointers  # the packet rests on it ...
+    assert "h1#h1:1" not in {p for i in items if i.kind == "transcript" for p in i.pointers}  # ... shown once
+    asked = full.substrate.recall(full.recall_context(CONTRACT_PROBE))  # asked without the handoff, it comes
+    assert "transcript:h1#h1:1" in {c.source.split("[")[0] for c in asked.items}
+    full.close()
+    long_turn = "My sister Lucia moved to Lisbon, " + ", ".join(
+        f"then to flat {n} on the Rua Augusta" for n in range(12)
+    )
+    history = contract_history(texts=[[long_turn, "Noted."]])
+    full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path / "b", summarizer_role)), history)
+    latest = LiveContextManager.latest_handoff(full.substrate, "agent")
+    assert LiveContextManager.whole_item_quotes(latest, full.substrate.transcript) == {}  # its item is a caption
+    full.close()
+
+
 def test_by_default_the_handoff_quotes_its_tail_only_to_a_question_that_resumes_the_work(tmp_path):
     """The tail is where the last session stopped: a question that picks that up gets it quoted; any other
     question gets the handoff's decisions and rules, and the tail's turns compete in recall like any other."""
@@ -109,7 +133,9 @@ def test_by_default_the_handoff_quotes_its_tail_only_to_a_question_that_resumes_
     items = full.build_context(CONTRACT_PROBE).items
     (handoff,) = [i for i in items if i.kind == "handoff"]
     assert "tail h1:" not in handoff.text
-    assert "h1#h1:1" in {p for i in items if i.kind == "transcript" for p in i.pointers}
+    # the reply competes in recall; the request is the handoff's objective, which shows it whole
+    assert "h1#h1:2" in {p for i in items if i.kind == "transcript" for p in i.pointers}
+    assert "objective: Where does my sister Lucia work nights? [h1#h1:1]" in handoff.text
     resume = replace(CONTRACT_PROBE, signals=replace(CONTRACT_PROBE.signals, resume=True))
     (handoff,) = [i for i in full.build_context(resume).items if i.kind == "handoff"]
     assert "tail h1:1: Where does my sister Lucia work nights?" in handoff.text
