@@ -126,7 +126,8 @@ _ASKS_WHEN = re.compile(
 
 
 _ASKS_NOW = re.compile(
-    r"\b(?:(?<!\bfor )now(?! that\b)|these days|nowadays|currently|current|at the moment|at present|any ?more|in the end|latest)\b",
+    r"\b(?:(?<!\bfor )now(?! that\b)|these days|nowadays|currently|current|at the moment|at present|any ?more"
+    r"|in the end|latest)\b",
     re.IGNORECASE,
 )
 

@@ -217,7 +217,7 @@ class StoreStructure:
 
     def query_facts(self, query: str, as_of: datetime | None, *, speakers: bool = True) -> QueryFacts:
         """The one speaker the query names (if exactly one; looked for only when ``speakers``), the day a
-        time expression points at, and whether it asks when."""
+        time expression points at, whether it asks when, and whether it asks how things stand now."""
         from lca.temporal_anchor import asks_now, asks_when, temporal_anchor
 
         named = named_speakers(query, self.speakers) if speakers else []
