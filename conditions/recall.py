@@ -411,9 +411,14 @@ class FullLCA(_SubstrateCondition):
                 items.append(InjectedItem(kind, source, fitted, count(fitted), pointers=pointers))
         fixed = "\n\n".join(i.text for i in items)
         fixed_tokens = sum(i.tokens for i in items)
-        quoted = LiveContextManager.whole_tail_quotes(latest) if latest is not None else {}
-        if latest is not None:
-            quoted.update(LiveContextManager.whole_item_quotes(latest, self.substrate.transcript))
+        quoted = (  # the turns the handoff quotes whole, in its tail or its items
+            {
+                **LiveContextManager.whole_tail_quotes(latest),
+                **LiveContextManager.whole_item_quotes(latest, self.substrate.transcript),
+            }
+            if latest is not None
+            else {}
+        )
         shown = tuple(key for key, line in quoted.items() if line in fixed)  # the fitted handoff shows them whole
         # critical memories get what they need of a quarter of the rest (at most 400): a reserve no critical
         # memory fills would only be taken from recall
