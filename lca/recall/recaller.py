@@ -515,12 +515,11 @@ class Recaller:
         if prompt is None or any(prompt.chunk_id == c.chunk_id for c in chosen):
             return None
         text, trimmed = self._shown(prompt.text, cfg)
+        prompt = replace(prompt, prompt_of=chosen[-1].chunk_id)
         cost = self._tokens(self._render_item(len(chosen) + 1, prompt, text))
         if cost > min(room, chosen[-1].tokens):
             return None
-        return replace(
-            prompt, injected=True, tokens=cost, trimmed=trimmed, text=text, why_not=None, prompt_of=chosen[-1].chunk_id
-        )
+        return replace(prompt, injected=True, tokens=cost, trimmed=trimmed, text=text, why_not=None)
 
     def _shown(self, text: str, cfg: RecallConfig) -> tuple[str, bool]:
         """What of a chosen candidate's text is shown within the item cap (``lca.recall.shown``)."""

@@ -123,15 +123,17 @@ def item_label(number: int, item: ScoredCandidate) -> str:
     left to the result's pointer: a header costs budget on every item, and at about 55 tokens (a full ISO time, the
     span, three decimals, "transcript" twice) it took a third of a short turn's cost. A turn whose entry id names its
     session (``<session>:<n>``, as every importer and the harness write them) is named by its entry id alone
-    (``shown_pointer``)."""
+    (``shown_pointer``). A prompt brought by ``exchanges`` shows neither time nor weight: it sits right before the turn
+    that brought it, whose header gives the time, and it was brought for that turn, not for its own weight."""
     where = shown_pointer(item.source)
     parts = [WILDCARD_NOTE] if item.wildcard else []
     if item.authority_key != item.source_type:
         parts.append(item.authority_key)
-    if item.timestamp:
-        parts.append(short_time(item.timestamp))
-    parts.append(f"weight {item.score:.2f}")
-    return f"[{number}] {where} ({', '.join(parts)})"
+    if not item.prompt_of:
+        if item.timestamp:
+            parts.append(short_time(item.timestamp))
+        parts.append(f"weight {item.score:.2f}")
+    return f"[{number}] {where} ({', '.join(parts)})" if parts else f"[{number}] {where}"
 
 
 def shown_pointer(source: str) -> str:

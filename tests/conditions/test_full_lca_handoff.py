@@ -58,7 +58,9 @@ def test_the_critical_reserve_is_what_critical_memories_need_and_recall_keeps_th
     holding a critical memory gets it shown, and recall the rest."""
     from tests.conftest import make_fact
 
-    turns = [f"Where does Lucia live and what is her job? Lisbon, nurse {n}." for n in range(4)]
+    turns = [
+        f"Where does Lucia live and what is her job these days? Lisbon, where she is a nurse {n}." for n in range(4)
+    ]
     history = contract_history(texts=[turns])
     full = replay(
         build_condition("full-lca", consolidate=0, handoff=0, budget_tokens=200).attach(

@@ -182,6 +182,13 @@ def test_an_item_header_costs_few_tokens_and_says_what_a_reader_needs():
     assert item_label(2, wild).startswith(
         "[2] memory:m1 (wildcard: dormant record offered for exploration, memory:approved"
     )
+    # a prompt brought by exchanges sits right before the turn that brought it, whose header gives the time
+    prompt = replace(item, source="transcript:spring-appeal.s7#spring-appeal.s7:2[0:40]", prompt_of="c2")
+    assert item_label(8, prompt) == "[8] transcript:spring-appeal.s7:2"
+    assert (
+        item_label(8, replace(prompt, authority_key="transcript:pinned"))
+        == "[8] transcript:spring-appeal.s7:2 (transcript:pinned)"
+    )
     assert short_time("2026-04-02") == "2026-04-02" and short_time("yesterday") == "yesterday"
 
 

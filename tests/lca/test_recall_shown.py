@@ -99,9 +99,9 @@ def test_a_prompt_the_context_shows_or_that_costs_more_than_the_reply_stays_out(
         reply_only = s.recall("pasta bowls trade price kiln", config=tight)
         assert [i.source.split("[")[0] for i in reply_only.items] == ["transcript:s#s:2"]
     with Substrate(tmp_path / "long", embedder=FakeHashingEmbedder(), recall_config=RecallConfig(floor=0.0)) as s:
-        s.append(
+        s.append(  # the prompt is one chunk (a longer turn's last chunk can be short), longer than the reply
             [
-                make_entry("t", 1, "a long preamble " + "about many other things " * 20),
+                make_entry("t", 1, "a long preamble " + "about many other things " * 8),
                 make_entry("t", 2, "pasta bowls twenty", kind=EntryKind.ASSISTANT_TURN),
             ]
         )
