@@ -21,9 +21,10 @@ from typing import Any
 from lca.errors import LCAError
 from lca.ledger import key_terms
 from lca.ports import TextGenerator
+from lca.recall.shown import short_time
 from lca.secrets import redacted
 from lca.transcript import TranscriptStore
-from lca.types import EntryKind, TranscriptEntry
+from lca.types import EntryKind, TranscriptEntry, shown_entry_key
 
 SECTIONS = ("objective", "open_threads", "decisions", "constraints", "non_claims", "next_actions")
 HOST_FIELDS = (  # the host's own notes, in the order they are shown
@@ -303,7 +304,11 @@ def mechanical_items(
         target, target_text = of(e)
         kind = event.get("type")
         if kind == "supersedes":
-            replaced = f" (replaces the earlier decision {target})" if target else " (replaces an earlier decision)"
+            replaced = (
+                f" (replaces the earlier decision {shown_entry_key(target)})"
+                if target
+                else " (replaces an earlier decision)"
+            )
             out["decisions"].append(HandoffItem("decisions", _caption(e.content) + replaced, (key,)))
         elif kind == "approval" and target and target not in replaced_keys:
             out["decisions"].append(HandoffItem("decisions", "approved: " + _caption(target_text), (key, target)))
@@ -312,7 +317,10 @@ def mechanical_items(
             out["constraints"].append(HandoffItem("constraints", "corrected: " + _caption(str(right)), (key,)))
         elif kind == "interruption":
             out["open_threads"].append(HandoffItem("open_threads", "interrupted after: " + _caption(e.content), (key,)))
-            out["next_actions"].append(HandoffItem("next_actions", f"resume the work cut after {key}", (key,)))
+            cut = shown_entry_key(key)
+            out["next_actions"].append(HandoffItem("next_actions", f"resume the work cut after {cut}", (key,)))
+        if key in replaced_keys:  # a rule or a promise a later event corrected or superseded no longer holds
+            continue
         if e.kind is EntryKind.USER_TURN and kind is None and constraint is not None and constraint(e):
             out["constraints"].append(HandoffItem("constraints", _caption(e.content), (key,)))
         if e.kind is EntryKind.ASSISTANT_TURN and _PROMISE.search(e.content):
@@ -452,7 +460,7 @@ def carry_in_force(
 # ---- replay ------------------------------------------------------------------------------------
 def _compact(pointers: Sequence[str], shown: int = 3) -> str:
     more = f" +{len(pointers) - shown}" if len(pointers) > shown else ""
-    return "[" + ", ".join(pointers[:shown]) + more + "]"
+    return "[" + ", ".join(shown_entry_key(str(p)) for p in pointers[:shown]) + more + "]"
 
 
 def _item_text(item: Mapping[str, Any]) -> str:
@@ -469,7 +477,7 @@ def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
     """A handoff entry as the text the working set carries: the host's notes, then each item with
     its pointers, then the recent tail (``tail=False``: without it); credentials redacted."""
     body = json.loads(entry.content)
-    header = f"<handoff from {entry.session_id} at {entry.timestamp} ({entry.id})"
+    header = f"<handoff from {entry.session_id} at {short_time(entry.timestamp)} ({entry.id})"
     if body.get("built_by"):
         header += f"; built by {body['built_by']}" + (f", {body['dropped']} dropped" if body.get("dropped") else "")
     if body.get("reason"):

@@ -211,6 +211,14 @@ class SourcePointer:
         )
 
 
+def shown_entry_key(key: str) -> str:
+    """A "session#entry" key as a reader is shown it: the entry id alone where it begins with its session's id and a
+    colon ("s7#s7:3" -> "s7:3", as every importer and the harness write them), since the session is then said twice
+    (a dozen tokens of a long id, on every item); any other key whole."""
+    session, sep, entry = key.partition("#")
+    return entry if sep and session and entry.startswith(f"{session}:") else key
+
+
 @dataclass(frozen=True)
 class Chunk:
     """A unit of text the index embeds; its id is a hash of its text and its source pointer."""

@@ -20,6 +20,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from lca.recall.records import ScoredCandidate
+from lca.types import shown_entry_key
 
 GAP = " [...] "
 _SEGMENT = re.compile(r"[^\n]*?(?:[.!?]+(?=\s|$)[ \t]*\n?|\n|$)")  # a sentence, or a line (a list item, a table row)
@@ -137,13 +138,11 @@ def item_label(number: int, item: ScoredCandidate) -> str:
 
 
 def shown_pointer(source: str) -> str:
-    """A candidate's pointer key as its header shows it: without the span, and ``transcript:<entry>`` where the entry
-    id begins with its session's id and a colon (``transcript:s7#s7:3`` -> ``transcript:s7:3``), since the session is
-    then said twice (a dozen tokens of a long id, on every item); any other key whole."""
+    """A candidate's pointer key as its header shows it: without the span, and its transcript entry as
+    ``shown_entry_key`` shows it (``transcript:s7#s7:3`` -> ``transcript:s7:3``); any other key whole."""
     where = source.split("[", 1)[0]
-    kind, _, key = where.partition(":")
-    session, sep, entry = key.partition("#")
-    return f"{kind}:{entry}" if sep and session and entry.startswith(f"{session}:") else where
+    kind, sep, key = where.partition(":")
+    return f"{kind}:{shown_entry_key(key)}" if sep else where
 
 
 def short_time(timestamp: str) -> str:

@@ -47,7 +47,7 @@ def test_the_next_session_is_shown_the_items_with_their_pointers(tmp_path):
     history = contract_history(texts=[["My sister Lucia moved to Lisbon.", "Noted."]])
     full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, summarizer_role)), history)
     (handoff,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
-    assert "objective: My sister Lucia moved to Lisbon. [h1#h1:1]" in handoff.text
+    assert "objective: My sister Lucia moved to Lisbon. [h1:1]" in handoff.text
     latest = LiveContextManager.latest_handoff(full.substrate, "agent")
     assert LiveContextManager.handoff_pointers(latest)[0] == "h1#h1:1"
     full.close()
@@ -110,7 +110,7 @@ def test_recall_skips_a_turn_a_handoff_item_holds_whole_and_keeps_a_longer_one(t
     full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path / "a", summarizer_role)), history)
     latest = LiveContextManager.latest_handoff(full.substrate, "agent")
     held = LiveContextManager.whole_item_quotes(latest, full.substrate.transcript)
-    assert held == {"h1#h1:1": "My sister Lucia moved to Lisbon. [h1#h1:1]"}
+    assert held == {"h1#h1:1": "My sister Lucia moved to Lisbon. [h1:1]"}
     items = full.build_context(CONTRACT_PROBE).items
     assert "h1#h1:1" in next(i for i in items if i.kind == "handoff").pointers  # the packet rests on it ...
     assert "h1#h1:1" not in {p for i in items if i.kind == "transcript" for p in i.pointers}  # ... shown once
@@ -137,7 +137,7 @@ def test_by_default_the_handoff_quotes_its_tail_only_to_a_question_that_resumes_
     assert "tail h1:" not in handoff.text
     # the reply competes in recall; the request is the handoff's objective, which shows it whole
     assert "h1#h1:2" in {p for i in items if i.kind == "transcript" for p in i.pointers}
-    assert "objective: Where does my sister Lucia work nights? [h1#h1:1]" in handoff.text
+    assert "objective: Where does my sister Lucia work nights? [h1:1]" in handoff.text
     resume = replace(CONTRACT_PROBE, signals=replace(CONTRACT_PROBE.signals, resume=True))
     (handoff,) = [i for i in full.build_context(resume).items if i.kind == "handoff"]
     assert "tail h1:1: Where does my sister Lucia work nights?" in handoff.text
@@ -157,7 +157,7 @@ def test_a_rule_set_in_the_first_session_reaches_a_task_three_sessions_later_tha
     )
     full = replay(build_condition("full-lca", consolidate=0).attach(runtime(tmp_path, lambda m: "no JSON")), history)
     (handoff,) = [i for i in full.build_context(CONTRACT_PROBE).items if i.kind == "handoff"]
-    assert "constraints: Ground rules for anything you write for me: never call the yarn organic. [h1#h1:1]" in (
+    assert "constraints: Ground rules for anything you write for me: never call the yarn organic. [h1:1]" in (
         handoff.text
     )
     assert "h1#h1:1" in handoff.pointers

@@ -87,7 +87,7 @@ def test_the_emergency_handoff_is_written_by_the_summarizer_when_there_is_one(su
     assert body["reason"] == "emergency compaction" and body["built_by"] == "model"
     assert body["items"] == [{"section": "objective", "text": "finish w3x0 and w3x1", "pointers": ["live#live:3"]}]
     replay = LiveContextManager(substrate, m.window, session_id="next", agent_id="agent-test").replay_handoff()
-    assert "emergency compaction" in replay and "finish w3x0 and w3x1 [live#live:3]" in replay
+    assert "emergency compaction" in replay and "finish w3x0 and w3x1 [live:3]" in replay
 
 
 def test_a_window_with_room_is_not_an_emergency(substrate):

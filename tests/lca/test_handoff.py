@@ -5,6 +5,7 @@ replay at the next session start showing the items with their pointers."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -130,6 +131,38 @@ def test_an_answer_that_fails_the_check_more_often_than_it_passes_is_not_trusted
     assert len(notes.items) == 7  # the mechanical notes instead
 
 
+def test_a_promise_or_rule_a_later_event_corrected_is_not_carried_by_the_mechanical_handoff(tmp_path):
+    """A promise the user corrected ("I'll page Dmitri" -> "Aiko owns it now") is no open non-claim, and a rule
+    the user replaced is no constraint: a handoff carries what holds now, and the correction carries the right one."""
+    turns = [
+        turn(1, U, "From now on, page the database owner directly for anything on the ledger."),
+        turn(2, A, "I'll page Dmitri, he owns the ledger database."),
+        turn(
+            3,
+            U,
+            "He moved teams; the ledger belongs to Aiko now.",
+            {"type": "correction", "of": key(2), "right": "Aiko"},
+        ),
+        turn(4, U, "Change of plan: go through the incident channel instead.", {"type": "supersedes", "of": key(1)}),
+        turn(5, A, "Understood. I will post in the incident channel."),
+    ]
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
+        s.append(turns)
+        notes = build_handoff(turns, transcript=s.transcript, constraint=lambda e: "from now on" in e.content.lower())
+    texts = {sec: [(i.text, i.pointers) for i in notes.items if i.section == sec] for sec in SECTIONS}
+    assert texts["non_claims"] == [
+        ("said it would, not shown done or verified: Understood. I will post in the incident channel.", (key(5),))
+    ]
+    assert texts["constraints"] == [("corrected: Aiko", (key(3),))]  # not the replaced rule
+    assert [p for _, p in texts["decisions"]] == [(key(4),)]
+    # without the events both are carried
+    plain = [replace(t, meta={}) for t in turns]
+    with Substrate(tmp_path / "plain", embedder=FakeHashingEmbedder()) as s:
+        s.append(plain)
+        notes = build_handoff(plain, transcript=s.transcript, constraint=lambda e: "from now on" in e.content.lower())
+    assert {i.pointers for i in notes.items if i.section in ("non_claims", "constraints")} >= {(key(1),), (key(2),)}
+
+
 @pytest.mark.parametrize(
     "reply, fallback",
     [
@@ -157,7 +190,7 @@ def test_a_failed_or_empty_model_output_falls_back_to_the_mechanical_handoff(sto
     # the superseding turn is a decision pointing at itself only: it names what it replaced, which is no longer
     # in force, without quoting or pointing at it (a handoff carries what holds now)
     ((decision, decision_pointers),) = texts["decisions"]
-    assert decision_pointers == (key(3),) and "replaces the earlier decision scn.s1#scn.s1:2" in decision
+    assert decision_pointers == (key(3),) and "replaces the earlier decision scn.s1:2" in decision
     # the assistant's promise is a non-claim; nothing in a transcript shows it verified
     assert texts["non_claims"] == [
         (
@@ -165,7 +198,7 @@ def test_a_failed_or_empty_model_output_falls_back_to_the_mechanical_handoff(sto
             (key(4),),
         )
     ]
-    assert any(f"resume the work cut after {key(5)}" == t for t, _ in texts["next_actions"])
+    assert any("resume the work cut after scn.s1:5" == t for t, _ in texts["next_actions"])
 
 
 def test_mechanical_items_on_a_turn_the_transcript_does_not_hold_are_dropped_too(store):
@@ -216,9 +249,9 @@ def test_the_replay_shows_each_item_with_its_pointers_and_the_injected_item_rest
     m.end_session()
     replay = LiveContextManager(store, window, session_id="next", agent_id="agent", identity="").replay_handoff()
     assert "built by model" in replay and "session end" in replay
-    assert f"objective: Migrate the billing service to the new cluster. [{key(1)}]" in replay
-    assert f"decisions: Rolling update on Tuesday, replacing the blue-green plan. [{key(3)}]" in replay
-    assert f"non_claims: The load test was promised, not shown run. [{key(4)}]" in replay
+    assert "objective: Migrate the billing service to the new cluster. [scn.s1:1]" in replay
+    assert "decisions: Rolling update on Tuesday, replacing the blue-green plan. [scn.s1:3]" in replay
+    assert "non_claims: The load test was promised, not shown run. [scn.s1:4]" in replay
     latest = LiveContextManager.latest_handoff(store, "agent")
     pointers = handoff_pointers(latest)
     assert pointers[:3] == (key(1), key(6), key(3))  # the items' pointers first, in section order
