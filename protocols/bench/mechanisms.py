@@ -72,9 +72,10 @@ CASES: tuple[MechanismCase, ...] = (
         "more",
     ),
     # the resume rule and the handoff both bring back where interrupted work stood: each is measured with the
-    # other off, since in this small store either alone finds the open task. Budgets here and for wildcards are the
-    # middle of the range where the row acts (handoffs and the resume tail 300-370, wildcards 170-205, measured on
-    # 2026-12-04 when the item header lost its repeated session id; with room for the whole history nothing can act)
+    # other off, since in this small store either alone finds the open task. Budgets here and for wildcards sit
+    # inside the range where the row acts (measured on 2026-12-05, when the handoff's pointers got shorter: handoffs
+    # and the resume tail at every budget tried from 260 to 420, wildcards 175-220; with room for the whole history
+    # nothing can act)
     MechanismCase("handoffs", "mech-handoff", "q1", "full-lca[budget_tokens=340,resume_turns=0]", "handoff=0"),
     MechanismCase("resume tail", "mech-handoff", "q1", "full-lca[budget_tokens=340,handoff=0]", "resume_turns=0"),
     # what a chosen turn shows (lca.recall.shown): room for the acknowledgement that ranks first and the short reply it
