@@ -20,6 +20,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from lca.recall.records import ScoredCandidate
+from lca.recall.terms import ANSWERS_REPLACED
 from lca.types import shown_entry_key
 
 GAP = " [...] "
@@ -110,8 +111,14 @@ def exchange_prompts(
 ) -> dict[str, ScoredCandidate]:
     """Each transcript candidate's prompt, by chunk id: the chunk indexed right before it in its session, of the
     turn before its own (the turn it answers, or follows; ``before``, as ``IndexStore.chunks_before`` reads it), where
-    that chunk is a candidate too and ``offerable`` (of its ``why_not``) lets it be shown."""
-    offered = {c.chunk_id: c for c in scored if c.source_type == "transcript" and offerable(c.why_not or "")}
+    that chunk is a candidate too and ``offerable`` (of its ``why_not``) lets it be shown. A reply to a turn an
+    explicit event replaced is never brought: it is penalized for likely restating the replaced value, and a prompt
+    comes in on the pick's merit, past that penalty."""
+    offered = {
+        c.chunk_id: c
+        for c in scored
+        if c.source_type == "transcript" and offerable(c.why_not or "") and ANSWERS_REPLACED not in c.risk_reasons
+    }
     return {chunk_id: offered[b] for chunk_id, b in before.items() if b in offered}
 
 

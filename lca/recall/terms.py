@@ -115,7 +115,7 @@ def risk_term(
     if outside_role:
         reasons.append("outside the role's authority")
     if answers_replaced and not about_history:
-        reasons.append("answers a replaced turn")
+        reasons.append(ANSWERS_REPLACED)
     if reasons:
         hard = {"secret or credential", "private in a public channel", "superseded", "expired"}
         return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
@@ -138,6 +138,7 @@ def replies_to_replaced(
 
 
 AGENT_WORDS = "the agent's own words"
+ANSWERS_REPLACED = "answers a replaced turn"
 _ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
     r"\b(?:you (?:said|told|suggested|recommended|mentioned|proposed|advised|wrote|drafted|gave|listed|explained|"
     r"described|shared|provided|offered|came up with|pointed out|called|named|warned)|"

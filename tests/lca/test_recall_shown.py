@@ -111,6 +111,34 @@ def test_a_prompt_the_context_shows_or_that_costs_more_than_the_reply_stays_out(
         assert all(i.prompt_of is None for i in result.items)  # ... without its page-long prompt
 
 
+def test_a_reply_to_a_replaced_turn_is_not_brought_as_the_next_turns_prompt(tmp_path):
+    """The user's turn about the course follows the agent's reply to the start time a later event replaced; that
+    reply restates the old time, so it is not brought with the turn (it still competes on its own score)."""
+    base = RecallConfig(floor=0.0, transcript_quota=1, memory_quota=0, fit_budget=False, reply_inheritance=0.0)
+    with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=base) as s:
+        assistant = EntryKind.ASSISTANT_TURN
+        s.append(
+            [
+                make_entry("s", 1, "We start the swim at half past eight from the slipway."),
+                make_entry("s", 2, "Half past eight on slack water is the right instinct.", kind=assistant),
+                make_entry("s", 3, "Course is out to the green buoy off Kettle Rock and back."),
+                make_entry(
+                    "s",
+                    4,
+                    "Change of plan: the start moves to quarter past eleven on the flood tide.",
+                    meta={"event": {"type": "supersedes", "of": "s#s:1"}},
+                ),
+            ]
+        )
+        s.ingest()
+        question = RecallContext("the course out to the green buoy off Kettle Rock")
+        ledger = s.recall(question)
+        assert [i.source.split("[")[0] for i in ledger.items] == ["transcript:s#s:3"]
+        plain = s.recall(question, config=replace(base, turn_supersession=False))  # no event read: it is brought
+        assert [i.source.split("[")[0] for i in plain.items] == ["transcript:s#s:2", "transcript:s#s:3"]
+        assert plain.items[0].prompt_of == plain.items[1].chunk_id
+
+
 def test_chunks_before_is_the_last_chunk_of_the_entry_before_in_the_same_session(tmp_path):
     def start(hit) -> int:  # where a chunk starts in its turn, from its pointer's span
         return int(hit.pointer.key().rpartition("[")[2].split(":")[0])
