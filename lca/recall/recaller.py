@@ -30,6 +30,7 @@ from lca.recall.pairing import FLOOR_REASON, inherit_from_replies, pair_correcti
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
 from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
+    ANSWERS_SUPERSEDED,
     DEFAULT_AUTHORITY,
     age_days,
     asks_for_agent_words,
@@ -243,7 +244,7 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         as_of_utc = as_utc(as_of)
-        stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else frozenset()
+        stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else {}
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S
@@ -256,7 +257,8 @@ class Recaller:
             cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
-            private_in_public = superseded = expired = conflict = outside_role = answers_replaced = False
+            private_in_public = superseded = expired = conflict = outside_role = False
+            answers_replaced = answers_superseded = False
             agent, clears = 0.0, self._clears_floor(cosine, hit.timestamp, anchor)
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
@@ -281,7 +283,10 @@ class Recaller:
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
-                answers_replaced = turn in stale
+                if (replaced := stale.get(turn)) is not None:  # a reply to a turn an explicit event replaced
+                    kinds = experience.get(replaced, {})  # a decision superseded (no detail corrected): filtered
+                    answers_superseded = bool(kinds.get("superseded")) and not kinds.get("corrected")
+                    answers_replaced = not answers_superseded
                 # the agent's own words (K), read where a score can matter: a store ranked whole, or past the floor
                 if agent_risk and (clears or self._store_in_pool) and self.agent_turns and hit.pointer.session_id:
                     if (by_agent := agent_turns.get(hit.pointer.session_id)) is None:
@@ -319,6 +324,7 @@ class Recaller:
                 conflict=conflict,
                 outside_role=outside_role,
                 answers_replaced=answers_replaced,
+                answers_superseded=answers_superseded,
                 agent_words=agent,
             )
             act = 0.0
@@ -337,7 +343,7 @@ class Recaller:
             why_not = None
             if "private in a public channel" in reasons:
                 why_not = f"policy filter: {', '.join(reasons)}"
-            elif {"superseded", "expired"} & set(reasons):
+            elif {"superseded", "expired", ANSWERS_SUPERSEDED} & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
             elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
                 why_not = "already in the context: shown whole outside recall (RecallContext.shown)"

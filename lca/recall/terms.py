@@ -96,11 +96,14 @@ def risk_term(
     conflict: bool = False,
     outside_role: bool = False,
     answers_replaced: bool = False,
+    answers_superseded: bool = False,
     agent_words: float = 0.0,
 ) -> tuple[float, list[str]]:
     """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
-    a superseded or expired memory is maximal unless the query is about history. A reply to a turn an explicit event
-    corrected or superseded is penalized, not filtered: it likely restates what was replaced, and may hold more.
+    a superseded or expired memory is maximal unless the query is about history. A reply to a decision a later one
+    superseded is maximal too: it is about the replaced decision ("Hartley Lofts is a sound choice"). A reply to a
+    detail an explicit event corrected is penalized, not filtered: it likely restates the detail, and may hold more
+    (the plan built on a count that was later corrected).
     ``agent_words`` is the K of a turn the agent wrote (0: not such a turn, or the query asks for it): its own
     restatement of what the user said, where its errors would come back as history (``RecallConfig.agent_turn_risk``)."""
     reasons = []
@@ -116,29 +119,33 @@ def risk_term(
         reasons.append("outside the role's authority")
     if answers_replaced and not about_history:
         reasons.append(ANSWERS_REPLACED)
+    if answers_superseded and not about_history:
+        reasons.append(ANSWERS_SUPERSEDED)
     if reasons:
-        hard = {"secret or credential", "private in a public channel", "superseded", "expired"}
+        hard = {"secret or credential", "private in a public channel", "superseded", "expired", ANSWERS_SUPERSEDED}
         return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
     return (agent_words, [AGENT_WORDS]) if agent_words > 0 else (0.0, [])
 
 
 def replies_to_replaced(
     corrections: Callable[[], Mapping[str, Sequence[str]]] | None, reply_to: Callable[[str, str], str | None] | None
-) -> frozenset[str]:
-    """The replies to the turns an explicit event corrected or superseded: they likely restate what was replaced
-    ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K penalizes them (``risk_term``)."""
+) -> dict[str, str]:
+    """reply -> the turn it answers, for each turn an explicit event corrected or superseded: the reply likely
+    restates what was replaced ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K marks it
+    (``risk_term``; the kind of event that replaced the turn decides how)."""
     if reply_to is None or corrections is None:
-        return frozenset()
-    out = set()
+        return {}
+    out = {}
     for target in corrections():
         session, _, entry = target.removeprefix("transcript:").partition("#")
         if target.startswith("transcript:") and (reply := reply_to(session, entry)):
-            out.add(f"transcript:{session}#{reply}")
-    return frozenset(out)
+            out[f"transcript:{session}#{reply}"] = target
+    return out
 
 
 AGENT_WORDS = "the agent's own words"
 ANSWERS_REPLACED = "answers a replaced turn"
+ANSWERS_SUPERSEDED = "answers a superseded turn"
 _ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
     r"\b(?:you (?:said|told|suggested|recommended|mentioned|proposed|advised|wrote|drafted|gave|listed|explained|"
     r"described|shared|provided|offered|came up with|pointed out|called|named|warned)|"

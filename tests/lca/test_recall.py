@@ -810,10 +810,10 @@ def test_a_turn_a_later_event_corrected_or_superseded_is_held_back_unless_histor
     assert {"s:1", "s:3"} <= injected(ledgerless)
 
 
-def test_the_reply_to_a_replaced_turn_is_penalized_not_filtered_and_only_with_the_ledger(store):
-    """The assistant's reply to a decision a later event superseded restates it ("Hartley Lofts, a good choice"):
-    K marks it (0.5, "answers a replaced turn") so it ranks below what replaced it, yet it is not filtered (a reply
-    may hold more than the acknowledgement). The turn that records the event is never such a reply."""
+def test_the_reply_to_a_superseded_decision_is_filtered_and_only_with_the_ledger(store):
+    """The assistant's reply to a decision a later event superseded is about the replaced decision ("Hartley Lofts,
+    a sound choice"): K holds it back as the decision itself is held back (1.0, "answers a superseded turn"), unless
+    the question asks about history. The turn that records the event is never such a reply."""
     assistant = EntryKind.ASSISTANT_TURN
     store.append(
         [
@@ -836,16 +836,46 @@ def test_the_reply_to_a_replaced_turn_is_penalized_not_filtered_and_only_with_th
         return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
 
     ledger = by_turn(store.recall("which builder does the loft conversion"))
-    assert ledger["s:2"].terms["risk"] == 0.5 and "answers a replaced turn" in ledger["s:2"].risk_reasons
-    assert ledger["s:2"].why_not is None or "policy filter" not in ledger["s:2"].why_not  # penalized, not filtered
+    assert ledger["s:2"].terms["risk"] == 1.0 and "answers a superseded turn" in ledger["s:2"].risk_reasons
+    assert ledger["s:2"].why_not.startswith("policy filter") and not ledger["s:2"].injected
     assert ledger["s:4"].risk_reasons == ("the agent's own words",) and ledger["s:4"].terms["risk"] == 0.1
-    assert ledger["s:4"].score > ledger["s:2"].score
+    assert ledger["s:4"].injected
     plain = by_turn(
         store.recall("which builder does the loft conversion", config=replace(LOW_FLOOR, turn_supersession=False))
     )
-    assert "answers a replaced turn" not in plain["s:2"].risk_reasons and plain["s:2"].terms["risk"] == 0.1
+    assert plain["s:2"].risk_reasons == ("the agent's own words",) and plain["s:2"].injected
     history = by_turn(store.recall(RecallContext("which builder did we first choose", about_history=True)))
-    assert "answers a replaced turn" not in history["s:2"].risk_reasons
+    assert "answers a superseded turn" not in history["s:2"].risk_reasons and history["s:2"].why_not is None
+
+
+def test_the_reply_to_a_corrected_detail_is_penalized_not_filtered(store):
+    """A reply to a detail the user then corrected may hold more than the detail (the plan built on the count), so
+    K only penalizes it (0.5, "answers a replaced turn"): it ranks below the correction's reply and stays offered."""
+    assistant = EntryKind.ASSISTANT_TURN
+    store.append(
+        [
+            make_entry("s", 1, "the survey has twelve transects along the canal"),
+            make_entry("s", 2, "With twelve transects along the canal, walk four a night", kind=assistant),
+            make_entry(
+                "s",
+                3,
+                "correction: the survey has ten transects along the canal, not twelve",
+                meta={"event": {"type": "correction", "of": "s#s:1"}},
+            ),
+            make_entry("s", 4, "Ten transects along the canal, noted", kind=assistant),
+        ]
+    )
+    store.ingest()
+
+    def by_turn(result):
+        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
+
+    ledger = by_turn(store.recall("how many transects along the canal does the survey walk"))
+    assert ledger["s:2"].terms["risk"] == 0.5 and "answers a replaced turn" in ledger["s:2"].risk_reasons
+    assert "answers a superseded turn" not in ledger["s:2"].risk_reasons
+    assert ledger["s:2"].why_not is None or "policy filter" not in ledger["s:2"].why_not  # penalized, not filtered
+    assert ledger["s:4"].score > ledger["s:2"].score
+    assert "policy filter" in ledger["s:1"].why_not  # the corrected turn itself is held back
 
 
 def test_a_question_about_now_recalls_the_later_of_two_turns_about_it(tmp_path):

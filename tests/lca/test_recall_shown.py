@@ -112,8 +112,9 @@ def test_a_prompt_the_context_shows_or_that_costs_more_than_the_reply_stays_out(
 
 
 def test_a_reply_to_a_replaced_turn_is_not_brought_as_the_next_turns_prompt(tmp_path):
-    """The user's turn about the course follows the agent's reply to the start time a later event replaced; that
-    reply restates the old time, so it is not brought with the turn (it still competes on its own score)."""
+    """The user's turn about the course follows the agent's reply to the start time a later event corrected; that
+    reply restates the old time, so it is not brought with the turn (it still competes on its own score: a reply to
+    a corrected detail is penalized, not filtered)."""
     base = RecallConfig(floor=0.0, transcript_quota=1, memory_quota=0, fit_budget=False, reply_inheritance=0.0)
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(), recall_config=base) as s:
         assistant = EntryKind.ASSISTANT_TURN
@@ -125,8 +126,8 @@ def test_a_reply_to_a_replaced_turn_is_not_brought_as_the_next_turns_prompt(tmp_
                 make_entry(
                     "s",
                     4,
-                    "Change of plan: the start moves to quarter past eleven on the flood tide.",
-                    meta={"event": {"type": "supersedes", "of": "s#s:1"}},
+                    "Correction: we start at quarter past eleven on the flood tide, not half past eight.",
+                    meta={"event": {"type": "correction", "of": "s#s:1"}},
                 ),
             ]
         )
