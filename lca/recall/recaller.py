@@ -244,7 +244,7 @@ class Recaller:
         now_s = time.time()
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         as_of_utc = as_utc(as_of)
-        stale = replies_to_replaced(self.corrections, self.reply_to) if cfg.turn_supersession else {}
+        stale = replies_to_replaced(self.corrections, self.reply_to, self.agent_turns) if cfg.turn_supersession else {}
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S

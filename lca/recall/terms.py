@@ -128,18 +128,25 @@ def risk_term(
 
 
 def replies_to_replaced(
-    corrections: Callable[[], Mapping[str, Sequence[str]]] | None, reply_to: Callable[[str, str], str | None] | None
+    corrections: Callable[[], Mapping[str, Sequence[str]]] | None,
+    reply_to: Callable[[str, str], str | None] | None,
+    agent_turns: Callable[[str], frozenset[str]] | None = None,
 ) -> dict[str, str]:
     """reply -> the turn it answers, for each turn an explicit event corrected or superseded: the reply likely
     restates what was replaced ("That's a reasonable choice: Hartley Lofts can start on 13 April"), so K marks it
-    (``risk_term``; the kind of event that replaced the turn decides how)."""
+    (``risk_term``; the kind of event that replaced the turn decides how). Not the user's turn after an agent's turn
+    the user corrected (``agent_turns``: a session's agent-written ids): the user's next words are their own, not a
+    restatement of the agent's error ("Price: £8 a portion" after the agent wrongly called a filling vegan)."""
     if reply_to is None or corrections is None:
         return {}
     out = {}
     for target in corrections():
         session, _, entry = target.removeprefix("transcript:").partition("#")
-        if target.startswith("transcript:") and (reply := reply_to(session, entry)):
-            out[f"transcript:{session}#{reply}"] = target
+        if not target.startswith("transcript:") or not (reply := reply_to(session, entry)):
+            continue
+        if agent_turns is not None and entry in (by_agent := agent_turns(session)) and reply not in by_agent:
+            continue
+        out[f"transcript:{session}#{reply}"] = target
     return out
 
 

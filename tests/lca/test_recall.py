@@ -878,6 +878,35 @@ def test_the_reply_to_a_corrected_detail_is_penalized_not_filtered(store):
     assert "policy filter" in ledger["s:1"].why_not  # the corrected turn itself is held back
 
 
+def test_the_users_turn_after_an_agent_turn_the_user_corrected_is_not_marked(store):
+    """The agent wrongly called a filling vegan; the user's next turn (the prices) follows it but is the user's own
+    words, not a restatement of the agent's error: K leaves it alone, while the corrected agent turn is held back."""
+    assistant = EntryKind.ASSISTANT_TURN
+    store.append(
+        [
+            make_entry("s", 1, "menu decided: four dumpling fillings including kimchi"),
+            make_entry("s", 2, "A good menu, and the kimchi dumplings are vegan too", kind=assistant),
+            make_entry("s", 3, "dumpling prices: eight pounds a portion of six"),
+            make_entry("s", 4, "Eight pounds a portion of dumplings sits well", kind=assistant),
+            make_entry(
+                "s",
+                5,
+                "one fix: the kimchi dumplings are not vegan, the kimchi has fish sauce",
+                meta={"event": {"type": "correction", "of": "s#s:2"}},
+            ),
+        ]
+    )
+    store.ingest()
+    assert store.transcript.reply_to("s", "s:2") == "s:3"  # the next turn of the other side
+
+    def by_turn(result):
+        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
+
+    ledger = by_turn(store.recall("what do the dumplings cost per portion"))
+    assert ledger["s:3"].risk_reasons == () and ledger["s:3"].terms["risk"] == 0.0
+    assert "policy filter" in ledger["s:2"].why_not  # the agent's corrected claim itself is held back
+
+
 def test_a_question_about_now_recalls_the_later_of_two_turns_about_it(tmp_path):
     """Recall's S comes from the store's ranking, which reads a question about how things stand now and lifts
     the later of the turns about it (``RetrievalConfig.now_weight``): the move to Lend Engine, not the
