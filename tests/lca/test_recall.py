@@ -29,6 +29,11 @@ from tests.fakes import FakeHashingEmbedder
 LOW_FLOOR = RecallConfig(floor=0.05)
 
 
+def candidates_by_turn(result) -> dict:
+    """A recall's candidates by the entry id of their turn ("s:2")."""
+    return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
+
+
 def memory(id_: str, **kw) -> MemoryRecord:
     return MemoryRecord(
         id=id_,
@@ -832,19 +837,16 @@ def test_the_reply_to_a_superseded_decision_is_filtered_and_only_with_the_ledger
     assert store.transcript.reply_to("s", "s:1") == "s:2" and store.transcript.reply_to("s", "s:2") is None
     assert store.transcript.reply_to("s", "s:3") == "s:4"  # s:3 records the event: not a reply to s:2
 
-    def by_turn(result):
-        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
-
-    ledger = by_turn(store.recall("which builder does the loft conversion"))
+    ledger = candidates_by_turn(store.recall("which builder does the loft conversion"))
     assert ledger["s:2"].terms["risk"] == 1.0 and "answers a superseded turn" in ledger["s:2"].risk_reasons
     assert ledger["s:2"].why_not.startswith("policy filter") and not ledger["s:2"].injected
     assert ledger["s:4"].risk_reasons == ("the agent's own words",) and ledger["s:4"].terms["risk"] == 0.1
     assert ledger["s:4"].injected
-    plain = by_turn(
+    plain = candidates_by_turn(
         store.recall("which builder does the loft conversion", config=replace(LOW_FLOOR, turn_supersession=False))
     )
     assert plain["s:2"].risk_reasons == ("the agent's own words",) and plain["s:2"].injected
-    history = by_turn(store.recall(RecallContext("which builder did we first choose", about_history=True)))
+    history = candidates_by_turn(store.recall(RecallContext("which builder did we first choose", about_history=True)))
     assert "answers a superseded turn" not in history["s:2"].risk_reasons and history["s:2"].why_not is None
 
 
@@ -867,10 +869,7 @@ def test_the_reply_to_a_corrected_detail_is_penalized_not_filtered(store):
     )
     store.ingest()
 
-    def by_turn(result):
-        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
-
-    ledger = by_turn(store.recall("how many transects along the canal does the survey walk"))
+    ledger = candidates_by_turn(store.recall("how many transects along the canal does the survey walk"))
     assert ledger["s:2"].terms["risk"] == 0.5 and "answers a replaced turn" in ledger["s:2"].risk_reasons
     assert "answers a superseded turn" not in ledger["s:2"].risk_reasons
     assert ledger["s:2"].why_not is None or "policy filter" not in ledger["s:2"].why_not  # penalized, not filtered
@@ -899,10 +898,7 @@ def test_the_users_turn_after_an_agent_turn_the_user_corrected_is_not_marked(sto
     store.ingest()
     assert store.transcript.reply_to("s", "s:2") == "s:3"  # the next turn of the other side
 
-    def by_turn(result):
-        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
-
-    ledger = by_turn(store.recall("what do the dumplings cost per portion"))
+    ledger = candidates_by_turn(store.recall("what do the dumplings cost per portion"))
     assert ledger["s:3"].risk_reasons == () and ledger["s:3"].terms["risk"] == 0.0
     assert "policy filter" in ledger["s:2"].why_not  # the agent's corrected claim itself is held back
 
@@ -938,15 +934,16 @@ def test_the_agents_own_words_rank_after_what_the_user_said(store):
     store.ingest()
     assert store.transcript.agent_turns("s") == {"s:2"} and store.transcript.agent_turns("nowhere") == frozenset()
 
-    def by_turn(result):
-        return {c.source.split("#")[1].split("[")[0]: c for c in result.candidates}
-
-    asked = by_turn(store.recall("where is the spring supper venue"))
+    asked = candidates_by_turn(store.recall("where is the spring supper venue"))
     assert asked["s:2"].risk_reasons == ("the agent's own words",) and asked["s:2"].terms["risk"] == 0.1
     assert asked["s:1"].terms["risk"] == 0.0 and asked["s:1"].score > asked["s:2"].score
     for question in ("which venue did you suggest for the spring supper", "remind me of your recommendation"):
-        assert by_turn(store.recall(question))["s:2"].terms["risk"] == 0.0  # the agent's words are the evidence
-    off = by_turn(store.recall("where is the spring supper venue", config=replace(LOW_FLOOR, agent_turn_risk=0.0)))
+        assert (
+            candidates_by_turn(store.recall(question))["s:2"].terms["risk"] == 0.0
+        )  # the agent's words are the evidence
+    off = candidates_by_turn(
+        store.recall("where is the spring supper venue", config=replace(LOW_FLOOR, agent_turn_risk=0.0))
+    )
     assert off["s:2"].terms["risk"] == 0.0 and off["s:2"].score == pytest.approx(off["s:1"].score)
     with pytest.raises(RecordFormatError) as info:
         RecallConfig(agent_turn_risk=1.5)
