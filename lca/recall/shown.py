@@ -112,8 +112,8 @@ def exchange_prompts(
     """Each transcript candidate's prompt, by chunk id: the chunk indexed right before it in its session, of the
     turn before its own (the turn it answers, or follows; ``before``, as ``IndexStore.chunks_before`` reads it), where
     that chunk is a candidate too and ``offerable`` (of its ``why_not``) lets it be shown. A reply to a turn an
-    explicit event replaced is never brought: it is penalized for likely restating the replaced value, and a prompt
-    comes in on the pick's merit, past that penalty."""
+    explicit event replaced is never brought: K marks it for likely restating the replaced value (a reply to a
+    superseded decision is filtered outright), and a prompt would come in on the pick's merit, past that mark."""
     offered = {
         c.chunk_id: c
         for c in scored
