@@ -30,8 +30,8 @@ from lca.recall.pairing import FLOOR_REASON, inherit_from_replies, pair_correcti
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
 from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
-    ANSWERS_SUPERSEDED,
     DEFAULT_AUTHORITY,
+    HELD_FOR_HISTORY,
     age_days,
     asks_for_agent_words,
     authority_term,
@@ -343,7 +343,7 @@ class Recaller:
             why_not = None
             if "private in a public channel" in reasons:
                 why_not = f"policy filter: {', '.join(reasons)}"
-            elif {"superseded", "expired", ANSWERS_SUPERSEDED} & set(reasons):
+            elif HELD_FOR_HISTORY & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
             elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
                 why_not = "already in the context: shown whole outside recall (RecallContext.shown)"

@@ -122,7 +122,7 @@ def risk_term(
     if answers_superseded and not about_history:
         reasons.append(ANSWERS_SUPERSEDED)
     if reasons:
-        hard = {"secret or credential", "private in a public channel", "superseded", "expired", ANSWERS_SUPERSEDED}
+        hard = {"secret or credential", "private in a public channel", *HELD_FOR_HISTORY}
         return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
     return (agent_words, [AGENT_WORDS]) if agent_words > 0 else (0.0, [])
 
@@ -153,6 +153,8 @@ def replies_to_replaced(
 AGENT_WORDS = "the agent's own words"
 ANSWERS_REPLACED = "answers a replaced turn"
 ANSWERS_SUPERSEDED = "answers a superseded turn"
+# the reasons a policy filter holds a turn back until a question asks about history (K maximal with each)
+HELD_FOR_HISTORY = frozenset({"superseded", "expired", ANSWERS_SUPERSEDED})
 _ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
     r"\b(?:you (?:said|told|suggested|recommended|mentioned|proposed|advised|wrote|drafted|gave|listed|explained|"
     r"described|shared|provided|offered|came up with|pointed out|called|named|warned)|"
