@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lca.index.chunker import Chunker
+from lca.index.embedders import SentenceTransformerEmbedder
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +42,22 @@ def test_query_path_equals_the_batch_path_and_never_truncates(real_embedder):
     vector = real_embedder.embed_query(long_query)
     assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
     assert not np.allclose(vector, real_embedder.embed([long_query])[0], atol=1e-3)  # not the truncated vector
+
+
+def test_token_counts_are_the_tokenizers_own_unpadded_and_untruncated():
+    fresh = SentenceTransformerEmbedder()  # counted before any call of the wrapper could reset the backend's state
+    texts = [
+        "",
+        "hi",
+        "Café au lait — 3 € — naïve résumé 東京 🙂",
+        "[3] transcript s-12#e4 (2026-03-01)\nNoted, 18 kg.\n",
+        "the fencing epoch advances " * 200,  # past the model's 512 positions and the embedder's 256
+    ]
+    counts = fresh.count_tokens(texts)
+    assert counts[0] == 2 and counts[1] < counts[2] < counts[4]  # no padding to the longest, no cut at 128 or 512
+    assert counts[4] > 512
+    wrapper = fresh._load_tokenizer()
+    assert counts == [len(ids) for ids in wrapper(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+    assert [fresh.count_tokens([t])[0] for t in texts] == counts  # alone or in a batch, the same
+    wrapper(["a text cut and padded"], truncation=True, max_length=4, padding="max_length")  # the wrapper's state
+    assert fresh.count_tokens(texts) == counts  # ... never reaches the counter
