@@ -465,13 +465,11 @@ class Catalog:
         if not len(rows):
             return {}
         marks = ",".join("?" * len(rows))
-        return dict(
-            _row_to_chunk(r)
-            for r in self.db.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
-                [int(x) for x in rows],
-            )
-        )
+        found = self.db.execute(  # fetched in one call: a recall's pool of rows on the latency path
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
+            [int(x) for x in rows],
+        ).fetchall()
+        return dict(_row_to_chunk(r) for r in found)
 
     def lexical_corpus(self) -> tuple[list[int], list[str]]:
         rows, texts = [], []
