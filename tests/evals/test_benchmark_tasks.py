@@ -21,7 +21,10 @@ def test_locomo_loader_counts_every_quirk_and_keeps_gold_for_scorers(locomo_file
     assert len(samples) == 1986 and report.questions == 1986
     assert report.repaired["locomo_non_string_answer"] == 6
     assert report.repaired["locomo_answer_missing_adversarial_used"] == 444  # 446 category 5, 2 with both
-    assert report.repaired["locomo_evidence_split"] >= 1 and report.unparsed  # "D8:6; D9:17", "D"
+    # the six malformed evidence strings: "D8:6; D9:17" and three lists written with spaces are split, "D:11:26" is
+    # read as D11:26 (and the well-formed "D30:05" as D30:5); "D" is malformed, D10:19 and D4:36 name no turn
+    assert report.repaired["locomo_evidence_split"] == 4 and report.repaired["locomo_evidence_id_rewritten"] == 2
+    assert [u.rsplit("'", 2)[1] for u in report.unparsed] == ["D10:19", "D", "D4:36"]
     by_category = {c: sum(1 for s in samples if s.metadata["category"] == c) for c in range(1, 6)}
     assert by_category == {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
     first = samples[0]

@@ -1,3 +1,5 @@
+from collections import Counter
+
 import pytest
 
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, parse_evidence_ids
@@ -20,9 +22,14 @@ def test_category_rules():
         locomo_score("x", "y", 9)
 
 
-def test_evidence_ids_are_split_as_the_file_writes_them():
+def test_evidence_ids_are_split_and_read_as_the_file_writes_them():
     assert parse_evidence_ids("D8:6; D9:17") == ["D8:6", "D9:17"]
     assert parse_evidence_ids(["D1:3,D1:4", " D2:1 ", ""]) == ["D1:3", "D1:4", "D2:1"]
+    assert parse_evidence_ids("D9:1 D4:4 D4:6") == ["D9:1", "D4:4", "D4:6"]  # conv-49 writes three such strings
+    assert parse_evidence_ids(["D:11:26", "D30:05"]) == ["D11:26", "D30:5"]  # conv-43 and conv-50
     assert parse_evidence_ids("D") == ["D"]  # malformed ids pass through: the caller counts them
     assert parse_evidence_ids([]) == []
+    repaired: Counter = Counter()
+    parse_evidence_ids(["D8:6; D9:17", "D21:18 D21:22", "D:11:26", "D30:05", "D1:3", "D"], repaired)
+    assert repaired == {"locomo_evidence_split": 2, "locomo_evidence_id_rewritten": 2}
     assert CATEGORY_NAMES == {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -122,6 +122,12 @@ def locomo_record() -> dict:
                 "evidence": ["D2:1; D9:99", "D"],
                 "category": 4,
             },
+            {
+                "question": "What gym does Ben climb at?",
+                "answer": "Granite Loft",
+                "evidence": ["D:2:01"],
+                "category": 4,
+            },
         ],
         "observation": {
             "session_1_observation": {
@@ -182,9 +188,10 @@ def test_locomo_recall_counts_evidence_ids_that_name_no_turn(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([locomo_record()]))
     report = run(run_locomo, path, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
-    assert report["items"] == 2
+    assert report["items"] == 3
     assert report["unparsed_evidence_ids"] == 2  # "D9:99" names no turn, "D" is malformed; both counted
-    assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"]]
+    assert report["repaired_evidence_ids"] == {"locomo_evidence_id_rewritten": 1, "locomo_evidence_split": 1}
+    assert [item["evidence"] for item in report["per_item"]] == [["D1:3"], ["D2:1"], ["D2:1"]]  # "D:2:01" is D2:1
     assert report["overall"]["recall@5"] == 1.0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
@@ -136,10 +136,11 @@ def _timing(seconds: list[float]) -> dict[str, float]:
     return {"median": statistics.median(seconds), "max": max(seconds), "total": sum(seconds)} if seconds else {}
 
 
-def _evidence(qa: dict, known: set[str]) -> tuple[set[str], int]:
-    """The question's evidence ids that name a dialog turn, and how many named none (or were malformed)."""
+def _evidence(qa: dict, known: set[str], repaired: Counter) -> tuple[set[str], int]:
+    """The question's evidence ids that name a dialog turn, and how many named none (or were malformed); the
+    strings split and ids rewritten on the way are counted in ``repaired``."""
     evidence, unparsed = set(), 0
-    for part in parse_evidence_ids(qa.get("evidence", [])):
+    for part in parse_evidence_ids(qa.get("evidence", []), repaired):
         if part in known:
             evidence.add(part)
         else:
@@ -147,7 +148,9 @@ def _evidence(qa: dict, known: set[str]) -> tuple[set[str], int]:
     return evidence, unparsed
 
 
-def locomo_summary(per_item: list[dict], seconds: list[float], unparsed: int, ks) -> dict[str, Any]:
+def locomo_summary(
+    per_item: list[dict], seconds: list[float], unparsed: int, ks, repaired: Counter | None = None
+) -> dict[str, Any]:
     """Mean recall@k overall, over categories 1-4 and per category, with timings and per-item rows."""
 
     def mean_of(rows, name):
@@ -169,6 +172,7 @@ def locomo_summary(per_item: list[dict], seconds: list[float], unparsed: int, ks
         | {"n": sum(1 for r in per_item if r["category"] != 5)},
         "by_category": by_category,
         "unparsed_evidence_ids": unparsed,
+        "repaired_evidence_ids": dict(sorted((repaired or Counter()).items())),
         "seconds_per_question": _timing(seconds),
         "items": len(per_item),
         "per_item": per_item,
@@ -202,7 +206,7 @@ def run_locomo(
     first = next(iter(configs.values())).retrieval
     per_item: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
-    unparsed = 0
+    unparsed, repaired = 0, Counter()
     questions = [(record, number, qa) for record in records for number, qa in enumerate(record["qa"])]
     conversations = sum(1 for record in records if record["qa"])
     store: HaystackStore | None = None
@@ -218,7 +222,7 @@ def run_locomo(
                 known = set(dia_of.values())
                 asked = history_end(by_sample.get(sample, []))
                 store = HaystackStore(workdir / "locomo", by_sample.get(sample, []), embedder, config=first)
-            evidence, missed = _evidence(qa, known)
+            evidence, missed = _evidence(qa, known, repaired)
             unparsed += missed
             if evidence:
                 question = str(qa["question"])
@@ -245,9 +249,9 @@ def run_locomo(
                 store = None
                 done += 1
                 if checkpoint is not None:
-                    summary = partial(locomo_summary, unparsed=unparsed, ks=ks)
+                    summary = partial(locomo_summary, unparsed=unparsed, ks=ks, repaired=repaired)
                     checkpoint(_finished(per_item, seconds, summary), done, conversations)
     finally:
         if store is not None:
             store.close()
-    return {name: locomo_summary(per_item[name], seconds[name], unparsed, ks) for name in configs}
+    return {name: locomo_summary(per_item[name], seconds[name], unparsed, ks, repaired) for name in configs}

@@ -9,6 +9,8 @@ the category table live here once; the retrieval benchmark imports them.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,27 @@ LOADER = f"{__name__}:load_history"
 # LoCoMo's own category ids and names; other projects relabel them, reports always use these.
 CATEGORY_NAMES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DATE_INSTRUCTION = " Use DATE of CONVERSATION to answer with an approximate date."
+_EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")  # D3:12, and the file's variants D:11:26 and D30:05
 
 
-def parse_evidence_ids(raw: object) -> list[str]:
-    """Evidence or observation ids as given: one string (possibly ``"D8:6; D9:17"`` or ``"D1:3,D1:4"``)
-    or a list of them, split on ';' and ',' with blanks dropped. Whether an id names a real turn is the
-    caller's check."""
-    parts = raw if isinstance(raw, list) else [raw]
-    return [piece.strip() for part in parts for piece in str(part).replace(",", ";").split(";") if piece.strip()]
+def parse_evidence_ids(raw: object, repaired: Counter | None = None) -> list[str]:
+    """Evidence or observation ids as given: one string or a list of them. A string may hold several ids
+    (``"D8:6; D9:17"``, ``"D1:3,D1:4"``, ``"D9:1 D4:4 D4:6"``), split on ';', ',' and whitespace; an id written out
+    of form (``"D:11:26"``, ``"D30:05"``) is read as the turn it names (``D11:26``, ``D30:5``). What matches no form
+    passes through as written (``"D"``): whether an id names a real turn is the caller's check, and the caller counts
+    it. ``repaired``, when given, counts the strings split and the ids rewritten."""
+    ids: list[str] = []
+    for part in raw if isinstance(raw, list) else [raw]:
+        pieces = [p for p in re.split(r"[;,\s]+", str(part)) if p]
+        if repaired is not None and len(pieces) > 1:
+            repaired["locomo_evidence_split"] += 1
+        for piece in pieces:
+            form = _EVIDENCE_ID.fullmatch(piece)
+            canonical = f"D{int(form[1])}:{int(form[2])}" if form else piece
+            if repaired is not None and canonical != piece:
+                repaired["locomo_evidence_id_rewritten"] += 1
+            ids.append(canonical)
+    return ids
 
 
 def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int = 0):
@@ -66,10 +81,7 @@ def locomo_samples(path: Path | str, *, limit: int | None = None, sessions: int 
                 answer = str(answer)
             evidence, texts = [], []
             for raw in qa.get("evidence", []):
-                parts = parse_evidence_ids(raw)
-                if len(parts) > 1:
-                    report.repaired["locomo_evidence_split"] += 1
-                for part in parts:
+                for part in parse_evidence_ids(raw, report.repaired):
                     entry = by_dia.get(part)
                     if entry is None:
                         report.unparsed.append(f"{sample_id} qa {n}: evidence '{part}'")
