@@ -10,6 +10,7 @@ import sys
 def add_parser(sub) -> None:
     from protocols.scenarios.domains import DOMAINS
     from protocols.scenarios.generator import DENSITIES, MIN_SESSIONS
+    from protocols.scenarios.labels import LABEL_MODES
 
     p = sub.add_parser(
         "scenarios",
@@ -28,6 +29,13 @@ def add_parser(sub) -> None:
     g.add_argument("--domains", default=",".join(DOMAINS), help=f"comma-separated, of: {', '.join(DOMAINS)}")
     g.add_argument("--density", choices=tuple(DENSITIES), default="medium", help="planted events and chatter")
     g.add_argument("--sessions", type=int, default=4, help=f"sessions per history (at least {MIN_SESSIONS})")
+    g.add_argument(
+        "--labels",
+        choices=LABEL_MODES,
+        default="all",
+        help="which corrections and supersessions stay labelled on their turns: all, none, or mixed (each with "
+        "probability one half); the others go to the scenario's gold_events (same histories, same gold)",
+    )
     g.add_argument("--out", required=True, help="the JSONL file to write")
     g.set_defaults(func=run_generate)
     lo = scenarios.add_parser(
@@ -54,7 +62,13 @@ def run_generate(args: argparse.Namespace) -> int:
 
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     try:
-        check_parameters(scenarios=args.scenarios, domains=domains, density=args.density, sessions=args.sessions)
+        check_parameters(
+            scenarios=args.scenarios,
+            domains=domains,
+            density=args.density,
+            sessions=args.sessions,
+            labels=args.labels,
+        )
     except ValueError as exc:
         print(f"lca: error: --{exc}", file=sys.stderr)
         return 2
@@ -65,12 +79,16 @@ def run_generate(args: argparse.Namespace) -> int:
         domains=domains,
         density=args.density,
         sessions=args.sessions,
+        labels=args.labels,
     )
     c = card["counts"]
     categories = ", ".join(f"{k} {v}" for k, v in c["probes_by_category"].items())
     events = ", ".join(f"{k} {v}" for k, v in c["events_by_type"].items())
     print(f"{c['scenarios']} scenarios, {c['sessions']} sessions, {c['turns']} turns, {c['probes']} probes")
     print(f"events: {events}")
+    if args.labels != "all":
+        gold = ", ".join(f"{k} {v['unlabelled']}" for k, v in c["gold_events_by_type"].items())
+        print(f"unlabelled (gold_events): {gold}")
     print(f"probes: {categories}")
     print(f"written: {out} (sha256 {card['sha256'][:12]}), {markdown}, {card_json}")
     return 0

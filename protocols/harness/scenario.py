@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lca.errors import RecordFormatError
 from lca.types import EntryKind, TranscriptEntry
+from protocols.scenarios.labels import REPLACING_TYPES, unlabel
 
 SCHEMA_VERSION = 2  # the version this code writes; version 1 files still load
 _NAME = r"^[A-Za-z0-9._-]+$"
@@ -60,6 +61,18 @@ class TurnEvent(_Record):
         if self.type not in ("correction",) and self.right is not None:
             raise ValueError(f"only a correction takes 'right', not a {self.type}")
         return self
+
+
+class GoldEvent(_Record):
+    """A correction or supersession that happened in the history but that no turn labels: what a host that sends
+    no event markers leaves the substrate to find. ``by`` is the turn that corrects or replaces, ``of`` the earlier
+    turn it is about. Only scorers and benchmarks read these (the inferred events' precision and recall, and
+    which turns a marker must accompany); conditions never see them."""
+
+    type: Literal["correction", "supersedes"]
+    of: EvidenceRef
+    by: EvidenceRef
+    right: str | None = None
 
 
 class Turn(_Record):
@@ -139,6 +152,7 @@ class Scenario(_Record):
     sessions: tuple[ScenarioSession, ...] = Field(min_length=1)
     memories: tuple[ScenarioMemory, ...] = ()
     probes: tuple[ScenarioProbe, ...] = Field(min_length=1)
+    gold_events: tuple[GoldEvent, ...] = ()  # v2: corrections and supersessions no turn labels
 
     @model_validator(mode="after")
     def _references_point_into_the_history(self) -> Scenario:
@@ -163,6 +177,15 @@ class Scenario(_Record):
                             f"session '{session.id}' turn {n}: a {turn.event.type} is of an earlier turn, "
                             f"not {ref.session} turn {ref.turn}"
                         )
+        labelled = {(s.id, n) for s in self.sessions for n, t in enumerate(s.turns, 1) if t.event is not None}
+        for number, gold in enumerate(self.gold_events, 1):
+            what = f"gold_events[{number}] ({gold.type})"
+            check(gold.of, f"{what}: of")
+            check(gold.by, f"{what}: by")
+            if (order[gold.of.session], gold.of.turn) >= (order[gold.by.session], gold.by.turn):
+                raise ValueError(f"{what}: 'by' ({gold.by.session} turn {gold.by.turn}) must come after 'of'")
+            if (gold.by.session, gold.by.turn) in labelled:
+                raise ValueError(f"{what}: {gold.by.session} turn {gold.by.turn} already labels an event")
         ids = [m.id for m in self.memories]
         if len(set(ids)) != len(ids):
             raise ValueError("memory ids repeat")
@@ -191,6 +214,8 @@ class Scenario(_Record):
                     raise ValueError(f"session '{session.id}': tool turns and events need schema_version 2")
         if self.memories:
             raise ValueError("'memories' needs schema_version 2")
+        if self.gold_events:
+            raise ValueError("'gold_events' needs schema_version 2")
         defaults = ScenarioProbe(id="x", question="x", answer="x")
         for probe in self.probes:
             for name in V2_FIELDS["probe"]:
@@ -271,6 +296,22 @@ class Scenario(_Record):
             "sources": [{"session": sid, "entries": ids} for sid, ids in by_session.items()],
         }
 
+    def replacement_events(self) -> list[dict[str, Any]]:
+        """Every correction and supersession of the history, labelled on a turn or only in ``gold_events``, as
+        pointers: ``{"type", "of", "by", "labelled"}`` in the order of the turn that made it."""
+        order = {s.id: n for n, s in enumerate(self.sessions)}
+        found: list[tuple[tuple[int, int], dict[str, Any]]] = []
+        for session in self.sessions:
+            for n, turn in enumerate(session.turns, 1):
+                if turn.event is not None and turn.event.type in REPLACING_TYPES and turn.event.of is not None:
+                    by = EvidenceRef(session=session.id, turn=n)
+                    event = {"type": turn.event.type, "of": self.pointer(turn.event.of), "by": self.pointer(by)}
+                    found.append(((order[session.id], n), {**event, "labelled": True}))
+        for gold in self.gold_events:
+            event = {"type": gold.type, "of": self.pointer(gold.of), "by": self.pointer(gold.by), "labelled": False}
+            found.append(((order[gold.by.session], gold.by.turn), event))
+        return [event for _, event in sorted(found, key=lambda pair: pair[0])]
+
     def evidence_pointers(self, probe: ScenarioProbe) -> list[str]:
         return [self.pointer(r) for r in probe.evidence]
 
@@ -340,7 +381,17 @@ def probe_gold(scenario: Scenario, probe: ScenarioProbe) -> dict[str, Any]:
         "forbidden_mentions": list(probe.forbidden_mentions),
         "source_type": probe.source_type,
         "abstain": probe.abstain,
+        "events": scenario.replacement_events(),
     }
+
+
+def without_labels(scenario: Scenario, labels: str = "none", *, seed: int = 0) -> Scenario:
+    """The same history and gold with its corrections and supersessions left unlabelled
+    (``protocols.scenarios.labels.unlabel``: ``all``, ``none`` or ``mixed``)."""
+    if labels == "all":
+        return scenario
+    data = unlabel(scenario.model_dump(mode="json", exclude_none=True), labels, seed=seed)
+    return Scenario.model_validate(data)
 
 
 def scenario_samples(path: Path | str, *, limit: int | None = None) -> tuple[list[Any], str]:

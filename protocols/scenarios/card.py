@@ -1,5 +1,6 @@
 """The data card of a generated scenario set: how it was made (generator version, seed, parameters, the command
-that regenerates it) and what it holds (counts per event type and per probe category), all counted from the
+that regenerates it) and what it holds (counts per event type and per probe category; corrections and supersessions
+both where a turn labels them and where ``--labels`` left them only in ``gold_events``), all counted from the
 scenarios themselves so a card cannot disagree with its file. ``write_set`` writes the JSONL and the card (Markdown
 and JSON) beside it."""
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.generator import CATEGORIES, GENERATOR_VERSION, generate
+from protocols.scenarios.labels import REPLACING_TYPES
 
 EVENT_TYPES = ("correction", "approval", "supersedes", "interruption")
 ROLES = ("user", "assistant", "tool_call", "tool_result")
@@ -34,6 +36,7 @@ def counts(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     roles: Counter[str] = Counter()
     channels: Counter[str] = Counter()
     events: Counter[str] = Counter()
+    unlabelled: Counter[str] = Counter()
     categories: Counter[str] = Counter()
     sources: Counter[str] = Counter()
     domains: Counter[str] = Counter()
@@ -54,6 +57,8 @@ def counts(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                     out["failed_tool_results"] += 1
                 if contains_secret(turn["content"]):
                     out["secret_strings"] += 1
+        for gold in scenario.get("gold_events") or ():  # corrections and supersessions no turn labels
+            unlabelled[gold["type"]] += 1
         for probe in scenario["probes"]:
             out["probes"] += 1
             categories[probe.get("category") or "unset"] += 1
@@ -66,6 +71,7 @@ def counts(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "sessions_by_channel": {c: channels[c] for c in CHANNELS},
         "turns_by_role": {r: roles[r] for r in ROLES},
         "events_by_type": {e: events[e] for e in EVENT_TYPES},
+        "gold_events_by_type": {e: {"labelled": events[e], "unlabelled": unlabelled[e]} for e in REPLACING_TYPES},
         "failed_tool_results": out["failed_tool_results"],
         "secret_strings": out["secret_strings"],
         "probes_by_category": {c: categories[c] for c in CATEGORIES},
@@ -92,9 +98,11 @@ def data_card(
 
 def regenerate_command(parameters: Mapping[str, Any], out: str) -> str:
     p = parameters
+    labels = p.get("labels", "all")
     return (
         f"lca scenarios generate --seed {p['seed']} --scenarios {p['scenarios']} --domains {','.join(p['domains'])} "
-        f"--density {p['density']} --sessions {p['sessions']} --out {out}"
+        f"--density {p['density']} --sessions {p['sessions']}{'' if labels == 'all' else f' --labels {labels}'} "
+        f"--out {out}"
     )
 
 
@@ -130,6 +138,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         _table("session channel", c["sessions_by_channel"]),
         _table("turn role", c["turns_by_role"]),
         _table("turn event", c["events_by_type"]),
+        _gold_table(c["gold_events_by_type"]),
         _table("probe category", c["probes_by_category"]),
         _table("probe source type", c["probes_by_source_type"]),
         "## How it was made",
@@ -152,13 +161,37 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         "answer it), `interruption` (the open-thread turn; required its key word), `citation` (the decision and "
         "where it is recorded: `memory` when the scenario holds a memory of it, else `transcript`).",
         "",
+        *_labels_note(p.get("labels", "all")),
     ]
     return "\n".join(lines)
+
+
+def _labels_note(labels: str) -> list[str]:
+    """What ``--labels`` left unlabelled; nothing for ``all`` (every event on its turn)."""
+    if labels == "all":
+        return []
+    which = (
+        "every correction and supersession is"
+        if labels == "none"
+        else "each correction and supersession is, with probability one half (drawn from the seed and the scenario id),"
+    )
+    return [
+        f"Labels `{labels}`: {which} left unlabelled: the turn that makes it carries no event, and the scenario's "
+        "`gold_events` records it (`type`, `of`, `by`, `right`) for scorers and benchmarks only, as a host that sends "
+        "no event markers would leave it. Approvals and interruptions keep their labels; the histories and probes are "
+        "those the same parameters give with every event labelled.",
+        "",
+    ]
 
 
 def _table(what: str, values: Mapping[str, int]) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in values.items())
     return f"| {what} | count |\n| --- | --- |\n{rows}\n"
+
+
+def _gold_table(values: Mapping[str, Mapping[str, int]]) -> str:
+    rows = "\n".join(f"| {k} | {v['labelled']} | {v['unlabelled']} |" for k, v in values.items())
+    return f"| gold event | labelled on its turn | unlabelled (gold_events) |\n| --- | --- | --- |\n{rows}\n"
 
 
 def card_paths(out: Path) -> tuple[Path, Path]:
@@ -168,17 +201,25 @@ def card_paths(out: Path) -> tuple[Path, Path]:
 
 
 def write_set(
-    out: Path | str, *, seed: int, scenarios: int, domains: list[str], density: str, sessions: int
+    out: Path | str,
+    *,
+    seed: int,
+    scenarios: int,
+    domains: list[str],
+    density: str,
+    sessions: int,
+    labels: str = "all",
 ) -> tuple[Path, Path, Path, dict[str, Any]]:
     """Generate a set and write it with its card; the paths written and the card."""
     out = Path(out)
-    generated = generate(seed, scenarios, domains, density, sessions)
+    generated = generate(seed, scenarios, domains, density, sessions, labels)
     parameters = {
         "seed": seed,
         "scenarios": scenarios,
         "domains": list(domains),
         "density": density,
         "sessions": sessions,
+        "labels": labels,
     }
     card = data_card(generated, parameters, file=out.as_posix())
     markdown, card_json = card_paths(out)

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from protocols.scenarios.domains import DOMAINS
+from protocols.scenarios.labels import LABEL_MODES, unlabel
 from protocols.scenarios.vocabulary import Decision, Domain
 
 GENERATOR_VERSION = "2"  # 2: a changed preference carries a `supersedes` event to the statement it replaces
@@ -112,20 +113,26 @@ def generate(
     domains: tuple[str, ...] | list[str] = tuple(DOMAINS),
     density: str = "medium",
     sessions: int = 4,
+    labels: str = "all",
 ) -> list[dict[str, Any]]:
     """``scenarios`` histories cycling through ``domains``, each of ``sessions`` sessions at ``density``: plain
-    dicts valid under ``protocols.harness.scenario.Scenario``. Deterministic for the arguments."""
-    check_parameters(scenarios=scenarios, domains=domains, density=density, sessions=sessions)
+    dicts valid under ``protocols.harness.scenario.Scenario``. Deterministic for the arguments. ``labels``
+    (``all``, ``none``, ``mixed``) says which corrections and supersessions stay labelled on their turns; the others
+    move to the scenario's ``gold_events`` (``protocols.scenarios.labels.unlabel``): the same histories and gold."""
+    check_parameters(scenarios=scenarios, domains=domains, density=density, sessions=sessions, labels=labels)
     master = random.Random(seed)
     out = []
     for index in range(scenarios):
         domain = DOMAINS[domains[index % len(domains)]]
         rng = random.Random(master.getrandbits(64))
-        out.append(_scenario(rng, domain, DENSITIES[density], sessions, f"{domain.short}-{seed}-{index + 1:03d}"))
+        scenario = _scenario(rng, domain, DENSITIES[density], sessions, f"{domain.short}-{seed}-{index + 1:03d}")
+        out.append(unlabel(scenario, labels, seed=seed))
     return out
 
 
-def check_parameters(*, scenarios: int, domains: tuple[str, ...] | list[str], density: str, sessions: int) -> None:
+def check_parameters(
+    *, scenarios: int, domains: tuple[str, ...] | list[str], density: str, sessions: int, labels: str = "all"
+) -> None:
     """Bad parameters are refused naming the parameter and what it takes."""
     if scenarios < 1:
         raise ValueError(f"scenarios: at least 1, not {scenarios}")
@@ -138,6 +145,8 @@ def check_parameters(*, scenarios: int, domains: tuple[str, ...] | list[str], de
         raise ValueError(f"density: one of {', '.join(DENSITIES)}, not '{density}'")
     if sessions < MIN_SESSIONS:
         raise ValueError(f"sessions: at least {MIN_SESSIONS}, not {sessions}")
+    if labels not in LABEL_MODES:
+        raise ValueError(f"labels: one of {', '.join(LABEL_MODES)}, not '{labels}'")
 
 
 # ---- one scenario --------------------------------------------------------------------------------------------
