@@ -156,6 +156,13 @@ class ExperienceLog:
         """target -> Counter of event kinds, replayed from the log (cached by the log's size)."""
         return self._replayed()[1]
 
+    def replacement_keys(self) -> list[EventKey]:
+        """The (target, kind, span) keys of the explicit corrections and supersessions, in a stable order."""
+        keys = self._replayed()[2]
+        return sorted(
+            (k for k in keys if k[1] in ("corrected", "superseded") and k[2]), key=lambda k: (k[0], k[1], k[2] or "")
+        )
+
     def corrections(self) -> dict[str, tuple[str, ...]]:
         """target -> the turns ("<session>#<entry>") whose explicit event corrected or superseded it."""
         out: dict[str, list[str]] = defaultdict(list)

@@ -39,6 +39,7 @@ class IngestReport:
     memory_files_indexed: int = 0
     memory_files_removed: int = 0
     quarantined_lines: int = 0
+    events_inferred: int = 0  # replacement events the model-free detector found in the new turns (lca.events)
     index: AddResult = field(default_factory=AddResult)
     repairs: dict[str, int] = field(default_factory=dict)
     imports: list[dict[str, Any]] = field(default_factory=list)
@@ -99,16 +100,19 @@ def ingest_pending(
     out: IngestReport,
     *,
     bar: Callable[[int, str, str], Any] | None = None,
+    observe: Callable[[list[Any]], int] | None = None,
 ) -> None:
     """Index new transcript entries and new or changed memory files; drop chunks of deleted memory
     files. The caller holds the store's writer lock. ``bar(total, desc, unit)`` may return a
-    progress bar (with ``update`` and ``close``) or None."""
+    progress bar (with ``update`` and ``close``) or None. ``observe`` reads the new transcript entries once they are
+    indexed (the change detector, ``lca.events.EventBook.observe``) and says how many events it recorded."""
     index.catalog_.set_meta("last_writer_version", code_version())
     record_writer(index.catalog_, code_version())
     out.repairs = index.repair()
     retried = index.retry_failures()
     out.index.merge(retried)
     chunks = []
+    entries: list[Any] = []
     marks: dict[str, str] = {}
     for session_id in transcript.session_ids():
         transcript.recover(session_id)
@@ -127,6 +131,7 @@ def ingest_pending(
         read = transcript.read(session_id, start=start)
         out.sessions_scanned += 1
         out.quarantined_lines += len(read.malformed)
+        entries.extend(read.entries)
         for entry in read.entries:
             chunks.extend(entry_chunks(entry, chunker))
             out.entries_indexed += 1
@@ -163,3 +168,5 @@ def ingest_pending(
         index.catalog_.set_watermark(key, value)
     index.catalog_.commit()
     index.flush()
+    if observe is not None and entries:
+        out.events_inferred += observe(entries)

@@ -159,6 +159,11 @@ class StoreLayout:
         return self.root / "index"
 
     @property
+    def inferred_events(self) -> Path:
+        """Replacement events the model-free detector inferred at ingest (derived: reindex rebuilds them)."""
+        return self.index / "events.jsonl"
+
+    @property
     def catalog(self) -> Path:
         return self.index / "catalog.sqlite"
 

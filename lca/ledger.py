@@ -41,6 +41,9 @@ OTHER_EVENTS = (
     "proposal_resolved",
     "cycle_completed",
     "identity_written",
+    "event_inferred",
+    "event_confirmed",
+    "event_rejected",
 )
 EVENT_KINDS = HYPOTHESIS_EVENTS + SCHEMA_EVENTS + OTHER_EVENTS
 
@@ -159,6 +162,7 @@ class LearnedState:
     proposals: dict[str, dict[str, Any]] = field(default_factory=dict)  # pending approvals
     cycles: list[dict[str, Any]] = field(default_factory=list)
     identity: dict[str, dict[str, Any]] = field(default_factory=dict)  # file name -> last approved write
+    replacement_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # id -> inferred, decided
     events: int = 0
 
     def recovery_rate(self) -> tuple[float | None, int, int]:
@@ -402,5 +406,7 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
         state.identity[subject] = d
     elif kind == "cycle_completed":
         state.cycles.append({"cycle": subject, "at": event.at, **d})
+    elif kind in ("event_inferred", "event_confirmed", "event_rejected"):
+        state.replacement_events.setdefault(subject, []).append(entry)
     else:
         raise RecordFormatError(f"unknown ledger event {kind!r}")

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from lca.activation import RetrievalLog
+from lca.change_detector import StructuralChangeDetector
 from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
 from lca.errors import LCAError, RecordFormatError
+from lca.events import EventBook, ReplacementEvent
 from lca.experience import ExperienceLog, experience_of, turn_events
 from lca.fileio import atomic_write_bytes, exclusive_lock
 from lca.health import acknowledge_quarantine, store_health
@@ -57,6 +59,7 @@ class Substrate:
         recall_config: RecallConfig | None = None,
         token_counter: Callable[[str], int] | None = None,
         critical_budget: int = 400,
+        infer_events: bool = True,
         **index_params: Any,
     ) -> None:
         self.home = Path(home)
@@ -84,6 +87,14 @@ class Substrate:
         self.experience = ExperienceLog(self.home)
         self.retrievals = RetrievalLog(self.home)
         self.ledger = Ledger(self.home)
+        # which turns later ones replaced: labels, the model-free detector at ingest (off: labels alone), the cycle
+        self.events = EventBook(
+            self.home,
+            self.transcript,
+            labelled=self.experience.replacement_keys,
+            ledger_events=self.ledger.events,
+            detector=StructuralChangeDetector if infer_events else None,
+        )
         settings = self.layout.recall_settings
         if recall_config is None and settings.exists():
             try:
@@ -208,7 +219,9 @@ class Substrate:
         return out
 
     def _ingest_locked(self, out: IngestReport) -> None:
-        ingest_pending(self.index, self.transcript, self.memory, self.chunker, out, bar=self._bar)
+        ingest_pending(
+            self.index, self.transcript, self.memory, self.chunker, out, bar=self._bar, observe=self.events.observe
+        )
 
     def reindex(self) -> IngestReport:
         """Delete every derived store and rebuild it from the transcript and memory files."""
@@ -217,6 +230,7 @@ class Substrate:
         with self.writer_lock():
             self.close()
             shutil.rmtree(self.layout.index, ignore_errors=True)
+            self.events.reset()  # the inferred events lived in the index folder: read the history again
             self._ingest_locked(out)
         out.seconds = time.perf_counter() - started
         return out
@@ -291,20 +305,37 @@ class Substrate:
         self.recall_config = config
 
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
+        config = config or self.recall_config
+        hold, mark = config.hold_confidence, config.mark_confidence
         return Recaller(
             self.index,
             memory_files=self.memory_files,
-            experience=self.experience.counts,
+            experience=lambda: self.events.held_counts(self.experience.counts(), hold=hold, mark=mark),
             count_tokens=self.count_tokens,
             count_tokens_many=self.count_tokens_many,
-            config=config or self.recall_config,
+            config=config,
             log_path=self.layout.recall_log,
             retrievals=self.retrievals,
             entry_meta=self.transcript.entry_meta,
-            corrections=self.experience.corrections,
+            corrections=lambda: self.events.corrections(hold=hold, mark=mark),
             reply_to=self.transcript.reply_to,
             agent_turns=self.transcript.agent_turns,
+            replacements=lambda: self.events.replacements(hold=hold, mark=mark),
         )
+
+    # ---- replacement events (lca.events) --------------------------------------------
+    def decide_event(self, event_id: str, decision: str, *, by: str, reason: str = "") -> ReplacementEvent:
+        """Confirm or reject a replacement event, recorded in the ledger: a confirmed one acts as a host's label, a
+        rejected one never acts again. An unknown id is refused (``UnknownEventError``) and nothing is written."""
+        if decision not in ("confirmed", "rejected"):
+            raise ValueError(f"decision must be 'confirmed' or 'rejected', got {decision!r}")
+        if not by.strip():
+            raise ValueError("a decision names who made it")
+        with self.writer_lock():
+            event = self.events.find(event_id)
+            kind = "event_confirmed" if decision == "confirmed" else "event_rejected"
+            self.ledger.append(kind, event.id, {"by": by, "reason": reason, "event": event.to_dict()})
+        return event
 
     def recall(self, context: RecallContext | str, *, config: RecallConfig | None = None) -> RecallResult:
         """Resonance-weighted recall for one turn; see lca.recall."""

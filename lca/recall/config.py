@@ -91,7 +91,10 @@ class RecallConfig:
     small_store_feedback: bool = False  # off: a small store is ranked without the pseudo-relevance feedback round
     # (its top turns are the store's subject; moving the query towards them drifts it from what was asked)
     topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
-    turn_supersession: bool = True  # a turn a later explicit event corrected or superseded is superseded (K)
+    turn_supersession: bool = True  # a turn a later event corrected or superseded (labelled or inferred) is held
+    # back or marked (lca.events); off: the transcript alone, as if no turn ever replaced another
+    hold_confidence: float = 0.8  # an inferred replacement at or above this holds the turn back (as a label does)
+    mark_confidence: float = 0.5  # ... at or above this the turn may be shown, marked with what replaced it
     agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
     # user's own words come first, the agent's restatement of them (and its errors) after (docs/recall.md); 0: off
     reply_inheritance: float = 0.0  # a user's turn scores as if its S were at least this share of the S of the
@@ -125,6 +128,8 @@ class RecallConfig:
             "reply_inheritance": 0.0 <= self.reply_inheritance <= 1.0,
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
             "half_life_days": self.half_life_days > 0,
+            "hold_confidence": 0.0 <= self.hold_confidence <= 1.0,
+            "mark_confidence": 0.0 <= self.mark_confidence <= self.hold_confidence,
         }
         for name, ok in checks.items():
             value = getattr(self, name)

@@ -76,8 +76,12 @@ class Recaller:
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
         reply_to: Callable[[str, str], str | None] | None = None,
         agent_turns: Callable[[str], frozenset[str]] | None = None,
+        replacements: Callable[[], Mapping[str, Sequence[Any]]] | None = None,
     ) -> None:
         self.index = index
+        # ``transcript:<turn>`` -> how each later event acts on it (lca.events.Replacement: held or marked); read
+        # with turn_supersession: a marked turn is penalized, and every replaced turn shown says what replaced it
+        self.replacements = replacements
         self.corrections = corrections  # a turn -> the turns whose explicit event corrected or superseded it
         self.reply_to = reply_to  # (session, entry) -> the entry that answers that turn (Transcript.reply_to)
         self.agent_turns = agent_turns  # session -> the ids of its turns the agent wrote (K: its own words)
@@ -245,6 +249,7 @@ class Recaller:
         authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
         as_of_utc = as_utc(as_of)
         stale = replies_to_replaced(self.corrections, self.reply_to, self.agent_turns) if cfg.turn_supersession else {}
+        replaced_turns = self.replacements() if cfg.turn_supersession and self.replacements is not None else {}
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S
@@ -258,7 +263,8 @@ class Recaller:
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
                 cosine = max(cosine, float(hit.dense_score))
             private_in_public = superseded = expired = conflict = outside_role = False
-            answers_replaced = answers_superseded = False
+            answers_replaced = answers_superseded = possibly_replaced = False
+            marker: str | None = None
             agent, clears = 0.0, self._clears_floor(cosine, hit.timestamp, anchor)
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
@@ -283,6 +289,10 @@ class Recaller:
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
+                if reps := replaced_turns.get(turn):  # labelled or inferred (lca.events): the header says what replaced it
+                    rep = next((r for r in reps if r.status == "held"), reps[0])
+                    marker = rep.marker()
+                    possibly_replaced = rep.status != "held" and not superseded
                 if (replaced := stale.get(turn)) is not None:  # a reply to a turn an explicit event replaced
                     kinds = experience.get(replaced, {})  # a decision superseded (no detail corrected): filtered
                     answers_superseded = bool(kinds.get("superseded")) and not kinds.get("corrected")
@@ -325,6 +335,7 @@ class Recaller:
                 outside_role=outside_role,
                 answers_replaced=answers_replaced,
                 answers_superseded=answers_superseded,
+                possibly_replaced=possibly_replaced,
                 agent_words=agent,
             )
             act = 0.0
@@ -362,6 +373,7 @@ class Recaller:
                     score,
                     tuple(reasons),
                     why_not=why_not,
+                    marker=marker,
                 )
             )
         if cfg.correction_pairing and self.corrections is not None:

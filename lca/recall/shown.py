@@ -135,6 +135,8 @@ def item_label(number: int, item: ScoredCandidate) -> str:
     that brought it, whose header gives the time, and it was brought for that turn, not for its own weight."""
     where = shown_pointer(item.source)
     parts = [WILDCARD_NOTE] if item.wildcard else []
+    if item.marker:  # never silently: a turn a later one replaced says so, with what replaced it and when
+        parts.append(item.marker)
     if item.authority_key != item.source_type:
         parts.append(item.authority_key)
     if not item.prompt_of:

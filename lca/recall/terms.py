@@ -97,6 +97,7 @@ def risk_term(
     outside_role: bool = False,
     answers_replaced: bool = False,
     answers_superseded: bool = False,
+    possibly_replaced: bool = False,
     agent_words: float = 0.0,
 ) -> tuple[float, list[str]]:
     """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
@@ -121,6 +122,8 @@ def risk_term(
         reasons.append(ANSWERS_REPLACED)
     if answers_superseded and not about_history:
         reasons.append(ANSWERS_SUPERSEDED)
+    if possibly_replaced and not about_history:
+        reasons.append(POSSIBLY_REPLACED)
     if reasons:
         hard = {"secret or credential", "private in a public channel", *HELD_FOR_HISTORY}
         return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
@@ -153,6 +156,9 @@ def replies_to_replaced(
 AGENT_WORDS = "the agent's own words"
 ANSWERS_REPLACED = "answers a replaced turn"
 ANSWERS_SUPERSEDED = "answers a superseded turn"
+POSSIBLY_REPLACED = (
+    "possibly replaced by a later turn"  # an inference below the hold-back confidence: penalized, marked
+)
 # the reasons a policy filter holds a turn back until a question asks about history (K maximal with each)
 HELD_FOR_HISTORY = frozenset({"superseded", "expired", ANSWERS_SUPERSEDED})
 _ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
