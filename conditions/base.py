@@ -69,6 +69,8 @@ class InjectedItem:
     score: float | None = None
     pointers: tuple[str, ...] = ()  # transcript entries it rests on, as "session#entry"
     label: str | None = None  # the header recall rendered it under (``lca.recall.shown.item_label``); None: the kind's
+    marker: str | None = None  # what replaced the turn it shows, as its header says it ("superseded ... by ..."); None:
+    # no later turn replaced it that this condition knows of
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,16 @@ class Condition:
 
     def close(self) -> None:
         """Release what ``attach`` and ``reset`` opened (stores, indexes)."""
+
+    def replaced_turns(self) -> Mapping[str, str]:
+        """The turns ("session#entry") this condition holds back (``held``) or marks (``marked``) as replaced by a
+        later turn, labelled or inferred: what a false hold is counted against. The default knows of none."""
+        return {}
+
+    def replacement_events(self) -> Sequence[Any]:
+        """The replacement events this condition's store holds (``lca.events.ReplacementEvent``), labelled and
+        inferred; the default keeps none."""
+        return ()
 
     # -- helpers shared by the conditions
     def _packet(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -80,6 +80,7 @@ def _injected(number: int, item: ScoredCandidate, memory_files, transcript=None)
         round(item.score, 6),
         _pointers(item, memory_files, transcript),
         label=item_label(number, item),
+        marker=item.marker,
     )
 
 
@@ -94,13 +95,28 @@ class _SubstrateCondition(Condition):
     def _open(self, root: Path):
         from lca.substrate import Substrate
 
+        config = self.recall_config()
         return Substrate(
             root,
             embedder=self.runtime.embedder,
-            recall_config=self.recall_config(),
+            recall_config=config,
             token_counter=self.runtime.token_counter,
             retrieval=self.runtime.retrieval,
+            infer_events=config.turn_supersession,  # a condition that reads no replacement infers none
         )
+
+    def replaced_turns(self) -> Mapping[str, str]:
+        config = self.substrate.recall_config
+        if not config.turn_supersession:
+            return {}
+        acting = self.substrate.events.replacements(hold=config.hold_confidence, mark=config.mark_confidence)
+        return {
+            target.removeprefix("transcript:"): "held" if any(r.status == "held" for r in reps) else "marked"
+            for target, reps in acting.items()
+        }
+
+    def replacement_events(self) -> Sequence[Any]:
+        return self.substrate.events.events() if self.substrate.recall_config.turn_supersession else ()
 
     def migrate(
         self,

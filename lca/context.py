@@ -296,6 +296,9 @@ class LiveContextManager:
         entries = list(transcript.read(self.session_id).entries) if path.exists() else []
         seen = {e.id for e in entries}
         entries += [e for e in self.live if e.id not in seen]
+        events, config = getattr(self.substrate, "events", None), getattr(self.substrate, "recall_config", None)
+        if events is not None and config is not None and config.turn_supersession:  # inferred as labelled
+            entries = events.as_labels(entries, hold=config.hold_confidence, mark=config.mark_confidence)
         notes = build_handoff(
             entries,
             transcript=transcript,

@@ -26,7 +26,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +41,7 @@ ORIGINS = ("label", "inferred")
 LABEL_DETECTOR = "host-label"
 HELD, MARKED = "held", "marked"
 DECISIONS = {"event_confirmed": "confirmed", "event_rejected": "rejected"}
+LABEL_TYPES = {"corrected": "correction", "superseded": "supersedes"}  # an event kind as a host's label names it
 
 
 class UnknownEventError(LCAError):
@@ -314,6 +315,28 @@ class EventBook:
             for target, reps in self.replacements(hold=hold, mark=mark).items()
             if any(r.status == HELD for r in reps)
         }
+
+    def as_labels(self, entries: Sequence[TranscriptEntry], *, hold: float, mark: float) -> list[TranscriptEntry]:
+        """``entries`` with each held inference shown on the turn that made it as the label a host would have sent
+        (``meta["event"]``, marked ``inferred`` with its confidence), for readers of labels (the mechanical handoff's
+        decisions and what it no longer carries). A view: the transcript is not rewritten; a turn with a label of its
+        own keeps it."""
+        made: dict[str, ReplacementEvent] = {}
+        for reps in self.replacements(hold=hold, mark=mark).values():
+            for rep in reps:
+                if rep.status == HELD and rep.event.origin == "inferred":
+                    made.setdefault(rep.event.by, rep.event)
+        if not made:
+            return list(entries)
+        out = []
+        for entry in entries:
+            event = made.get(turn_key(entry.session_id, entry.id))
+            if event is None or (entry.meta or {}).get("event"):
+                out.append(entry)
+                continue
+            label = {"type": LABEL_TYPES[event.kind], "of": event.of, "inferred": event.confidence}
+            out.append(replace(entry, meta={**(entry.meta or {}), "event": label}))
+        return out
 
     def find(self, event_id_: str) -> ReplacementEvent:
         for event in self.events():

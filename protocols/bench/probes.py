@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", help="embedding cache folder (kept across runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="at most this many probes per file (for quick looks)")
+    parser.add_argument(
+        "--labels",
+        choices=("all", "none", "mixed"),
+        default="all",
+        help="read the files with their corrections and supersessions labelled as written (all), unlabelled (none: "
+        "the labels become gold only) or half of them unlabelled (mixed, drawn from --seed)",
+    )
     parser.add_argument("--out", default="results/bench/probes.json")
 
 
@@ -115,6 +122,8 @@ def replay_probe(
         started = time.perf_counter()
         packet = condition.build_context(asked)
         build_ms = (time.perf_counter() - started) * 1000.0
+        acting = condition.replaced_turns()
+        events = list(condition.replacement_events())
     finally:
         condition.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -126,7 +135,12 @@ def replay_probe(
         "injected_text": packet.injected_text,
         "items": [{"pointers": list(i.pointers), "text": i.text} for i in packet.items],
     }
-    text_level = context_values(probe.category, probe_gold(scenario, probe), shown)
+    gold_probe = probe_gold(scenario, probe)
+    text_level = context_values(probe.category, gold_probe, shown)
+    replaced = {e["of"] for e in gold_probe["events"]}  # turns a later one corrected or superseded (gold)
+    stale = sorted({p for item in packet.items for p in item.pointers if p in replaced})
+    unmarked = sorted({p for item in packet.items if not item.marker for p in item.pointers if p in replaced})
+    in_force = [g for g in gold if g not in replaced]
     return {
         "scenario": scenario.id,
         "probe": probe.id,
@@ -148,6 +162,15 @@ def replay_probe(
         "build_ms": round(build_ms, 3),
         "recall_action": packet.notes.get("recall_action"),
         "pointers": pointers,
+        # replacement events (issue 48): stale turns injected, and those injected without a marker; needed turns in
+        # force that the condition holds back or marks; the events its store inferred, for precision and recall
+        "stale_injected": stale,
+        "stale_unmarked": unmarked,
+        "in_force": in_force,
+        "false_hold": sorted(g for g in in_force if g in acting),
+        "asks_history": probe.category == "history",
+        "gold_events": [[e["of"], e["by"], e["labelled"]] for e in gold_probe["events"]],
+        "inferred_events": [[e.of, e.by, e.confidence] for e in events if e.origin == "inferred"],
     }
 
 
@@ -166,6 +189,9 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     with_mentions = [r for r in rows if r.get("needed_text") is not None]
     with_forbidden_text = [r for r in rows if r.get("forbidden_out") is not None]
     latency = [r["recall_latency_ms"] for r in rows]
+    stale = sum(len(r.get("stale_injected", ())) for r in rows)
+    in_force = sum(len(r.get("in_force", ())) for r in rows)
+    current = [r for r in rows if r["forbidden_kept_out"] is not None and not r.get("asks_history")]
     return {
         "probes": len(rows),
         "gold_probes": len(with_gold),
@@ -178,10 +204,39 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "forbidden_out_probes": len(with_forbidden_text),
         "forbidden_out": share("forbidden_out", with_forbidden_text),
         "nothing_injected": share("nothing_injected", rows),
+        "current_state_probes": len(current),
+        "current_state_forbidden_kept_out": share("forbidden_kept_out", current),
+        "stale_injected": stale,
+        "stale_unmarked": round(sum(len(r.get("stale_unmarked", ())) for r in rows) / stale, 4) if stale else None,
+        "in_force_needed": in_force,
+        "false_hold": round(sum(len(r.get("false_hold", ())) for r in rows) / in_force, 4) if in_force else None,
+        **event_figures(rows),
         "injected_tokens_mean": round(float(np.mean([r["injected_tokens"] for r in rows])), 1) if rows else 0.0,
         "recall_latency_p50_ms": round(float(np.percentile(latency, 50)), 3) if rows else 0.0,
         "recall_latency_p95_ms": round(float(np.percentile(latency, 95)), 3) if rows else 0.0,
     }
+
+
+def event_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The inferred events' precision and recall against the gold events no label named, over the distinct scenarios
+    of ``rows`` (each probe replays its scenario, so its events repeat): counted on the replaced turn, at any kept
+    confidence (what the store holds) and at the hold-back confidence (what recall acts on unmarked)."""
+    from lca.recall import RecallConfig
+
+    hold = RecallConfig().hold_confidence
+    found: dict[tuple[str, str], float] = {}
+    gold: set[str] = set()
+    for r in rows:
+        for of, by, confidence in r.get("inferred_events", ()):
+            found[(of, by)] = max(confidence, found.get((of, by), 0.0))
+        gold |= {of for of, _, labelled in r.get("gold_events", ()) if not labelled}
+    out: dict[str, Any] = {"gold_unlabelled_events": len(gold)}
+    for name, threshold in (("kept", 0.0), ("held", hold)):
+        kept = {of for (of, _), c in found.items() if c >= threshold}
+        out[f"inferred_{name}"] = len(kept)
+        out[f"inferred_{name}_precision"] = round(len(kept & gold) / len(kept), 4) if kept else None
+        out[f"inferred_{name}_recall"] = round(len(kept & gold) / len(gold), 4) if gold else None
+    return out
 
 
 def measure(
@@ -190,13 +245,17 @@ def measure(
     make_runtime: Callable[[Path, Mapping[str, str]], Any],
     *,
     limit: int | None = None,
+    labels: str = "all",
+    seed: int = 0,
 ) -> dict[str, Any]:
-    """Every probe of one scenario file through every condition: per-condition figures and per-probe rows."""
-    from protocols.harness.scenario import load_scenarios
+    """Every probe of one scenario file through every condition: per-condition figures and per-probe rows. ``labels``
+    reads the file with its corrections and supersessions unlabelled (``none``, ``mixed``)."""
+    from protocols.harness.scenario import load_scenarios, without_labels
 
     scenarios, digest = load_scenarios(path)
+    scenarios = [without_labels(s, labels, seed=seed) for s in scenarios]
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
-    out: dict[str, Any] = {"file": str(path), "sha256": digest, "conditions": {}}
+    out: dict[str, Any] = {"file": str(path), "sha256": digest, "labels": labels, "conditions": {}}
     from tqdm import tqdm
 
     for name, params in conditions.items():
@@ -263,7 +322,7 @@ def run_probes_bench(args: argparse.Namespace) -> int:
         params["full-lca"].setdefault("consolidate", 0)
     make, embedder, generators = _runtime_factory(args)
     started = time.perf_counter()
-    measured = [measure(path, params, make, limit=args.limit) for path in files]
+    measured = [measure(path, params, make, limit=args.limit, labels=args.labels, seed=args.seed) for path in files]
     from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     summarizer = next(iter(generators.values())).model_id if generators else None
@@ -285,6 +344,7 @@ def run_probes_bench(args: argparse.Namespace) -> int:
             "full_lca_consolidation": consolidation,
             "summarizer": summarizer,
             "limit": args.limit,
+            "labels": args.labels,
         },
         rows=[
             {"file": m["file"], "condition": name, **row}
@@ -321,6 +381,15 @@ def run_probes_bench(args: argparse.Namespace) -> int:
                 f"tokens {f['injected_tokens_mean']:>6.1f}  recall p50 {f['recall_latency_p50_ms']:.1f} ms"
                 f"{mark}"
             )
+            if f["stale_injected"] or f["gold_unlabelled_events"] or f["false_hold"]:
+                print(
+                    f"  {'':<18} current-state forbidden kept out {shown('current_state_forbidden_kept_out')} "
+                    f"(of {f['current_state_probes']})  stale unmarked {shown('stale_unmarked')} "
+                    f"(of {f['stale_injected']} injected)  false hold {shown('false_hold')}  inferred events: "
+                    f"held precision {shown('inferred_held_precision')} recall {shown('inferred_held_recall')}, "
+                    f"kept precision {shown('inferred_kept_precision')} recall {shown('inferred_kept_recall')} "
+                    f"(of {f['gold_unlabelled_events']} unlabelled)"
+                )
     print(f"written to {out}")
     return 0
 
