@@ -289,7 +289,9 @@ class Recaller:
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
-                if reps := replaced_turns.get(turn):  # labelled or inferred (lca.events): the header says what replaced it
+                if reps := replaced_turns.get(
+                    turn
+                ):  # labelled or inferred (lca.events): the header says what replaced it
                     rep = next((r for r in reps if r.status == "held"), reps[0])
                     marker = rep.marker()
                     possibly_replaced = rep.status != "held" and not superseded
