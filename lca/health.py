@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lca.errors import DerivedStoreDamagedError, LCAError, RecordFormatError
 from lca.health_checks import (
@@ -71,6 +72,7 @@ def store_health(
     critical_budget: int,
     index_error: LCAError | None = None,
     settings_errors: Sequence[LCAError] = (),
+    events: Any = None,
 ) -> HealthReport:
     """Every check over one store, from the stores themselves (the facade, lca.substrate, hands them over).
     ``index`` is None when it could not be opened (``index_error`` says why): its checks become one failure."""
@@ -236,7 +238,30 @@ def store_health(
         "duplicate_ratio": stats.get("duplicate_ratio"),
         "quarantined_bytes": q_bytes,
     }
+    if events is not None:
+        checks.append(_events_check(events))
+        counts["replacement_events"] = checks[-1].data.get("events", 0)
     return HealthReport(str(layout.root), tuple(checks), counts)
+
+
+def _events_check(events: Any) -> HealthCheck:
+    """The replacement events (``lca.events.EventBook``): how many by origin, and the inferred lines refused at load
+    (a turn the transcript does not hold, or an unreadable line): derived, so ``lca reindex`` rebuilds them."""
+    try:
+        found = events.events()
+        refused = events.refused()
+    except LCAError as exc:  # an unreadable ledger event: named, not raised
+        return HealthCheck("replacement_events", HealthStatus.FAIL, str(exc))
+    by_origin: dict[str, int] = {}
+    for event in found:
+        by_origin[event.origin] = by_origin.get(event.origin, 0) + 1
+    data = {"events": len(found), "by_origin": by_origin, "refused": len(refused), "refused_lines": refused[:20]}
+    if refused:
+        detail = (
+            f"{len(refused)} inferred event line(s) refused at load (first: {refused[0]}); `lca reindex` rebuilds them"
+        )
+        return HealthCheck("replacement_events", HealthStatus.WARN, detail, data)
+    return HealthCheck("replacement_events", HealthStatus.OK, f"{len(found)} event(s): {by_origin or 'none'}", data)
 
 
 @dataclass

@@ -404,6 +404,7 @@ class Substrate:
             critical_budget=self.critical_budget,
             index_error=index_error,
             settings_errors=tuple(self._settings_errors.values()),
+            events=self.events,
         )
 
     # ---- progress ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``lca checkpoint``, ``proposals``, ``approve``, ``ledger``, ``schema``, ``audit`` and ``identity``: the
+"""``lca checkpoint``, ``proposals``, ``approve``, ``ledger``, ``events``, ``schema``, ``audit`` and ``identity``: the
 governed side of memory (consolidation, the approval gate, the learned-state ledger), from the shell.
 
 Nothing here imports the evaluation harness: a model string resolves through ``protocols.providers.models``
@@ -126,6 +126,41 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_events(args: argparse.Namespace) -> int:
+    """List the store's replacement events (labelled and inferred) with how each acts, or confirm or reject one."""
+    with common.open_store(args) as substrate:
+        if args.action in ("confirm", "reject"):
+            if not args.event:
+                raise LCAError(f"lca events {args.action}: name the event id (lca events list shows them)")
+            decision = "confirmed" if args.action == "confirm" else "rejected"
+            event = substrate.decide_event(args.event, decision, by=args.by, reason=args.reason or "")
+            common.show(f"{decision}: {event.id} ({event.kind} {event.of} by {event.by}), recorded in the ledger")
+            return 0
+        config = substrate.recall_config
+        acting = substrate.events.replacements(hold=config.hold_confidence, mark=config.mark_confidence)
+        status = {r.event.id: r.status for reps in acting.values() for r in reps}
+        decisions = substrate.events.decisions()
+        rows = [
+            {**e.to_dict(), "acts": status.get(e.id, "no"), "decision": decisions.get(e.id)}
+            for e in substrate.events.events()
+            if args.all or e.id in status
+        ]
+        if args.json:
+            print(json.dumps({"events": rows, "refused": substrate.events.refused()}, indent=2))
+            return 0
+        if not rows:
+            common.show("no replacement events act in this store" + ("" if args.all else " (--all lists every one)"))
+        for r in rows:
+            decided = f", {r['decision']}" if r["decision"] else ""
+            common.show(
+                f"{r['id']}  {r['kind']} {r['of']} by {r['by']}  {r['origin']} ({r['detector']}, "
+                f"{r['confidence']:.2f}{decided}): {r['acts']}" + (f"\n    {r['evidence']}" if r["evidence"] else "")
+            )
+        for line in substrate.events.refused():
+            common.show(f"refused: {line}")
+        return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from lca.ledger import Ledger
 
@@ -228,6 +263,22 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--as-of")
     p.add_argument("--diff", nargs=2, metavar=("T1", "T2"))
     p.set_defaults(func=cmd_ledger)
+
+    p = sub.add_parser(
+        "events",
+        parents=[common_args],
+        help="turns later turns corrected or superseded (labelled or inferred): list, confirm, reject",
+        description="List the replacement events recall acts on (--all: every one the store holds, with its "
+        "confidence and what its detector read), or record a person's decision on one in the ledger: a confirmed "
+        "event acts as a host's label, a rejected one never acts again. An unknown id changes nothing (exit 2).",
+    )
+    p.add_argument("action", choices=["list", "confirm", "reject"])
+    p.add_argument("event", nargs="?", help="confirm, reject: the event id (ev-...)")
+    p.add_argument("--by", default="cli", help="confirm, reject: who decides (recorded in the ledger)")
+    p.add_argument("--reason", help="confirm, reject: why")
+    p.add_argument("--all", action="store_true", help="list: also the events that do not act (rejected, below mark)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_events)
 
     p = sub.add_parser(
         "schema",
