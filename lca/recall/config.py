@@ -93,6 +93,8 @@ class RecallConfig:
     topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
     turn_supersession: bool = True  # a turn a later event corrected or superseded (labelled or inferred) is held
     # back or marked (lca.events); off: the transcript alone, as if no turn ever replaced another
+    project_filter: bool = False  # a turn said in another project than the one asked in is held back (off: it is
+    # shown with the project it was said in, and Q ranks it lower)
     hold_confidence: float = 0.8  # an inferred replacement at or above this holds the turn back (as a label does)
     mark_confidence: float = 0.5  # ... at or above this the turn may be shown, marked with what replaced it
     agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
@@ -159,6 +161,7 @@ class RecallConfig:
             "shared_names",
             "small_store_feedback",
             "turn_supersession",
+            "project_filter",
             "correction_pairing",
             "exchanges",
             "excerpts",

@@ -28,7 +28,7 @@ from lca.recall.floor import (
 )
 from lca.recall.pairing import FLOOR_REASON, inherit_from_replies, pair_corrections
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
-from lca.recall.shown import excerpt, exchange_prompts, item_label, term_stems, trim
+from lca.recall.shown import elsewhere, excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     HELD_FOR_HISTORY,
@@ -264,7 +264,8 @@ class Recaller:
                 cosine = max(cosine, float(hit.dense_score))
             private_in_public = superseded = expired = conflict = outside_role = False
             answers_replaced = answers_superseded = possibly_replaced = False
-            marker: str | None = None
+            marker: str | None = None  # what replaced the turn; where it was said, if not here
+            said_in: str | None = None
             agent, clears = 0.0, self._clears_floor(cosine, hit.timestamp, anchor)
             if hit.pointer.source_type is SourceType.MEMORY:
                 memory = memories.get(hit.pointer.memory_id)
@@ -289,12 +290,9 @@ class Recaller:
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
                 superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
-                if reps := replaced_turns.get(
-                    turn
-                ):  # labelled or inferred (lca.events): the header says what replaced it
+                if reps := replaced_turns.get(turn):  # labelled or inferred (lca.events): the header says so
                     rep = next((r for r in reps if r.status == "held"), reps[0])
-                    marker = rep.marker()
-                    possibly_replaced = rep.status != "held" and not superseded
+                    marker, possibly_replaced = rep.marker(), rep.status != "held" and not superseded
                 if (replaced := stale.get(turn)) is not None:  # a reply to a turn an explicit event replaced
                     kinds = experience.get(replaced, {})  # a decision superseded (no detail corrected): filtered
                     answers_superseded = bool(kinds.get("superseded")) and not kinds.get("corrected")
@@ -313,6 +311,7 @@ class Recaller:
                     tags |= {str(meta[k]).lower() for k in SCOPE_KEYS if meta.get(k)}
                     # a turn said anywhere but a public channel (or nowhere known) stays out of a public one
                     private_in_public = context.public_channel and meta.get("visibility") != "public"
+                    said_in = elsewhere(meta, context)
             if context.project and context.project.lower() in tags:
                 self._in_project.add(hit.chunk_id)
             e = experience_term(counts)
@@ -356,6 +355,8 @@ class Recaller:
             why_not = None
             if "private in a public channel" in reasons:
                 why_not = f"policy filter: {', '.join(reasons)}"
+            elif cfg.project_filter and (said_in or "").startswith("project "):  # off by default: a label, and Q
+                why_not = f"policy filter: said in another {(said_in or '').split(',')[0]} (project_filter)"
             elif HELD_FOR_HISTORY & set(reasons):
                 why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
             elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
@@ -376,6 +377,7 @@ class Recaller:
                     tuple(reasons),
                     why_not=why_not,
                     marker=marker,
+                    said_in=said_in,
                 )
             )
         if cfg.correction_pairing and self.corrections is not None:

@@ -58,6 +58,7 @@ class ScoredCandidate:
     wildcard: bool = False
     prompt_of: str | None = None  # recalled as the turn right before this chunk's turn (RecallConfig.exchanges)
     marker: str | None = None  # what replaced this turn, shown in its header ("superseded 2026-03-13 by s4:7")
+    said_in: str | None = None  # where the turn was said, when not where recall was asked ("project harbour-st")
 
     def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
         return {name: (-1 if name == "risk" else 1) * getattr(weights, name) * self.terms[name] for name in TERMS}

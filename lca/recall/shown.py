@@ -15,11 +15,12 @@ import re
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from lca.recall.records import ScoredCandidate
+from lca.recall.records import RecallContext, ScoredCandidate
 from lca.recall.terms import ANSWERS_REPLACED
 from lca.types import shown_entry_key
 
@@ -137,6 +138,8 @@ def item_label(number: int, item: ScoredCandidate) -> str:
     parts = [WILDCARD_NOTE] if item.wildcard else []
     if item.marker:  # never silently: a turn a later one replaced says so, with what replaced it and when
         parts.append(item.marker)
+    if item.said_in:  # a turn from another project or channel says where it belongs
+        parts.append(item.said_in)
     if item.authority_key != item.source_type:
         parts.append(item.authority_key)
     if not item.prompt_of:
@@ -160,3 +163,16 @@ def short_time(timestamp: str) -> str:
     if len(timestamp) >= 16 and timestamp[10] == "T" and timestamp[13] == ":":
         return f"{timestamp[:10]} {timestamp[11:16]}"
     return timestamp
+
+
+def elsewhere(meta: Mapping[str, Any], context: RecallContext) -> str | None:
+    """Where a turn was said, when that is not where recall is asked: another project, or another kind of channel
+    ("project elm-rd, team channel"); None when it was said here or where is not known."""
+    parts = []
+    project = meta.get("project")
+    if context.project and project and str(project).lower() != context.project.lower():
+        parts.append(f"project {project}")
+    visibility = meta.get("visibility")
+    if context.channel and visibility and str(visibility).lower() != context.channel.lower():
+        parts.append(f"{visibility} channel")
+    return ", ".join(parts) or None

@@ -107,6 +107,7 @@ def test_health_is_composed_from_the_facades_own_stores(store):
         ledger=store.ledger,
         count_tokens=store.count_tokens,
         critical_budget=store.critical_budget,
+        events=store.events,
     )
     report = store.health()
     assert [(c.name, c.status, c.detail) for c in report.checks] == [
