@@ -102,6 +102,7 @@ class ContextPacket:
                     "authority": i.authority,
                     "score": i.score,
                     "pointers": list(i.pointers),
+                    "marker": i.marker,
                     "text": i.text[:2000],
                 }
                 for i in self.items

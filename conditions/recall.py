@@ -102,8 +102,12 @@ class _SubstrateCondition(Condition):
             recall_config=config,
             token_counter=self.runtime.token_counter,
             retrieval=self.runtime.retrieval,
-            infer_events=config.turn_supersession,  # a condition that reads no replacement infers none
+            infer_events=config.turn_supersession and self._infers_events(),  # none where none is read
         )
+
+    def _infers_events(self) -> bool:
+        """Whether the store runs the model-free change detector at ingest (``lca.events``)."""
+        return True
 
     def replaced_turns(self) -> Mapping[str, str]:
         config = self.substrate.recall_config
@@ -268,11 +272,15 @@ class FullLCA(_SubstrateCondition):
     session's decisions and constraints only, none carried from earlier ones), ``exchanges`` (0: a recalled turn
     comes without the turn it answers), ``excerpts`` (0: a long turn shows its opening only), ``agent_turn_risk`` (0: the
     agent's own turns carry no risk term), ``reply_inheritance`` (0: a user's turn does not score with the agent's
-    reply to it). What it did less of
+    reply to it), ``infer_events`` (0: no model-free change detector at ingest: labels alone say which turns were
+    replaced), ``infer_replacements`` (0: the consolidation cycle proposes no replacement events). What it did less of
     than it claims (no memory written, a failed cycle, an empty handoff) is in each packet's ``notes["shortfalls"]``."""
 
     name = "full-lca"
     uses_roles = ("summarizer", "reviewer")
+
+    def _infers_events(self) -> bool:
+        return bool(self.infer_events)
 
     def __init__(
         self,
@@ -294,10 +302,14 @@ class FullLCA(_SubstrateCondition):
         excerpts: int = 1,
         agent_turn_risk: float = 0.1,
         reply_inheritance: float = 0.0,
+        infer_events: int = 1,
+        infer_replacements: int = 1,
     ) -> None:
         self.budget_tokens = budget_tokens
         self.policy = policy
         self.weights = weights
+        self.infer_events = infer_events
+        self.infer_replacements = infer_replacements
         self.living_memory = living_memory
         self.verify = verify
         self.consolidate = consolidate
@@ -372,7 +384,10 @@ class FullLCA(_SubstrateCondition):
         now = parse_timestamp(ended)
         if self.consolidate:
             config = ConsolidationConfig(
-                verify=bool(self.verify), window_tokens=self.window_tokens, seed=self.runtime.seed
+                verify=bool(self.verify),
+                window_tokens=self.window_tokens,
+                seed=self.runtime.seed,
+                infer_replacements=bool(self.infer_replacements),
             )
             result = self.substrate.checkpoint(
                 self.runtime.generator("summarizer"),

@@ -37,7 +37,7 @@ from lca.recall.shown import term_stems
 from lca.types import EntryKind, TranscriptEntry
 
 DETECTOR = "structure-v1"
-_NUMBER = re.compile(r"(?<![\w.])[$£€]?\d[\d,]*(?:[.:]\d+)?(?:\s?(?:%|am|pm|st|nd|rd|th|k|kg|km|m|h))?\b", re.I)
+_NUMBER = re.compile(r"(?<![\w.])[$£€]?\d[\d,]*(?:[.:]\d+)?(?:\s?(?:%|am|pm|st|nd|rd|th|k|kg|km|m|h))?(?!\w)", re.I)
 _CAPITAL = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)([A-Z][a-zA-Z'’-]*)")
 _FIRST_WORDS = re.compile(r"[a-z']+")
@@ -477,5 +477,11 @@ def labelled_replacement(entry: TranscriptEntry) -> bool:
 
 
 def ordered(entries: Iterable[TranscriptEntry]) -> list[TranscriptEntry]:
-    """Entries in the order they were said: by time, then session and their order in it (stable)."""
-    return sorted(entries, key=lambda e: e.timestamp)
+    """Entries in the order they were said: by time, then session and their order in it (as given), so the order
+    sessions are fed in (an incremental ingest, a reindex walking sessions by id) changes nothing."""
+    seen: dict[str, int] = defaultdict(int)
+    keyed = []
+    for entry in entries:
+        keyed.append((entry.timestamp, entry.session_id, seen[entry.session_id], entry))
+        seen[entry.session_id] += 1
+    return [entry for *_, entry in sorted(keyed, key=lambda k: k[:3])]

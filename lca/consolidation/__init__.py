@@ -19,6 +19,10 @@ memory in six steps (docs/consolidation.md):
    (``writing``, ``cycle``);
 6. leave a handoff when compaction may follow.
 
+Beside the candidates, the writer may propose that a later line of its window corrects or replaces an
+earlier one; each proposal is checked against the sources and by the reviewer, and what passes is a
+replacement event in the ledger (``replacements``; lca.events).
+
 Generator failures (malformed output, timeouts, refusals) are recorded per stage and the
 candidates they touch are not written; a memory folder with invalid files is refused.
 The prompts are in ``prompts``, the answer parsers in ``parsing``, the records in ``records``;
@@ -41,6 +45,7 @@ from lca.consolidation.records import (
     Failure,
     Plan,
     ReadBack,
+    ReplacementCheck,
     SpanLine,
     Verdict,
     Write,
@@ -62,6 +67,7 @@ __all__ = [
     "Plan",
     "ProposalStore",
     "ReadBack",
+    "ReplacementCheck",
     "SpanLine",
     "Verdict",
     "Write",

@@ -16,12 +16,14 @@ from lca.consolidation.parsing import (
     echoes_example,
     failure_kind,
     parse_writer_output,
+    parse_writer_relations,
     writer_said_nothing,
 )
 from lca.consolidation.prompts import (
     WRITER_DEMO,
     WRITER_DEMO_CLAIMS,
     WRITER_PREVENTED,
+    WRITER_REPLACES,
     WRITER_SYSTEM,
     WRITER_TASK,
     with_demos,
@@ -40,6 +42,7 @@ from lca.consolidation.records import (
     SpanLine,
     Write,
 )
+from lca.consolidation.replacements import Proposal, ReplacementReview
 from lca.consolidation.review import CandidateReview
 from lca.consolidation.stores import CycleStores
 from lca.consolidation.writing import PlanWriter
@@ -117,7 +120,8 @@ class Consolidator:
         injected = self._injected_since(self.stores.layout.recall_log, self._last_cycle_at(state))
         lines, marks = self._span(state)
         failures: list[Failure] = []
-        candidates, prevented = self._identify(lines, state, failures, injected)
+        proposals: list[Proposal] = []  # the writer's "this replaces that", checked after the memory writes
+        candidates, prevented = self._identify(lines, state, failures, injected, proposals)
         candidates += self._resurface(candidates, state)
         review = CandidateReview(
             self.stores, self.reviewer, self.config, schema_stamp=schema_stamp, now=self.now, say=self._say
@@ -132,6 +136,9 @@ class Consolidator:
                 ).apply(plans, drifted, failures, cycle_id)
             self._index(failures)
             read_back = self._read_back(writes, failures)
+        replaced = ReplacementReview(self.stores, self.reviewer, self.config, say=self._say).run(
+            proposals, lines, failures
+        )
         # after the writes: a counter bump is not lost to an update written from an earlier read, and the
         # span's approvals and corrections reach the memories this cycle wrote from the turns they name
         events = self._experience(lines, prevented, failures, injected)
@@ -152,6 +159,7 @@ class Consolidator:
             tuple(events),
             None,
             self.repeats_merged,
+            replacements=tuple(replaced),
         )
         handoff_id = None
         if handoff is not None and trigger in (
@@ -217,13 +225,19 @@ class Consolidator:
         return windows_by_tokens(lines, self.config.window_tokens, text=lambda line: line.text)
 
     def _identify(
-        self, lines: list[SpanLine], state: LearnedState, failures: list[Failure], injected: set[str]
+        self,
+        lines: list[SpanLine],
+        state: LearnedState,
+        failures: list[Failure],
+        injected: set[str],
+        proposals: list[Proposal],
     ) -> tuple[list[Candidate], list[PreventedClaim]]:
         by_number = {line.number: line for line in lines}
         candidates: dict[str, Candidate] = {}
         prevented: list[PreventedClaim] = []
         schemas = state.active_schemas()
         in_use = self._memories_in_use(injected)
+        relate = self.config.infer_replacements  # off: the writer is not asked, and what it says is not read
         for w, window in enumerate(self._windows(lines)):
             if len(candidates) >= self.config.max_candidates:
                 break
@@ -236,10 +250,11 @@ class Consolidator:
                     "Known patterns:\n" + "\n".join(f"- {s.id} (v{s.version}): {s.description}" for s in schemas)
                 )
             parts.append(WRITER_TASK)
-            system = WRITER_SYSTEM + (WRITER_PREVENTED if in_use else "")
+            system = WRITER_SYSTEM + (WRITER_PREVENTED if in_use else "") + (WRITER_REPLACES if relate else "")
             messages = with_demos(system, (WRITER_DEMO,), "\n\n".join(parts))
             self._say(f"identify: window {w + 1}")
-            schema = writer_schema([line.number for line in window], [mid for mid, _ in in_use])
+            shown = [line.number for line in window]
+            schema = writer_schema(shown, [mid for mid, _ in in_use], replacements=relate)
             try:
                 text = self.writer.generate(
                     messages,
@@ -252,7 +267,10 @@ class Consolidator:
                 failures.append(Failure("extract", failure_kind(exc), f"window {w + 1}: {exc}"))
                 continue
             found, prevented_here, unparsed = parse_writer_output(text)
-            if not found and not prevented_here and not writer_said_nothing(text):
+            relations, unread = parse_writer_relations(text) if relate else ([], 0)
+            unparsed += unread
+            proposals.extend(Proposal(*r, w + 1, frozenset(shown)) for r in relations)
+            if not found and not prevented_here and not relations and not writer_said_nothing(text):
                 kind = "refused" if REFUSAL.search(text) else "malformed"
                 failures.append(
                     Failure(

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from lca.consolidation.prompts import RELATIONS
 from lca.consolidation.records import CANDIDATE_TYPES
 from lca.ledger import key_terms
 
@@ -21,6 +22,9 @@ _NUMBERS = re.compile(r"\d+")
 _FIELD = re.compile(r"^\s*\**\s*(REASONING|SUPPORTED|CONTRADICTS|VERDICT)\s*\**\s*:\s*(.*)$", re.IGNORECASE)
 # strict=False: a raw newline or tab inside a string is read (a grammar's string rule lets a model write one)
 _DECODER = json.JSONDecoder(strict=False)
+# "corrects | later line | earlier line | why" (and replaces, adds to): a relation in the line format
+_RELATION_LINE = re.compile(r"^(replaces?|corrects?|adds?\s+to)\s*\|", re.IGNORECASE)
+_RELATION_START = re.compile(r"\{\s*\"(?:later|earlier|relation)\"")
 
 
 def parse_writer_output(text: str) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, int, str]], int]:
@@ -33,8 +37,8 @@ def parse_writer_output(text: str) -> tuple[list[tuple[str, str, list[int]]], li
     unparsed = 0
     for raw in text.splitlines():
         line = raw.strip().lstrip("-*0123456789.) ").strip()
-        if not line or line.upper().strip(".") == "NONE":
-            continue
+        if not line or line.upper().strip(".") == "NONE" or _RELATION_LINE.match(line):
+            continue  # a relation line is read by parse_writer_relations
         parts = [p.strip() for p in line.split("|")]
         head = parts[0].lower().rstrip("s:") if parts else ""
         number = _NUMBERS.search(parts[2]) if head == "prevented" and len(parts) >= 4 else None
@@ -88,7 +92,7 @@ def _json_items(text: str) -> tuple[list[Any], list[Any], int]:
     answer = _json_object(text)
     if answer is not None:
         memories, prevented = answer.get("memories", []), answer.get("prevented", [])
-        extra = len(set(answer) - {"memories", "prevented"})
+        extra = len(set(answer) - {"memories", "prevented", "replaces"})
         if not isinstance(memories, list) or not isinstance(prevented, list):
             return [], [], 1 + extra
         return memories, prevented, extra
@@ -131,6 +135,57 @@ def _parse_writer_json(text: str) -> tuple[list[tuple[str, str, list[int]]], lis
         else:
             unparsed += 1
     return candidates, prevented, unparsed
+
+
+def parse_writer_relations(text: str) -> tuple[list[tuple[str, int, int, str]], int]:
+    """The relations the writer proposed between two of its lines, as (relation, later line, earlier line, why),
+    and the count of relation items that did not fit: JSON ``replaces`` items (those complete in an answer cut
+    short), or lines ``corrects | later | earlier | why`` of the line format."""
+    out: list[tuple[str, int, int, str]] = []
+    unparsed = 0
+    if _looks_like_json(text):
+        answer = _json_object(text)
+        if answer is not None:
+            items = answer.get("replaces", [])
+            items = items if isinstance(items, list) else [items]
+        else:
+            items, position = [], 0
+            while (match := _RELATION_START.search(text, position)) is not None:
+                try:
+                    item, position = _DECODER.raw_decode(text, match.start())
+                except ValueError:
+                    break
+                items.append(item)
+        for item in items:
+            fields = [item.get(k) for k in ("relation", "later", "earlier", "why")] if isinstance(item, dict) else []
+            relation = _relation(fields[0]) if fields else None
+            numbers = [n for n in fields[1:3] if isinstance(n, int) and not isinstance(n, bool)]
+            if relation in RELATIONS and len(numbers) == 2 and isinstance(fields[3], str):
+                out.append((relation, numbers[0], numbers[1], " ".join(fields[3].split())))
+            else:
+                unparsed += 1
+        return out, unparsed
+    for raw in text.splitlines():
+        line = raw.strip().lstrip("-*0123456789.) ").strip()
+        match = _RELATION_LINE.match(line)
+        if match is None:
+            continue
+        parts = [p.strip() for p in line.split("|")]
+        relation = _relation(match.group(1))
+        later, earlier = (_NUMBERS.search(p) for p in (parts + ["", ""])[1:3])
+        if relation is None or later is None or earlier is None:
+            unparsed += 1
+            continue
+        out.append((relation, int(later.group()), int(earlier.group()), parts[3] if len(parts) > 3 else ""))
+    return out, unparsed
+
+
+def _relation(said: Any) -> str | None:
+    """A relation as ``RELATIONS`` names it ("corrected", "replace", "add to" are read too), or None."""
+    word = said.strip().lower() if isinstance(said, str) else ""
+    prefixes = {"correct": "corrects", "replace": "replaces", "supersede": "replaces", "add": "adds to"}
+    found = next((relation for prefix, relation in prefixes.items() if word.startswith(prefix)), None)
+    return found if found in RELATIONS else None
 
 
 def parse_review(text: str) -> dict[str, Any] | None:

@@ -7,6 +7,11 @@ runtime with constrained decoding cannot answer in another shape. The schemas ar
 the writer may cite only the line numbers of its window and name only the memories it was shown in
 use; the reviewer may name as contradicted only the memories it was shown. The parsers
 (``lca.consolidation.parsing``) still read the older line format, for models and records without JSON.
+
+The writer may also say which of its window's lines replace earlier ones (``replaces``: a later line
+corrects or replaces an earlier one, or merely adds to it); a separate reviewer call checks each
+(``REPLACEMENT_*``, ``lca.consolidation.replacements``). The worked example shows none: a small model
+copies what it is shown, and a copied replacement would hold a turn back.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-PROMPT_VERSION = "consolidation-prompts/3"
+PROMPT_VERSION = "consolidation-prompts/4"
 
 WRITER_TYPES = ("fact", "decision", "lesson", "preference", "rule")
 REVIEWER_VERDICTS = ("accept", "reject", "supersede")
@@ -24,6 +29,8 @@ MAX_CANDIDATES_PER_WINDOW = 5  # with MAX_CLAIM_CHARS, what fits the writer's to
 MAX_CLAIM_CHARS = 160
 MAX_CITED_LINES = 4
 MAX_REASONING_CHARS = 200
+MAX_REPLACEMENTS_PER_WINDOW = 3
+RELATIONS = ("replaces", "corrects", "adds to")  # as the writer names them; "adds to" replaces nothing
 
 WRITER_SYSTEM = (
     "You extract memories from conversations: facts about the user or the work, decisions, lessons "
@@ -35,6 +42,12 @@ WRITER_SYSTEM = (
 WRITER_PREVENTED = (
     ' If a memory in use changed what the assistant did, also add "prevented": '
     '[{"memory": memory id, "line": line number, "what": what changed}].'
+)
+WRITER_REPLACES = (
+    " If a later line corrects or replaces what an earlier line said (a wrong detail put right, a decision, "
+    'plan or preference changed), also add "replaces": [{"later": line number, "earlier": line number, '
+    '"relation": "corrects", "replaces" or "adds to", "why": what changed}]. "adds to" means the later line '
+    "only adds detail and leaves the earlier one true."
 )
 WRITER_DEMO = (
     (
@@ -97,9 +110,53 @@ REVIEWER_DEMOS = (
 )
 
 
-def writer_schema(line_numbers: Sequence[int], memories_in_use: Sequence[str] = ()) -> dict[str, Any]:
+REPLACEMENT_SYSTEM = (
+    "You are a strict reviewer of claims that a later line of a conversation corrects or replaces an earlier "
+    "one. Your job is to find reasons to reject the claim, not to agree with it. You see only the claim and "
+    "the two lines it names."
+)
+REPLACEMENT_INSTRUCTIONS = """Answer only with JSON, its fields in this order: REASONING first, then SUPPORTED, CONTRADICTS, VERDICT last:
+{"reasoning": why the later line might not replace the earlier one (it may only add to it, or be about something else),
+ "supported": true only if the later line makes the earlier one wrong or no longer current, else false,
+ "contradicts": "none",
+ "verdict": "accept" or "reject"}"""
+REPLACEMENT_DEMOS = (
+    (
+        "Claim (corrects): line [3] corrects what line [1] said: the export runs on the 25th, not the 20th.\n"
+        "Earlier line:\n[1] user: The payroll export runs on the 20th of each month.\nLater line:\n[3] user: "
+        "Sorry, my mistake: the payroll export runs on the 25th.\n\nAnswer with JSON: reasoning, supported, "
+        "contradicts, verdict.",
+        json.dumps(
+            {
+                "reasoning": "The later line says the earlier date was a mistake and gives another one.",
+                "supported": True,
+                "contradicts": NO_CONTRADICTION,
+                "verdict": "accept",
+            }
+        ),
+    ),
+    (
+        "Claim (replaces): line [4] replaces what line [2] said: the user now drinks tea.\nEarlier line:\n[2] "
+        "user: I drink coffee every morning.\nLater line:\n[4] user: I also like green tea in the afternoon."
+        "\n\nAnswer with JSON: reasoning, supported, contradicts, verdict.",
+        json.dumps(
+            {
+                "reasoning": "Liking tea in the afternoon adds to the coffee in the morning; both stay true.",
+                "supported": False,
+                "contradicts": NO_CONTRADICTION,
+                "verdict": "reject",
+            }
+        ),
+    ),
+)
+
+
+def writer_schema(
+    line_numbers: Sequence[int], memories_in_use: Sequence[str] = (), *, replacements: bool = True
+) -> dict[str, Any]:
     """The writer's answer for one window: candidates citing only that window's lines; ``prevented``
-    (optional) only when memories were in use, naming only those."""
+    (optional) only when memories were in use, naming only those; ``replaces`` (optional, unless
+    ``replacements`` is off) relating two of the window's lines."""
     lines = {"enum": sorted(set(line_numbers))}
     candidate = {
         "type": "object",
@@ -126,6 +183,22 @@ def writer_schema(line_numbers: Sequence[int], memories_in_use: Sequence[str] = 
                     "what": {"type": "string", "minLength": 3, "maxLength": MAX_CLAIM_CHARS},
                 },
                 "required": ["memory", "line", "what"],
+                "additionalProperties": False,
+            },
+        }
+    if replacements:
+        properties["replaces"] = {
+            "type": "array",
+            "maxItems": MAX_REPLACEMENTS_PER_WINDOW,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "later": lines,
+                    "earlier": lines,
+                    "relation": {"enum": list(RELATIONS)},
+                    "why": {"type": "string", "minLength": 3, "maxLength": MAX_CLAIM_CHARS},
+                },
+                "required": ["later", "earlier", "relation", "why"],
                 "additionalProperties": False,
             },
         }

@@ -52,6 +52,7 @@ class ConsolidationConfig:
     unsupported: str = "downgrade"  # downgrade | remove
     privacy: str = "private"
     verify: bool = True  # False: the "consolidation without verification" ablation
+    infer_replacements: bool = True  # False: the writer is not asked which turns replace which (an ablation)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -118,10 +119,31 @@ class ReadBack:
 
 @dataclass(frozen=True)
 class Failure:
-    stage: str  # extract | verify | write | index | read_back | prevented
+    stage: str  # extract | verify | write | index | read_back | prevented | replacement
     kind: str  # malformed | timeout | refused | error | changed | unknown_memory ...
     message: str
     candidate: str | None = None
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class ReplacementCheck:
+    """A relation the writer proposed between two lines of its window ("line ``later`` corrects / replaces / adds
+    to line ``earlier``") and what the verifier made of it (lca.consolidation.replacements)."""
+
+    relation: str  # replaces | corrects | adds to (prompts.RELATIONS)
+    later: int  # the line numbers the writer cited
+    earlier: int
+    why: str  # the writer's reason: the event's evidence
+    window: int
+    verdict: str  # accept | reject | refused | failed | known | adds_to
+    reason: str  # the cycle's own account of the outcome
+    of: str | None = None  # "<session>#<entry>" once both lines are turns the transcript holds
+    by: str | None = None
+    event: str | None = None  # lca.events.event_id(of, by)
+    confidence: float | None = None  # what an accepted one was recorded with
+    recorded: bool = False  # appended to the ledger as event_inferred by this cycle
+    reasoning: str = ""  # the reviewer's
     raw: str = ""
 
 
@@ -159,6 +181,25 @@ class ConsolidationResult:
     handoff_entry: str | None
     repeats_merged: int = 0  # candidates folded into an earlier near-identical one of the same cycle
     prompt_version: str = PROMPT_VERSION
+    replacements: tuple[ReplacementCheck, ...] = ()  # the writer's "this replaces that", checked
+
+    @property
+    def replacement_counts(self) -> dict[str, int]:
+        """Proposed replacements (corrects or replaces; "adds to" is counted apart, as no replacement) by outcome:
+        accepted, rejected (an order, a shared word or the reviewer said no), refused (a line the writer was not
+        shown), failed (the reviewer's answer), known (the ledger held it), and how many this cycle recorded."""
+        checks = self.replacements
+        by = {v: sum(1 for c in checks if c.verdict == v) for v in ("accept", "reject", "refused", "failed", "known")}
+        return {
+            "proposed": sum(1 for c in checks if c.verdict != "adds_to"),
+            "accepted": by["accept"],
+            "rejected": by["reject"],
+            "refused": by["refused"],
+            "failed": by["failed"],
+            "known": by["known"],
+            "recorded": sum(1 for c in checks if c.recorded),
+            "adds_to": sum(1 for c in checks if c.verdict == "adds_to"),
+        }
 
     @property
     def counts(self) -> dict[str, Any]:
@@ -176,6 +217,7 @@ class ConsolidationResult:
             "held": len([w for w in self.writes if w.action == "held"]),
             "failures": len(self.failures),
             "read_back_failures": len([r for r in self.read_back if not r.retrieved]),
+            "replacements": self.replacement_counts,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +237,7 @@ class ConsolidationResult:
             read_back=tuple(_redacted_fields(r) for r in self.read_back),
             failures=tuple(_redacted_fields(f) for f in self.failures),
             experience_events=tuple(redact_tree(e) for e in self.experience_events),
+            replacements=tuple(_redacted_fields(r) for r in self.replacements),
         )
 
 

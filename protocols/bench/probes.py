@@ -106,8 +106,8 @@ def replay_probe(
 ) -> dict[str, Any]:
     """One probe through one fresh condition, as the harness replays it; the row the report aggregates."""
     from conditions import build_condition
-    from protocols.harness.continuity_scorers import FORBIDDEN_OUT, NEEDED_TEXT, context_values
-    from protocols.harness.replay import history_sessions, ingest_history, make_probe
+    from protocols.harness.continuity_scorers import FORBIDDEN_OUT, NEEDED_TEXT, context_values, replacement_view
+    from protocols.harness.replay import history_sessions, ingest_history, make_probe, with_replacements
     from protocols.harness.scenario import probe_context, probe_gold, scenario_history
 
     workdir = Path(tempfile.mkdtemp(prefix="lca-probes-"))
@@ -122,8 +122,7 @@ def replay_probe(
         started = time.perf_counter()
         packet = condition.build_context(asked)
         build_ms = (time.perf_counter() - started) * 1000.0
-        acting = condition.replaced_turns()
-        events = list(condition.replacement_events())
+        packet = with_replacements(packet, condition)
     finally:
         condition.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -137,10 +136,7 @@ def replay_probe(
     }
     gold_probe = probe_gold(scenario, probe)
     text_level = context_values(probe.category, gold_probe, shown)
-    replaced = {e["of"] for e in gold_probe["events"]}  # turns a later one corrected or superseded (gold)
-    stale = sorted({p for item in packet.items for p in item.pointers if p in replaced})
-    unmarked = sorted({p for item in packet.items if not item.marker for p in item.pointers if p in replaced})
-    in_force = [g for g in gold if g not in replaced]
+    view = replacement_view(gold_probe, packet.to_dict())
     return {
         "scenario": scenario.id,
         "probe": probe.id,
@@ -164,13 +160,13 @@ def replay_probe(
         "pointers": pointers,
         # replacement events (issue 48): stale turns injected, and those injected without a marker; needed turns in
         # force that the condition holds back or marks; the events its store inferred, for precision and recall
-        "stale_injected": stale,
-        "stale_unmarked": unmarked,
-        "in_force": in_force,
-        "false_hold": sorted(g for g in in_force if g in acting),
+        "stale_injected": view["stale_injected"],
+        "stale_unmarked": view["stale_unmarked"],
+        "in_force": view["in_force"],
+        "false_hold": view["false_hold"],
         "asks_history": probe.category == "history",
         "gold_events": [[e["of"], e["by"], e["labelled"]] for e in gold_probe["events"]],
-        "inferred_events": [[e.of, e.by, e.confidence] for e in events if e.origin == "inferred"],
+        "inferred_events": packet.notes["inferred_events"],
     }
 
 

@@ -341,6 +341,59 @@ def continuity_context(categories: Sequence[str] | None = None):
     return _make()
 
 
+# ---- replaced turns (issue 48) ------------------------------------------------------------------------------
+REPLACEMENT_MEASURES = ("stale_unmarked", "false_hold", "stale_kept_out")
+
+
+def replacement_view(gold: Mapping[str, Any], packet: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Which turns a later one corrected or superseded (gold ``events``, labelled or not) the packet injected, which
+    of them it injected without a marker saying so, the needed turns still in force, and which of those the condition
+    holds back or marks (``notes["replaced_turns"]``, ``conditions.Condition.replaced_turns``)."""
+    replaced = {str(e["of"]) for e in gold.get("events") or ()}
+    items = packet.get("items") or ()
+    acting = (packet.get("notes") or {}).get("replaced_turns") or {}
+    in_force = [g for g in gold.get("evidence") or () if g not in replaced]
+    return {
+        "stale_injected": sorted({p for i in items for p in i.get("pointers", ()) if p in replaced}),
+        "stale_unmarked": sorted(
+            {p for i in items if not i.get("marker") for p in i.get("pointers", ()) if p in replaced}
+        ),
+        "in_force": in_force,
+        "false_hold": sorted(g for g in in_force if g in acting),
+        "stale_forbidden": sorted(f for f in gold.get("forbidden") or () if f in replaced),
+    }
+
+
+def replacement_values(gold: Mapping[str, Any], packet: Mapping[str, Any]) -> dict[str, float]:
+    """Per sample: the share of the stale turns injected that carry no marker, the share of needed turns in force
+    the condition holds back or marks, and whether every stale forbidden turn stayed out; NaN where none applies."""
+    view = replacement_view(gold, packet)
+    pointers = {p for i in packet.get("items") or () for p in i.get("pointers", ())}
+    stale, in_force, forbidden = view["stale_injected"], view["in_force"], view["stale_forbidden"]
+    return {
+        "stale_unmarked": len(view["stale_unmarked"]) / len(stale) if stale else NAN,
+        "false_hold": len(view["false_hold"]) / len(in_force) if in_force else NAN,
+        "stale_kept_out": float(not set(forbidden) & pointers) if forbidden else NAN,
+    }
+
+
+def replacement_context():
+    """Substrate-level measures of replaced turns on each sample (``replacement_values``): stale turns shown without
+    a marker, turns in force held back or marked, stale forbidden turns kept out."""
+    from inspect_ai.scorer import Score, scorer
+
+    @scorer(metrics={m: [applicable_mean()] for m in REPLACEMENT_MEASURES}, name="replacement_context")
+    def _make():
+        async def score(state, target):
+            packet = state.store.get(PACKET_KEY) or {}
+            values = replacement_values(state.metadata["gold"], packet)
+            return Score(value=values, explanation=redacted(f"under {packet.get('condition')}: {shown_values(values)}"))
+
+        return score
+
+    return _make()
+
+
 # ---- samples ------------------------------------------------------------------------------------------------
 def vocabulary_samples(samples: Sequence[Any], path: Any, categories: Iterable[str] | None = None) -> list[Any]:
     """The samples whose probe category is one of ``categories`` (default: the vocabulary); a file holding

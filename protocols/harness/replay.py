@@ -70,4 +70,20 @@ def replay(condition: Condition, sessions: list[Session], probe: Probe, *, build
     ingest_history(condition, sessions, probe)
     hold = getattr(building, "exclusive", None)
     with hold() if hold is not None else nullcontext():
-        return condition.build_context(probe)
+        packet = condition.build_context(probe)
+    return with_replacements(packet, condition)
+
+
+def with_replacements(packet: ContextPacket, condition: Condition) -> ContextPacket:
+    """The packet with what its condition knows of replaced turns in its notes: the turns it holds back or marks
+    (``replaced_turns``) and the events its store inferred (``inferred_events``: of, by, confidence), which the
+    replacement scorers and ``lca bench probes`` read (``continuity_scorers.replacement_view``)."""
+    from dataclasses import replace
+
+    if not isinstance(packet, ContextPacket):  # a stand-in condition's packet: nothing to add to
+        return packet
+    events = getattr(condition, "replacement_events", tuple)()  # a stand-in that is no Condition knows of none
+    inferred = [[e.of, e.by, e.confidence] for e in events if e.origin == "inferred"]
+    acting = dict(getattr(condition, "replaced_turns", dict)())
+    notes = {**packet.notes, "replaced_turns": acting, "inferred_events": inferred}
+    return replace(packet, notes=notes)

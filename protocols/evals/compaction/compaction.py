@@ -15,6 +15,7 @@ from protocols.evals.compaction.dataset import DEFAULT_SCENARIOS, compaction_sam
 from protocols.evals.compaction.scorer import ANSWERS_KEY, INTERRUPTION
 from protocols.evals.compaction.scorer import compaction as compaction_scorer
 from protocols.evals.registry import folder_metadata
+from protocols.harness.continuity_scorers import replacement_context
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
@@ -74,7 +75,7 @@ def compaction(
         dataset=scenarios,
         dataset_name=Path(scenarios).stem,
         load=lambda: compaction_samples(scenarios),
-        scorers=lambda: [compaction_scorer(), substrate()],
+        scorers=lambda: [compaction_scorer(), replacement_context(), substrate()],
     )
     base.metadata = {**(base.metadata or {}), "follow_ups": follow_ups}
     return task_with(base, solver=chain(base.solver, resume_sequence(follow_ups)))

@@ -13,7 +13,7 @@ from inspect_ai import Task, task
 
 from protocols.evals.correction.dataset import CATEGORIES, DEFAULT_SCENARIOS, correction_samples
 from protocols.evals.registry import folder_metadata
-from protocols.harness.continuity_scorers import continuity_behaviour, continuity_context
+from protocols.harness.continuity_scorers import continuity_behaviour, continuity_context, replacement_context
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 from protocols.harness.variants import parse_variant
@@ -42,5 +42,10 @@ def correction(
         dataset=scenarios,
         dataset_name=Path(scenarios).stem,
         load=lambda: correction_samples(scenarios, standing_corrections=prompt_only),
-        scorers=lambda: [continuity_behaviour(CATEGORIES), continuity_context(CATEGORIES), substrate()],
+        scorers=lambda: [
+            continuity_behaviour(CATEGORIES),
+            continuity_context(CATEGORIES),
+            replacement_context(),
+            substrate(),
+        ],
     )

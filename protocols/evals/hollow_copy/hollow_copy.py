@@ -13,7 +13,7 @@ from inspect_ai import Task, task
 
 from protocols.evals.hollow_copy.dataset import DEFAULT_SCENARIOS, hollow_copy_samples
 from protocols.evals.registry import folder_metadata
-from protocols.harness.continuity_scorers import continuity_behaviour, continuity_context
+from protocols.harness.continuity_scorers import continuity_behaviour, continuity_context, replacement_context
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
@@ -36,5 +36,5 @@ def hollow_copy(
         dataset=scenarios,
         dataset_name=Path(scenarios).stem,
         load=lambda: hollow_copy_samples(scenarios),
-        scorers=lambda: [continuity_behaviour(), continuity_context(), substrate()],
+        scorers=lambda: [continuity_behaviour(), continuity_context(), replacement_context(), substrate()],
     )
