@@ -116,7 +116,7 @@ def run_index_bench(args) -> int:
         index = substrate.index  # opens the catalog
         _ = embedder.dimension, embedder.max_input_tokens  # load the model outside the timed ingest
         selection = select_sessions(dataset, substrate.chunker, args.chunks)
-        meter_ingest(meter, embedder, index)
+        meter_ingest(meter, embedder, index, substrate.events)
 
         load_before = loadavg()
         sections["transcript_ingest"] = measure_transcript_ingest(substrate, meter, selection)

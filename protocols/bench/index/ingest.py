@@ -82,8 +82,11 @@ def select_sessions(dataset: Dataset, chunker, target_chunks: int) -> Selection:
     return Selection(selected, entries_selected, chunks_selected, seconds, report)
 
 
-def meter_ingest(meter: Meter, embedder, index) -> None:
-    """Meter what ingest spends its time on: embedding, token counting, index writes and flushes."""
+def meter_ingest(meter: Meter, embedder, index, events=None) -> None:
+    """Meter what ingest spends its time on: embedding, token counting, index writes and flushes, and the model-free
+    change detector (``events``: the store's ``lca.events.EventBook``) reading the new turns."""
+    if events is not None:
+        meter.wrap(events, "observe", label="detect_events", items=lambda entries: len(entries))
     meter.wrap(embedder, "embed", items=lambda texts: len(texts))
     meter.wrap(embedder, "count_tokens", items=lambda texts: len(texts))
     meter.wrap(embedder, "token_offsets", items=lambda text: 1)
@@ -119,7 +122,17 @@ def measure_transcript_ingest(substrate, meter: Meter, selection: Selection) -> 
         else None,
         "phases": transcript_phases,
         "cpu": transcript_cpu,
+        # the change detector's share, measured in this same ingest: the ingest's wall time over that time less the
+        # detector's (issue 48's target: at most 1.2)
+        "events_inferred": transcript_ingest.events_inferred,
+        "detector_ratio": detector_ratio(wall, transcript_phases),
     }
+
+
+def detector_ratio(wall: float, phases: dict[str, Any]) -> float | None:
+    """Ingest with the change detector over ingest without it, from one run's phases (None: not metered)."""
+    detect = (phases.get("detect_events") or {}).get("seconds")
+    return round(wall / (wall - detect), 4) if detect is not None and wall > detect else None
 
 
 def pick_memory_turns(sessions: list, selection: Selection, count: int) -> list[tuple[Any, Any, bool]]:
