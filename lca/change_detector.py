@@ -60,7 +60,6 @@ _NOT_NAMES = frozenset(
     "should what when where which who how why just oh well".split()
 )
 
-HOLD_DEFAULT, MARK_DEFAULT = 0.8, 0.5  # RecallConfig's defaults; the detector records any confidence >= MIN_KEPT
 MIN_KEPT = 0.4
 MIN_SHARED = 2  # shared subject stems for two sentences to be about the same thing
 MIN_OVERLAP = 0.3  # ... and their share of the two sentences' terms (shared / geometric mean of the sizes)
@@ -385,12 +384,10 @@ class StructuralChangeDetector:
 
     @staticmethod
     def _claim_answered(old: TurnFacts, new: TurnFacts, *, adjacent: bool) -> bool:
-        """Whether an agent turn can be one the user's turn replaces. Right before it: only when the user disagrees or
-        corrects (a user deciding among the options the agent just laid out resolves them, it replaces none).
-        Earlier: only a short claim or proposal; a long answer is about many things."""
-        if adjacent:
-            return new.disagrees or new.corrects
-        return len(old.statements) <= MAX_CLAIM_STATEMENTS
+        """Whether an agent turn can be one the user's turn replaces: the one right before it (the model reads whether
+        the user disagrees, or decides among options the agent laid out, which replaces none), or an earlier short
+        claim or proposal; an earlier long answer is about many things."""
+        return adjacent or len(old.statements) <= MAX_CLAIM_STATEMENTS
 
     def _index(self, facts: TurnFacts) -> None:
         for stem in facts.stems:
@@ -414,8 +411,8 @@ class StructuralChangeDetector:
 
     def _candidates(self, new: TurnFacts) -> list[tuple[TurnFacts, dict[str, float], bool]]:
         """The earlier turns ``new`` could replace, each with its features and whether it came right before. A user's
-        turn only (the agent's acknowledgement of a change restates it); the screen keeps pairs that share a term the
-        history does not use everywhere, or the agent's claim right before a user's disagreement."""
+        turn only (the agent's acknowledgement of a change restates it); the screen keeps the turns that share a term
+        with it and the turn right before it (the model weighs how specific the shared terms are)."""
         if not new.by_user:
             return []
         previous = self._last_in_session.get(new.session)
@@ -441,8 +438,6 @@ class StructuralChangeDetector:
                 continue  # a question states no value, and asking one replaces none
             if not old.by_user and not self._claim_answered(old, new, adjacent=adjacent):
                 continue
-            if not (old.stems & new.stems) - common and not (adjacent and not old.by_user):
-                continue  # only the history's topic words in common: nothing says it is the same thing
             out.append((old, pair_features(old, new, adjacent=adjacent, common=common), adjacent))
         return out
 

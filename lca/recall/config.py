@@ -95,7 +95,8 @@ class RecallConfig:
     # back or marked (lca.events); off: the transcript alone, as if no turn ever replaced another
     project_filter: bool = False  # a turn said in another project than the one asked in is held back (off: it is
     # shown with the project it was said in, and Q ranks it lower)
-    hold_confidence: float = 0.8  # an inferred replacement at or above this holds the turn back (as a label does)
+    hold_confidence: float = 0.85  # an inferred replacement at or above this holds the turn back (as a label does):
+    # the lowest confidence whose precision reached 0.9 scored leaving one file out (docs/recall.md)
     mark_confidence: float = 0.5  # ... at or above this the turn may be shown, marked with what replaced it
     agent_turn_risk: float = 0.1  # K of a turn the agent wrote, unless the question asks what the agent said: the
     # user's own words come first, the agent's restatement of them (and its errors) after (docs/recall.md); 0: off

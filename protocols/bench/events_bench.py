@@ -26,7 +26,7 @@ from typing import Any
 
 from protocols.bench.registry import Benchmark
 
-THRESHOLDS = (0.5, 0.65, 0.8)
+THRESHOLDS = (0.5, 0.65, 0.8, 0.85, 0.9)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

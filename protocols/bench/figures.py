@@ -258,6 +258,71 @@ class Figure:
     optional: tuple[str, ...] = ()
 
 
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _docs_probes_unlabelled(probes: BenchmarkResult, file: str) -> str:
+    """Per scenario file read without labels, per condition: needed turns in, forbidden turns of current-state probes
+    kept out, stale turns shown without a marker, turns in force held or marked, and the inferred events' precision
+    and recall at the hold-back confidence (issue 48's measures)."""
+    parts = []
+    for path, conditions in probes.metrics.items():
+        shown = []
+        for condition, f in conditions.items():
+            text = (
+                f"{condition} needed {_share(f['gold_all'])}, current-state forbidden kept out "
+                f"{_share(f.get('current_state_forbidden_kept_out'))}, stale unmarked {_share(f.get('stale_unmarked'))} "
+                f"(of {f.get('stale_injected', 0)}), false hold {_share(f.get('false_hold'))}"
+            )
+            if f.get("inferred_held"):
+                text += (
+                    f", inferred events held precision {_share(f.get('inferred_held_precision'))} recall "
+                    f"{_share(f.get('inferred_held_recall'))}"
+                )
+            shown.append(text)
+        first = next(iter(conditions.values()))
+        parts.append(
+            f"{Path(path).stem} ({first['probes']} probes, {first.get('gold_unlabelled_events', 0)} unlabelled "
+            f"events): {'; '.join(shown)}"
+        )
+    labels = probes.config.get("labels", "all")
+    consolidation = probes.config.get("full_lca_consolidation", "")
+    return (
+        f"read with labels {labels}, full-lca consolidation {consolidation}: {' | '.join(parts)} "
+        f"({_source(file)}, {_day(probes)})"
+    )
+
+
+def _docs_events(events: BenchmarkResult) -> str:
+    """The model-free change detector on files it was not fitted on: precision and recall of the replaced turn at the
+    marking and hold-back confidences, per file and over all."""
+    hold, mark = events.config.get("hold"), events.config.get("mark")
+    parts = []
+    for path, at in events.metrics.items():
+        name = "all" if path == "all" else Path(path).stem
+        h, m = at[f"{hold:g}"], at[f"{mark:g}"]
+        parts.append(
+            f"{name}: at {hold:g} precision {_share(h['of_precision'])}, recall {_share(h['of_recall'])} "
+            f"({h['inferred']} of {h['gold']}); at {mark:g} {_share(m['of_precision'])} / {_share(m['of_recall'])}"
+        )
+    return f"{'; '.join(parts)} ({_source('events-heldout.json')}, {_day(events)})"
+
+
+def _docs_events_fit(fit: BenchmarkResult) -> str:
+    """The change detector's model scored leaving one scenario file out: kept replaced turns, precision and recall at
+    each confidence, over how many files."""
+    cv = fit.metrics["fit_leave_one_file_out"]
+    at = "; ".join(
+        f"at {t} {cv[t]['kept']} kept, precision {_share(cv[t]['precision'])}, recall {_share(cv[t]['recall'])}"
+        for t in ("0.5", "0.8", "0.85")
+    )
+    return (
+        f"{len(fit.config['files'])} files, {cv['gold_events']} gold events ({_share(cv['gold_reachable'])} of them "
+        f"among the screened candidates): {at} ({_source('events-fit.json')}, {_day(fit)})"
+    )
+
+
 FIGURES = {
     f.name: f
     for f in (
@@ -274,6 +339,18 @@ FIGURES = {
         ),
         Figure("probes", ("probes.json",), _docs_probes),
         Figure("probes-six-conditions", ("probes-six-conditions.json",), _docs_probes_conditions),
+        Figure(
+            "probes-unlabelled-heldout",
+            ("probes-unlabelled-heldout.json",),
+            lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-heldout.json"),
+        ),
+        Figure(
+            "probes-unlabelled-dev",
+            ("probes-unlabelled-dev.json",),
+            lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-dev.json"),
+        ),
+        Figure("events-heldout", ("events-heldout.json",), _docs_events),
+        Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure(
             "retrieval-unkeyed",
             UNKEYED_RUNS,

@@ -10,7 +10,7 @@ import pytest
 
 from lca.change_detector import FEATURES, ChangeModel, StructuralChangeDetector
 from lca.types import EntryKind
-from protocols.bench.events_bench import BENCHMARK, FIT, fit_model, model_from_sklearn, scenario_turns
+from protocols.bench.events_bench import BENCHMARK, FIT, THRESHOLDS, fit_model, model_from_sklearn, scenario_turns
 from tests.conftest import make_entry
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "data" / "scenarios"
@@ -159,7 +159,7 @@ def test_lca_bench_events_measures_a_given_model(tmp_path):
     at_hold = record["metrics"]["all"]["0.9"]
     assert at_hold == record["metrics"][str(scenarios)]["0.9"]  # one file: the same figures
     assert at_hold["inferred"] > 0 and at_hold["gold"] > 0
-    assert set(record["metrics"]["all"]) == {"0.5", "0.6", "0.65", "0.8", "0.9"}
+    assert set(record["metrics"]["all"]) == {f"{t:g}" for t in {0.6, 0.9, *THRESHOLDS}}
     # a constant model scores every pair alike: each threshold below it keeps the same events
     assert record["metrics"]["all"]["0.5"] == at_hold
 
