@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -360,17 +360,24 @@ class StructuralChangeDetector:
 
     def observe(self, entries: Sequence[TranscriptEntry]) -> list[ReplacementEvent]:
         out: list[ReplacementEvent] = []
+        for facts in self._new_turns(entries):
+            out.extend(self._detect(facts))
+        return out
+
+    def _new_turns(self, entries: Iterable[TranscriptEntry]) -> Iterator[TurnFacts]:
+        """The turns of ``entries`` not read before, in the order they were said; each yielded turn is the caller's to
+        index once it has been read against the earlier ones. A turn with a host's label is indexed, not yielded: the
+        host said what it replaces, and its label wins."""
         for entry in ordered(entries):
             if turn_key(entry.session_id, entry.id) in self._seen:
                 continue
             facts = self._add(entry)
             if facts is None:
                 continue
-            if labelled_replacement(entry):  # the host said what this turn replaces: its label wins
+            if labelled_replacement(entry):
                 self._index(facts)
                 continue
-            out.extend(self._detect(facts))
-        return out
+            yield facts
 
     def _add(self, entry: TranscriptEntry) -> TurnFacts | None:
         key = turn_key(entry.session_id, entry.id)
@@ -398,14 +405,8 @@ class StructuralChangeDetector:
         """Read ``entries`` as ``observe`` does, returning every screened candidate pair ``(of, by, features)`` instead
         of events: what ``lca bench events --fit`` fits the model on, through the same screen."""
         out: list[tuple[str, str, dict[str, float]]] = []
-        for entry in ordered(entries):
-            if turn_key(entry.session_id, entry.id) in self._seen:
-                continue
-            facts = self._add(entry)
-            if facts is None:
-                continue
-            if not labelled_replacement(entry):
-                out.extend((old.key, facts.key, features) for old, features, _ in self._candidates(facts))
+        for facts in self._new_turns(entries):
+            out.extend((old.key, facts.key, features) for old, features, _ in self._candidates(facts))
             self._index(facts)
         return out
 
