@@ -214,23 +214,25 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def event_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The inferred events' precision and recall against the gold events no label named, over the distinct scenarios
-    of ``rows`` (each probe replays its scenario, so its events repeat): counted on the replaced turn, at any kept
+    """The inferred events' precision (against every replaced turn, labelled or not) and recall (against those no label
+    names), over the distinct scenarios of ``rows`` (each probe replays its scenario, so its events repeat): counted on the replaced turn, at any kept
     confidence (what the store holds) and at the hold-back confidence (what recall acts on unmarked)."""
     from lca.recall import RecallConfig
 
     hold = RecallConfig().hold_confidence
     found: dict[tuple[str, str], float] = {}
-    gold: set[str] = set()
+    gold: set[str] = set()  # replaced turns no label names: what the detector must find
+    replaced: set[str] = set()  # every replaced turn, labelled or not: an inference of one is right
     for r in rows:
         for of, by, confidence in r.get("inferred_events", ()):
             found[(of, by)] = max(confidence, found.get((of, by), 0.0))
         gold |= {of for of, _, labelled in r.get("gold_events", ()) if not labelled}
+        replaced |= {of for of, _, _ in r.get("gold_events", ())}
     out: dict[str, Any] = {"gold_unlabelled_events": len(gold)}
     for name, threshold in (("kept", 0.0), ("held", hold)):
         kept = {of for (of, _), c in found.items() if c >= threshold}
         out[f"inferred_{name}"] = len(kept)
-        out[f"inferred_{name}_precision"] = round(len(kept & gold) / len(kept), 4) if kept else None
+        out[f"inferred_{name}_precision"] = round(len(kept & replaced) / len(kept), 4) if kept else None
         out[f"inferred_{name}_recall"] = round(len(kept & gold) / len(gold), 4) if gold else None
     return out
 
