@@ -349,6 +349,11 @@ FIGURES = {
             ("probes-unlabelled-dev.json",),
             lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-dev.json"),
         ),
+        Figure(
+            "probes-unlabelled-heldout-consolidation",
+            ("probes-unlabelled-heldout-consolidation.json",),
+            lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-heldout-consolidation.json"),
+        ),
         Figure("events-heldout", ("events-heldout.json",), _docs_events),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure(

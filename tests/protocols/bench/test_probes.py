@@ -159,3 +159,69 @@ def test_identical_summarizer_calls_across_probes_are_made_once():
     shared.generate([{"role": "user", "content": "session two"}], max_tokens=64)
     assert len(inner.calls) == 3 and shared.calls == 4 and shared.shared_calls == 1
     assert shared.model_id == inner.model_id
+
+
+CHANGED = {
+    "schema_version": 2,
+    "id": "budget",
+    "sessions": [
+        {
+            "id": "s1",
+            "started_at": "2026-03-01T09:00:00",
+            "turns": [
+                {"role": "user", "content": "The monthly grocery budget is $120 for the household."},
+                {"role": "assistant", "content": "Noted."},
+            ],
+        },
+        {
+            "id": "s2",
+            "started_at": "2026-03-10T09:00:00",
+            "turns": [
+                {
+                    "role": "user",
+                    "content": "Change of plan: the monthly grocery budget is now $150 for the household.",
+                },
+                {"role": "assistant", "content": "Got it."},
+            ],
+        },
+    ],
+    "probes": [
+        {
+            "id": "q1",
+            "question": "what is my monthly grocery budget for the household now",
+            "answer": "$150",
+            "evidence": [{"session": "s2", "turn": 1}],
+            "forbidden": [{"session": "s1", "turn": 1}],
+            "asked_at": "2026-03-11T10:00:00",
+            "category": "current-state",
+        }
+    ],
+    "gold_events": [{"type": "supersedes", "of": {"session": "s1", "turn": 1}, "by": {"session": "s2", "turn": 1}}],
+}
+
+
+def test_unlabelled_measures_separate_the_conditions_and_are_checked_against_the_targets(tmp_path):
+    """A change no turn labels: transcript-recall injects the replaced turn unmarked, full-lca infers the event at
+    ingest and holds the turn back; both hold nothing still in force. The targets are checked for full-lca only."""
+    from protocols.bench.probes import unlabelled_checks
+
+    path = tmp_path / "budget.jsonl"
+    path.write_text(json.dumps(CHANGED) + "\n")
+    out = measure(path, {"transcript-recall": {}, "full-lca": {"consolidate": 0}}, fake_runtime)
+    plain, lca = (out["conditions"][n]["figures"] for n in ("transcript-recall", "full-lca"))
+    assert plain["stale_injected"] == 1 and plain["stale_unmarked"] == 1.0
+    assert plain["current_state_forbidden_kept_out"] == 0.0 and plain["inferred_kept"] == 0
+    assert lca["inferred_kept"] == 1 and lca["inferred_kept_precision"] == 1.0 and lca["inferred_kept_recall"] == 1.0
+    # held back, or shown with its marker: never injected silently
+    assert lca["stale_injected"] == 0 or lca["stale_unmarked"] == 0.0
+    assert plain["false_hold"] == lca["false_hold"] == 0.0
+    checks = unlabelled_checks(lca)
+    assert set(checks) == {
+        "current_state_forbidden_kept_out",
+        "stale_unmarked",
+        "false_hold",
+        "inferred_held_precision",
+    }
+    assert checks["false_hold"]["pass"] and checks["false_hold"]["value"] == 0.0
+    assert checks["stale_unmarked"]["pass"] == (lca["stale_unmarked"] is not None and lca["stale_unmarked"] <= 0.1)
+    assert unlabelled_checks({**lca, "gold_unlabelled_events": 0}) == {}
