@@ -309,6 +309,18 @@ def _docs_events(events: BenchmarkResult) -> str:
     return f"{'; '.join(parts)} ({_source('events-heldout.json')}, {_day(events)})"
 
 
+def _docs_index_detector(index: BenchmarkResult) -> str:
+    """The change detector's share of one ingest of the reference store, measured inside that ingest."""
+    t = index.metrics["transcript_ingest"]
+    detect = t["phases"]["detect_events"]
+    return (
+        f"on the index benchmark's store ({t['entries_indexed']:,} transcript entries, {t['new_chunks']:,} chunks) the "
+        f"change detector took {detect['seconds']:.1f} s of a {t['wall_seconds']:.0f} s ingest and inferred "
+        f"{t['events_inferred']} events: ingest x{t['detector_ratio']} of ingest without it (target 1.2) "
+        f"({_source('bench-index-detector.json')}, {_day(index)})"
+    )
+
+
 def _docs_events_fit(fit: BenchmarkResult) -> str:
     """The change detector's model scored leaving one scenario file out: kept replaced turns, precision and recall at
     each confidence, over how many files."""
@@ -356,6 +368,7 @@ FIGURES = {
         ),
         Figure("events-heldout", ("events-heldout.json",), _docs_events),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
+        Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure(
             "retrieval-unkeyed",
             UNKEYED_RUNS,

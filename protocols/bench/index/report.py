@@ -19,7 +19,13 @@ def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     size = result["index_size"]
     beyond = bytes_beyond_text(size["total_bytes"], size["text_bytes"], result["store"]["catalog_stats"]["chunks"])
     reingest = result["reingest"]
+    ratio = result["transcript_ingest"].get("detector_ratio")
     return {
+        "ingest_with_detector_ratio": {
+            "value": ratio,
+            "target": f"<= {TARGETS['ingest_with_detector_ratio']}",
+            "pass": ratio is not None and ratio <= TARGETS["ingest_with_detector_ratio"],
+        },
         "hybrid_p50_ms": {
             "value": hybrid["p50_ms"],
             "target": f"<= {TARGETS['hybrid_p50_ms']}",
@@ -122,7 +128,9 @@ def print_table(record: BenchmarkResult, out: Path) -> None:
     print(
         f"  transcript ingest {t['new_chunks']} chunks / {t['entries_indexed']} entries in {t['wall_seconds']:.1f} s:"
         f" {t['chunks_per_second']} chunks/s, {t['entries_per_second']} entries/s "
-        f"(embedding {t['phases']['embed']['seconds']:.1f} s)"
+        f"(embedding {t['phases']['embed']['seconds']:.1f} s; change detector "
+        f"{(t['phases'].get('detect_events') or {}).get('seconds', 0.0):.1f} s, {t.get('events_inferred')} events, "
+        f"ingest x{t.get('detector_ratio')} of ingest without it)"
     )
     print(
         f"  memory ingest    {m['new_chunks']} chunks / {m['memory_files_indexed']} files in "
