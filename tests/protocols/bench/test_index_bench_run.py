@@ -96,7 +96,9 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
         "hybrid_p95_ms",
         "index_bytes_per_chunk_beyond_text",
         "reingest_embeds_nothing",
+        "ingest_with_detector_ratio",
     }
+    assert record.checks["ingest_with_detector_ratio"]["value"] == result["transcript_ingest"]["detector_ratio"]
     prov = record.provenance
     assert prov.embedder_id and prov.seeds == {"selection": 20240607} and prov.wall_seconds > 0
     (dataset,) = prov.datasets
