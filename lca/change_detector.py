@@ -5,8 +5,8 @@ People change their minds in plain words: a preference restated with another val
 disagreeing with the agent's claim right after it, a decision reversed with a reason. What these share, whatever
 the words, is structure:
 
-- **the same subject**: the new turn and the earlier one share content terms (the lexical index's stems), and the
-  share is a large part of the shorter turn;
+- **the same subject**: the sentences of the two turns that share the most content terms (the lexical index's
+  stems, a name counting twice), and how specific those terms are to this history;
 - **a different value**: each holds a value the other does not (a number, a time, a date, a name), or the new turn
   says the earlier one is wrong;
 - **a change said as one**: the new turn marks a change, a decision or a disagreement (a short general lexicon of
@@ -14,9 +14,10 @@ the words, is structure:
 - **where it was said**: the agent's claim right before the user's disagreeing turn; the same project (a rule of
   another project is not replaced by this one's); the same speaker returning to a subject.
 
-Each observation adds to a confidence in [0, 1]; recall holds a turn back above ``RecallConfig.hold_confidence`` and
-marks it above ``mark_confidence``. A new turn that restates every value of the earlier one (a confirmation, a
-detail added) replaces nothing. Only user turns are read as replacing: the agent's acknowledgement of a change
+These readings are the features (``FEATURES``) of a small fitted model (``ChangeModel``, ``change_model.json``) whose
+output is the confidence in [0, 1]; recall holds a turn back at or above ``RecallConfig.hold_confidence`` and marks it
+at or above ``mark_confidence``. A new turn that restates every value of the earlier one (a confirmation, a detail
+added) reads as such (``restates``). Only user turns are read as replacing: the agent's acknowledgement of a change
 restates it. Deterministic: turns are read in the order they were said, so a rebuild finds the same events.
 """
 
@@ -64,8 +65,6 @@ _NOT_NAMES = frozenset(
 )
 
 MIN_KEPT = 0.4
-MIN_SHARED = 2  # shared subject stems for two sentences to be about the same thing
-MIN_OVERLAP = 0.3  # ... and their share of the two sentences' terms (shared / geometric mean of the sizes)
 MAX_CLAIM_STATEMENTS = 3  # an agent turn read as a claim or proposal a later turn can replace: at most this long
 COMMON_SHARE, COMMON_MIN = 0.05, 3  # a stem in more than this share of the turns read is the history's topic
 COMMON_POSTING = 400  # a stem in more earlier turns than this finds no candidates (it still counts as shared)

@@ -172,6 +172,7 @@ class EventBook:
         self._loaded: tuple[int, list[ReplacementEvent], list[str]] | None = None
         self._ledger_cache: tuple[int, list[ReplacementEvent], dict[str, str]] | None = None
         self._acting: tuple[tuple[Any, ...], dict[str, tuple[Replacement, ...]]] | None = None
+        self._merged: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None  # held_counts, per counts and view
 
     # -- writing (the caller holds the store's writer lock)
     def observe(self, entries: Sequence[TranscriptEntry]) -> int:
@@ -193,7 +194,7 @@ class EventBook:
     def reset(self) -> None:
         """Forget the detector's reading (``reindex`` deletes the derived events and reads the history again)."""
         self._detector = None
-        self._loaded = self._acting = None
+        self._loaded = self._acting = self._merged = None
 
     # -- reading
     def _size(self, path: Path) -> int:
@@ -293,19 +294,27 @@ class EventBook:
         self._acting = (key, acting)
         return acting
 
-    def held_counts(self, counts: Mapping[str, Mapping[str, int]], *, hold: float, mark: float) -> dict[str, Any]:
+    def held_counts(
+        self, counts: Mapping[str, Mapping[str, int]], *, hold: float, mark: float
+    ) -> Mapping[str, Mapping[str, int]]:
         """The experience counts with each held inference (not a label: the log has those) counted once against the
-        turn it replaced, so E and recall's hold-back read inferred events as they read labelled ones."""
+        turn it replaced, so E and recall's hold-back read inferred events as they read labelled ones. Called on every
+        recall: ``counts`` itself where no inference is held, and the merge made once per counts and view."""
+        acting = self.replacements(hold=hold, mark=mark)
+        key = (id(counts), *self._acting[0]) if self._acting is not None else None
+        if key is not None and self._merged is not None and self._merged[0] == key:
+            return self._merged[1]
         extra: dict[str, Counter] = {}
-        for target, reps in self.replacements(hold=hold, mark=mark).items():
+        for target, reps in acting.items():
             for rep in reps:
                 if rep.status == HELD and rep.event.origin != "label":
                     extra.setdefault(target, Counter())[rep.event.kind] += 1
-        if not extra:
-            return dict(counts)
-        merged = dict(counts)
-        for target, added in extra.items():
-            merged[target] = Counter(counts.get(target, {})) + added
+        merged: Mapping[str, Mapping[str, int]] = counts
+        if extra:
+            merged = dict(counts)
+            for target, added in extra.items():
+                merged[target] = Counter(counts.get(target, {})) + added
+        self._merged = (key, merged) if key is not None else None
         return merged
 
     def corrections(self, *, hold: float, mark: float) -> dict[str, tuple[str, ...]]:
