@@ -54,5 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     code_version()
     try:
         return int(args.func(args) or 0)
-    except (LCAError, FileNotFoundError) as exc:
+    except LCAError as exc:
         return common.print_error(exc)
+    except OSError as exc:  # a file named on the command line: one line naming it, not "[Errno 2] ..."
+        return common.print_error(common.os_error_line(exc))

@@ -106,6 +106,12 @@ def at_least(value: int | None, minimum: int, *, flag: str) -> None:
         raise LCAError(f"{flag} must be at least {minimum}, not {value}")
 
 
+def os_error_line(exc: OSError) -> str:
+    """An operating-system error as ``PATH: what went wrong`` ("nope.yaml: no such file or directory")."""
+    what = (exc.strerror or type(exc).__name__).lower()
+    return f"{exc.filename}: {what}" if exc.filename else what
+
+
 def print_error(message: object) -> int:
     """Print ``lca: error: MESSAGE`` on stderr (through ``terminal_safe``); returns the usage-error status."""
     print(f"lca: error: {terminal_safe(message)}", file=sys.stderr)

@@ -25,6 +25,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if max_entry_bytes is not None and max_entry_bytes < 1:
         raise LCAError(f"--max-entry-bytes must be at least 1, not {max_entry_bytes}")
     max_entry_bytes = max_entry_bytes or DEFAULT_MAX_ENTRY_BYTES
+    common.at_least(args.limit, 1, flag="--limit")
+    refuse_other_formats_options(args)
     if args.path is not None:
         if args.format == "locomo":
             sessions, imported = import_locomo(
@@ -68,7 +70,29 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(f"  {out['quarantined_lines']} line(s) quarantined: see `lca health`")
         for problem in out["problems"]:  # inputs left out (a memory file that fails to load, ...): exit 1
             print(f"lca: not indexed: {common.terminal_safe(problem)}", file=sys.stderr)
+        if args.path is not None and rejected and not any(session.entries for session in sessions):
+            print(f"lca: nothing imported: every line of {args.path} was refused and quarantined", file=sys.stderr)
+            return 1
         return 0 if not out["index"]["failed_chunks"] and not out["problems"] else 1
+
+
+# the options that only one import format reads: given with another format, they would be ignored silently
+FORMAT_OPTIONS = {
+    "sample": "locomo",
+    "question": "longmemeval",
+    "limit": "longmemeval",
+    "share_sessions": "longmemeval",
+}
+
+
+def refuse_other_formats_options(args: argparse.Namespace) -> None:
+    """Refuse an option of one import format given with another (or with no file to import)."""
+    from lca.errors import LCAError
+
+    for option, fmt in FORMAT_OPTIONS.items():
+        if getattr(args, option, None) and (args.path is None or args.format != fmt):
+            flag = "--" + option.replace("_", "-")
+            raise LCAError(f"{flag} applies to importing a file with --format {fmt}, not --format {args.format}")
 
 
 def cmd_search(args: argparse.Namespace) -> int:
