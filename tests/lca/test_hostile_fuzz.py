@@ -105,7 +105,12 @@ class Sandbox:
         self.codes: list[int] = []
 
     def run(self, *argv: str) -> int:
-        with contextlib.redirect_stdout(self.output), contextlib.redirect_stderr(self.output):
+        # a relative path in argv resolves inside the sandbox, which the snapshot watches
+        with (
+            contextlib.chdir(self.root),
+            contextlib.redirect_stdout(self.output),
+            contextlib.redirect_stderr(self.output),
+        ):
             code = cli.main([*argv])
         assert code in (0, 1, 2), (argv, code)
         self.codes.append(code)
