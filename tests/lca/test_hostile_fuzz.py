@@ -116,6 +116,19 @@ class Sandbox:
         self.codes.append(code)
         return code
 
+    def seed_store(self) -> None:
+        """A store holding one ordinary turn, made through ``lca ingest``."""
+        line = TranscriptEntry(
+            id="s:1",
+            session_id="s",
+            agent_id="agent-fuzz",
+            kind=EntryKind.USER_TURN,
+            timestamp="2026-01-01T00:00:00",
+            content="a first turn",
+        ).to_wire()
+        (self.inputs / "h.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+        self.run("ingest", str(self.inputs / "h.jsonl"), "--store", str(self.store), "--quiet")
+
     def snapshot(self, *made: Path) -> dict[str, str]:
         """Every file outside the store and the folders a command was asked to make, with its sha256 (what an
         example must never change)."""
@@ -239,16 +252,7 @@ def test_hostile_memory_files(case, body):
     shape, secret, needle = case
     box = Sandbox()
     try:
-        line = TranscriptEntry(
-            id="s:1",
-            session_id="s",
-            agent_id="agent-fuzz",
-            kind=EntryKind.USER_TURN,
-            timestamp="2026-01-01T00:00:00",
-            content="a first turn",
-        ).to_wire()
-        (box.inputs / "h.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
-        box.run("ingest", str(box.inputs / "h.jsonl"), "--store", str(box.store), "--quiet")
+        box.seed_store()
         memory = box.store / "memory"
         memory.mkdir(exist_ok=True)
         planted: set[Path] = set()
@@ -304,16 +308,7 @@ HOSTILE_PATHS = st.sampled_from(
 def test_hostile_bundles(path, extra, symlink, mode):
     box = Sandbox()
     try:
-        line = TranscriptEntry(
-            id="s:1",
-            session_id="s",
-            agent_id="agent-fuzz",
-            kind=EntryKind.USER_TURN,
-            timestamp="2026-01-01T00:00:00",
-            content="a first turn",
-        ).to_wire()
-        (box.inputs / "h.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
-        box.run("ingest", str(box.inputs / "h.jsonl"), "--store", str(box.store), "--quiet")
+        box.seed_store()
         bundle = box.root / "b.bundle"
         box.run("bundle", "export", str(bundle), "--store", str(box.store), "--quiet")
         manifest = json.loads((bundle / MANIFEST).read_text())
@@ -370,26 +365,20 @@ FLAGS = st.sampled_from(["-k", "--limit", "--budget", "--store", "--file", "--co
 def test_hostile_command_lines(command, args, positional, secret):
     box = Sandbox()
     try:
-        line = TranscriptEntry(
-            id="s:1",
-            session_id="s",
-            agent_id="agent-fuzz",
-            kind=EntryKind.USER_TURN,
-            timestamp="2026-01-01T00:00:00",
-            content="a first turn",
-        ).to_wire()
-        (box.inputs / "h.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
-        box.run("ingest", str(box.inputs / "h.jsonl"), "--store", str(box.store), "--quiet")
+        box.seed_store()
         fill = {"store": box.store, "outside": box.outside}
         argv = [*command, *(v.format(**fill) for v in positional)]
         for flag, value in args:
             argv += [flag, value.format(**fill)]
         argv += ["--by", secret[0].replace("\n", " ")[:60]] if command[0] == "events" else []
-        before = box.snapshot()
+        # a folder argv names that did not exist may be made (a migration's target, an export); nothing else
+        named = [box.root / v for v in argv if v and not v.startswith("-") and not (box.root / v).exists()]
+        made = (*named, *(Path(f"{p}.bundle") for p in named))
+        before = box.snapshot(*made)
         try:
             box.run(*argv, "--store", str(box.store)) if "--store" not in argv else box.run(*argv)
         except SystemExit as exc:  # argparse's own usage error: one usage line and exit 2, never a traceback
             assert exc.code == 2
-        box.assert_clean([secret[1]], before)
+        box.assert_clean([secret[1]], before, made=made)
     finally:
         box.close()
