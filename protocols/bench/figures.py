@@ -294,7 +294,7 @@ def _docs_probes_unlabelled(probes: BenchmarkResult, file: str) -> str:
     )
 
 
-def _docs_events(events: BenchmarkResult) -> str:
+def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> str:
     """The model-free change detector on files it was not fitted on: precision and recall of the replaced turn at the
     marking and hold-back confidences, per file and over all."""
     hold, mark = events.config.get("hold"), events.config.get("mark")
@@ -306,7 +306,7 @@ def _docs_events(events: BenchmarkResult) -> str:
             f"{name}: at {hold:g} precision {_share(h['of_precision'])}, recall {_share(h['of_recall'])} "
             f"({h['inferred']} of {h['gold']}); at {mark:g} {_share(m['of_precision'])} / {_share(m['of_recall'])}"
         )
-    return f"{'; '.join(parts)} ({_source('events-heldout.json')}, {_day(events)})"
+    return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
 
 
 def _docs_index_detector(index: BenchmarkResult) -> str:
@@ -367,6 +367,12 @@ FIGURES = {
             lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-heldout-consolidation.json"),
         ),
         Figure("events-heldout", ("events-heldout.json",), _docs_events),
+        Figure("events-blind-v2", ("events-blind-v2.json",), lambda r: _docs_events(r, "events-blind-v2.json")),
+        Figure(
+            "probes-unlabelled-blind-v2",
+            ("probes-unlabelled-blind-v2.json",),
+            lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-blind-v2.json"),
+        ),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure(
