@@ -58,6 +58,10 @@ class StoreLockedError(LCAError):
     """Another process holds the store's single-writer lock."""
 
 
+class LinkRefusedError(LCAError):
+    """A path inside the store is a symbolic link: the store never reads or writes through one out of itself."""
+
+
 class EmbedderMismatchError(LCAError):
     """The store was embedded by a different model; vectors are never mixed."""
 

@@ -7,12 +7,17 @@ import errno
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lca.errors import StoreLockedError
+from lca.errors import LinkRefusedError, StoreLockedError
+
+# the advisory locks this process holds, by (thread, device, inode) of the lock file, with their nesting depth:
+# a reentrant taker (a transcript append inside a writer's lock) nests instead of waiting on itself
+_HELD: dict[tuple[int, int, int], int] = {}
 
 
 def fsync_dir(path: Path) -> None:
@@ -34,7 +39,7 @@ def write_all(fd: int, data: bytes) -> None:
 def append_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Append to an append-only log with one write; fsync'd before returning when ``durable``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)  # never through a link
     try:
         write_all(fd, data)
         if durable:
@@ -47,7 +52,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary sibling, fsync it, rename over ``path``: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
         write_all(fd, data)
         os.fsync(fd)
@@ -58,13 +63,31 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path, *, timeout: float = 600.0, what: str = "store") -> Iterator[None]:
+def exclusive_lock(
+    path: Path, *, timeout: float = 600.0, what: str = "store", reentrant: bool = False
+) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``path``; wait up to ``timeout`` seconds, then fail clearly.
 
-    The holder's pid is written into the lock file so a waiting user can be told who holds it.
+    The holder's pid is written into the lock file so a waiting user can be told who holds it. ``reentrant``: when
+    this thread already holds the lock, nest inside it (a plain taker waits, like any other writer, and fails).
     """
+    if reentrant:
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            found = None
+        key = (threading.get_ident(), found.st_dev, found.st_ino) if found else None
+        if key is not None and key in _HELD:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a linked lock file would be truncated
+    stat = os.fstat(fd)
+    key = (threading.get_ident(), stat.st_dev, stat.st_ino)
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -82,11 +105,42 @@ def exclusive_lock(path: Path, *, timeout: float = 600.0, what: str = "store") -
                 time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
     finally:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def writer_active(path: Path) -> bool:
+    """Whether some writer holds the lock at ``path`` now (a probe that takes nothing: a missing lock file is
+    none, and nothing is created). A reader tells a write in progress from one a kill left half done with it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EACCES)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def refuse_link(path: Path, what: str) -> None:
+    """Refuse ``path`` when it is a symbolic link (a dangling one too): one line naming it and ``what`` was not done."""
+    if path.is_symlink():
+        raise LinkRefusedError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); the store never follows a link out of itself, "
+            f"so {what}: replace the link with the file itself, or remove it"
+        )
 
 
 def lines_backwards(path: Path, *, block: int = 1 << 16) -> Iterator[bytes]:

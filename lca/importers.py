@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from lca.errors import RecordFormatError
-from lca.transcript import check_new_entry, entry_from_wire, wire_records
+from lca.transcript import check_new_entry, entry_from_wire
+from lca.transcript_foreign import wire_records
 from lca.types import DEFAULT_MAX_ENTRY_BYTES, EntryKind, TranscriptEntry, as_utc, sha256_hex, wire_value_problem
 
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"

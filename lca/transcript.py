@@ -9,19 +9,23 @@ dropped and never rewritten.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lca.authority import WriterFence
-from lca.errors import LCAError, RecordFormatError
-from lca.fileio import append_bytes, fsync_dir, json_records, write_all
+from lca.errors import LCAError, LinkRefusedError, RecordFormatError
+from lca.fileio import append_bytes, exclusive_lock, fsync_dir, json_records, refuse_link, write_all
 from lca.layout import SESSION_SUFFIX, StoreLayout
+from lca.transcript_chain import ChainBook
+from lca.transcript_foreign import decode_problem
 from lca.types import (
     MAX_META_DEPTH,
     WIRE_VERSION,
@@ -211,11 +215,18 @@ class _SessionState:
 
 
 class TranscriptStore:
-    """All sessions of one agent home: ``<root>/sessions/<session>.jsonl``, plus ``<root>/quarantine``."""
+    """All sessions of one agent home: ``<root>/sessions/<session>.jsonl``, plus ``<root>/quarantine``.
 
-    def __init__(self, root: Path | str) -> None:
+    Every append holds the store's writer lock (``write.lock``; nested when this thread holds it already, as a
+    ``Substrate`` write does) and checks the fencing epoch under it: a migration holds that lock from quiesce to
+    bind, so a writer opened before it waits, then is refused; it is never acknowledged and left behind. A session
+    file that is a symbolic link is neither read nor written (``lca.fileio.refuse_link``)."""
+
+    def __init__(self, root: Path | str, *, lock_timeout: float = 600.0) -> None:
         self.root = Path(root)
         self.layout = StoreLayout(self.root)
+        self.lock_timeout = lock_timeout
+        self._chains = ChainBook(self.layout)  # each session file's running hash chain (lca.transcript_chain)
         self.sessions_dir = self.layout.sessions
         self.quarantine_dir = self.layout.quarantine
         self._state: dict[str, _SessionState] = {}
@@ -232,9 +243,11 @@ class TranscriptStore:
         return self.layout.session_file(session_id)
 
     def session_ids(self) -> list[str]:
-        if not self.sessions_dir.exists():
+        """The sessions with a file of their own (a symbolic link is none: health reports it)."""
+        if not self.sessions_dir.is_dir() or self.sessions_dir.is_symlink():
             return []
-        return sorted(StoreLayout.session_id_of(p) for p in self.sessions_dir.glob("*" + SESSION_SUFFIX))
+        paths = self.sessions_dir.glob("*" + SESSION_SUFFIX)
+        return sorted(StoreLayout.session_id_of(p) for p in paths if p.is_file() and not p.is_symlink())
 
     # ---- writing ----------------------------------------------------------------
     def append(self, entries: Iterable[TranscriptEntry]) -> AppendResult:
@@ -250,11 +263,17 @@ class TranscriptStore:
             by_session.setdefault(entry.session_id, []).append(entry)
         appended: list[TranscriptEntry] = []
         duplicates = 0
-        for session_id, group in by_session.items():
-            new, dup = self._append_session(session_id, group)
-            appended.extend(new)
-            duplicates += dup
+        with self._writer_lock():
+            for session_id, group in by_session.items():
+                new, dup = self._append_session(session_id, group)
+                appended.extend(new)
+                duplicates += dup
         return AppendResult(tuple(appended), duplicates)
+
+    def _writer_lock(self) -> AbstractContextManager[None]:
+        return exclusive_lock(
+            self.layout.write_lock, timeout=self.lock_timeout, what=f"store {self.root}", reentrant=True
+        )
 
     def find_conflict(self, entries: Iterable[TranscriptEntry]) -> tuple[TranscriptEntry, str] | None:
         """The first entry ``append`` would refuse as a conflict, and where its id is already recorded
@@ -283,9 +302,11 @@ class TranscriptStore:
 
     def _append_session(self, session_id: str, group: list[TranscriptEntry]) -> tuple[list[TranscriptEntry], int]:
         path = self.session_path(session_id)
+        for where in (self.sessions_dir, path):
+            refuse_link(where, f"nothing was appended to session {session_id!r}")
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = _open_session(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if created:
@@ -309,9 +330,11 @@ class TranscriptStore:
             if new:  # under the session's lock: a migration that advanced the epoch has fenced this writer off
                 self._fence.check(f"append {len(new)} entr{'y' if len(new) == 1 else 'ies'} to session {session_id}")
                 data = b"".join(encode_entry(e) for e in new)
+                before = os.fstat(fd)
                 write_all(fd, data)
                 os.fsync(fd)
                 state.scanned_to += len(data)
+                self._chains.appended(path, before, data, os.fstat(fd))
             return new, duplicates
         except BaseException:
             self._state.pop(session_id, None)
@@ -335,17 +358,21 @@ class TranscriptStore:
 
     # ---- recovery ---------------------------------------------------------------
     def recover(self, session_id: str) -> QuarantineRecord | None:
-        """Quarantine a torn final line of a session, if there is one."""
+        """Quarantine a torn final line of a session, if there is one, and record its hash chain up to its last
+        line (``lca.transcript_chain``: a file changed in place is not recorded, health reports it)."""
         path = self.session_path(session_id)
         if not path.exists():
             return None
-        fd = os.open(path, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            return self._recover_torn_tail(path, fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with self._writer_lock():
+            fd = _open_session(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                record = self._recover_torn_tail(path, fd)
+                self._chains.refresh(path)
+                return record
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
     def recover_all(self) -> list[QuarantineRecord]:
         return [r for s in self.session_ids() if (r := self.recover(s)) is not None]
@@ -379,6 +406,7 @@ class TranscriptStore:
 
     def _quarantine(self, path: Path, offset: int, line: int | None, data: bytes, reason: str) -> QuarantineRecord:
         """Keep rejected bytes verbatim; idempotent for the same bytes at the same place."""
+        refuse_link(self.quarantine_dir, "nothing was quarantined")
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = sha256_hex(data.decode("latin-1"))
         name = f"{path.stem[:_QUARANTINE_STEM_CHARS]}.{offset}.{digest[:12]}.bin"  # a long stem would overflow 255
@@ -503,7 +531,7 @@ class TranscriptStore:
     def _read_from(self, path: Path, start: int, *, quarantine: bool, end: int | None = None) -> ReadResult:
         entries: list[TranscriptEntry] = []
         malformed: list[QuarantineRecord] = []
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_session(path, os.O_RDONLY), "rb") as handle:
             if start:
                 handle.seek(start)
             data = handle.read() if end is None else handle.read(max(0, end - start))
@@ -534,7 +562,7 @@ class TranscriptStore:
                     if isinstance(exc, RecordFormatError)
                     else (
                         f"{path}, line {line_no if line_no is not None else '?'} (byte {line_start}): "
-                        f"{_decode_problem(exc)}"
+                        f"{decode_problem(exc)}"
                     )
                 )
                 if quarantine:
@@ -544,57 +572,12 @@ class TranscriptStore:
         return ReadResult(tuple(entries), tuple(malformed), start + end)
 
 
-def _decode_problem(exc: Exception) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply to decode"
-    return f"not valid JSON/UTF-8: {exc}"
-
-
-def _too_deep_field(raw: bytes, depth_limit: int = MAX_META_DEPTH) -> str | None:
-    """The top-level key whose value a line too deep to decode nests beyond ``depth_limit``: a scan of
-    the raw text (strings skipped), so the refusal can name the field the parser never reached."""
-    text = raw.decode("utf-8", "replace")
-    depth, in_string, escaped, start = 0, False, False, 0
-    last_string: str | None = None
-    key: str | None = None
-    for i, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string, last_string = False, text[start:i]
-        elif char == '"':
-            in_string, start = True, i + 1
-        elif char == ":" and depth == 1:
-            key = last_string
-        elif char in "[{":
-            depth += 1
-            if depth > depth_limit + 1:
-                return field_label(key) if key is not None else None
-        elif char in "]}":
-            depth -= 1
-    return None
-
-
-def wire_records(
-    path: Path, *, max_line_bytes: int | None = None
-) -> Iterator[tuple[int, Mapping[str, Any] | None, RecordFormatError | None, bytes]]:
-    """Lines of a foreign JSONL transcript, one at a time: (line number, decoded object or None, error,
-    raw bytes). A line longer than ``max_line_bytes`` is reported without being decoded."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            size = len(raw.rstrip(b"\r\n"))
-            if max_line_bytes is not None and size > max_line_bytes:
-                message = f"line is {size:,} bytes, over the bound of {max_line_bytes:,} bytes (max_entry_bytes)"
-                yield number, None, RecordFormatError(message, path=str(path), line=number, field="content"), raw
-                continue
-            try:
-                yield number, json.loads(raw.decode("utf-8")), None, raw
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-                deep = _too_deep_field(raw) if isinstance(exc, RecursionError) else None
-                error = RecordFormatError(_decode_problem(exc), path=str(path), line=number, field=deep)
-                yield number, None, error, raw
+def _open_session(path: Path, flags: int) -> int:
+    """A session file's descriptor, never through a symbolic link (swapped in after it was checked, too)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        refuse_link(path, "it was neither read nor written")
+        raise LinkRefusedError(f"{path} is a symbolic link: the store never follows a link out of itself") from None
