@@ -14,7 +14,9 @@ Derived stores (``index/``) are not shipped: an import rebuilds them from the tr
 the rebuilt recall is the source's. Authority is not shipped either (``lca.authority``): an import is a
 read-only replica or a new agent with recorded descent; only ``migrate`` hands the agent's authority on, and it
 fences the source off first. Every file is verified before anything is activated; a tampered, truncated,
-missing or extra file is refused, naming it.
+missing or extra file, a path that is not relative and normalized, and a symbolic link are refused, naming it
+(``lca.bundle_trust``). A hash shows integrity only: ``signature.json``, an Ed25519 signature of the bundle id
+by a key the user holds (``lca.signing``), shows who vouched for the bundle; unsigned bundles are shown so.
 """
 
 from __future__ import annotations
@@ -24,30 +26,40 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lca.authority import AuthorityRecord, advance, ensure_authority, new_agent_id, read_authority, write_authority
-from lca.errors import LCAError
+from lca.bundle_trust import (
+    MANIFEST,
+    PARTS,
+    BundleError,
+    bundle_signature,
+    check_bundle_folder,
+    check_listing,
+    check_migration_folders,
+    check_new_store,
+    clear_stale_checkpoint,
+    copy_hashing,
+    hash_file,
+    inside,
+    reach,
+    read_manifest_bytes,
+    sign_bundle,
+    walk_files,
+)
 from lca.fileio import atomic_write_bytes, exclusive_lock, fsync_dir
 from lca.layout import StoreLayout
 from lca.provenance import code_version
 
 FORMAT = 1
-MANIFEST = "manifest.json"
-PARTS = ("identity", "memory", "body")
 IMPORT_MODES = ("replica", "new-agent")
 IDENTITY_DIRS = ("identity", "proposals", "archive/identity")
 BODY_FILES = ("recall.yaml", "retrieval.yaml")
 NOT_SHIPPED = ("index", "write.lock", "authority.json")  # derived, a lock, and authority (never copied)
-CHUNK = 1 << 20
-
-
-class BundleError(LCAError):
-    """A bundle that cannot be written, read or trusted; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -110,36 +122,6 @@ def part_of(relative: str) -> str | None:
     return "memory"  # the transcript, memory files, event logs, reports, logs, and anything unknown (private)
 
 
-def _walk(root: Path) -> Iterator[tuple[str, Path]]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            yield path.relative_to(root).as_posix(), path
-
-
-def _copy_hashing(source: Path, target: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        while block := src.read(CHUNK):
-            digest.update(block)
-            size += len(block)
-            dst.write(block)
-        dst.flush()
-        os.fsync(dst.fileno())
-    return digest.hexdigest(), size
-
-
-def _hash(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while block := handle.read(CHUNK):
-            digest.update(block)
-            size += len(block)
-    return digest.hexdigest(), size
-
-
 def _embedder_id(layout: StoreLayout) -> str | None:
     """The embedder the source's index was built with, when it has one (read-only; nothing is opened for write)."""
     if not layout.catalog.exists():
@@ -159,27 +141,42 @@ def _now() -> str:
 
 
 def export_bundle(
-    store: Path | str, out: Path | str, *, lock_timeout: float = 600.0, extra: dict[str, Any] | None = None
+    store: Path | str,
+    out: Path | str,
+    *,
+    lock_timeout: float = 600.0,
+    extra: dict[str, Any] | None = None,
+    sign: Path | str | None = None,
 ) -> Manifest:
-    """Write the store's bundle to ``out`` (a new folder), holding the store's writer lock so that nothing is
-    written meanwhile (quiesce). The manifest is written last: a folder without one is not a bundle."""
-    layout = StoreLayout(store)
+    """Write the store's bundle to ``out`` (a new folder outside the store), holding the store's writer lock so
+    that nothing is written meanwhile (quiesce). ``sign``: a private key file (``lca.signing``) whose signature
+    of the bundle id goes beside the manifest. The manifest is written last: a folder without one is not a
+    bundle. A symbolic link or special file among the shipped files is refused, never followed."""
+    from lca.signing import load_private_key
+
+    layout, out = StoreLayout(store), Path(out)
+    if layout.root.exists() and not layout.root.is_dir():
+        raise BundleError(f"{layout.root}: a file, not a folder; a store is a folder")
     if not layout.holds_store():
         raise BundleError(f"{layout.root}: holds no store to export")
+    if inside(out, layout.root):
+        raise BundleError(f"{out}: inside the store {layout.root}; a bundle is written outside the store it exports")
+    key = load_private_key(sign) if sign is not None else None  # a bad key is refused before anything is written
     with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {layout.root}"):
-        return _export_locked(layout, Path(out), extra)
+        return _export_locked(layout, out, extra, key)
 
 
-def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None) -> Manifest:
+def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None, key: Any = None) -> Manifest:
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"{out}: a file, not a folder; a bundle is written into a new folder")
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out}: exists and is not empty; a bundle is written into a new folder")
     authority = ensure_authority(layout.root)
     files = []
-    for relative, path in _walk(layout.root):
-        part = part_of(relative)
-        if part is None:
-            continue
-        digest, size = _copy_hashing(path, out / part / relative)
+    for relative, path in list(walk_files(layout.root, shipped=lambda r: part_of(r) is not None)):
+        part = part_of(relative)  # the walk refused every link and special file before the first copy
+        assert part is not None
+        digest, size = copy_hashing(path, out / part / relative)
         files.append(BundleFile(part, relative, digest, size))
     parent = next((d[len("bundle:") :] for d in reversed(authority.descent) if d.startswith("bundle:")), None)
     draft = Manifest(
@@ -195,6 +192,8 @@ def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None)
         extra=dict(extra or {}),
     )
     manifest = Manifest(**{**vars(draft), "bundle_id": _canonical_id(draft.body())})
+    if key is not None:
+        sign_bundle(out, manifest.bundle_id, key)
     atomic_write_bytes(out / MANIFEST, manifest.to_json())
     return manifest
 
@@ -202,13 +201,15 @@ def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None)
 def read_manifest(bundle: Path | str) -> Manifest:
     path = Path(bundle) / MANIFEST
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BundleError(f"{path}: missing; a folder without a manifest is not a (finished) bundle") from None
+        data = json.loads(read_manifest_bytes(Path(bundle)))
     except ValueError as exc:
         raise BundleError(f"{path}: not valid JSON: {exc}") from None
     try:
         files = tuple(BundleFile(**f) for f in data["files"])
+        if any(not isinstance(f.sha256, str) or type(f.bytes) is not int for f in files):
+            raise TypeError("a file's sha256 must be a string and its bytes an integer")
+        if not all(isinstance(data[k], str) for k in ("bundle_id", "agent_id", "created_at", "code_version")):
+            raise TypeError("bundle_id, agent_id, created_at and code_version must be strings")
         manifest = Manifest(
             data["bundle_id"],
             data["agent_id"],
@@ -229,29 +230,29 @@ def read_manifest(bundle: Path | str) -> Manifest:
     return manifest
 
 
-def verify_bundle(bundle: Path | str) -> Manifest:
-    """The manifest, after every check passes: its id is the hash of its content, every listed file is present
-    with its size and sha256 in its part, and nothing unlisted lies in the parts. Raises naming the first file
-    that fails."""
+def verify_bundle(bundle: Path | str, *, key: Path | str | None = None) -> Manifest:
+    """The manifest, after every check passes: its id is the hash of its content; a signature beside it holds
+    (and, with ``key``, a public key file, is required and by that key); every listed path is relative,
+    normalized and in its part, and its file present, regular (no link), with its size and sha256; and nothing
+    unlisted lies in the bundle. Raises naming the first file that fails."""
     bundle = Path(bundle)
+    check_bundle_folder(bundle)
     manifest = read_manifest(bundle)
     if _canonical_id(manifest.body()) != manifest.bundle_id:
         raise BundleError(f"{bundle / MANIFEST}: the manifest was altered (its content no longer hashes to its id)")
+    bundle_signature(bundle, manifest.bundle_id, key)
+    check_listing(bundle / MANIFEST, ((f.part, f.path) for f in manifest.files), part_of)
     listed = set()
     for entry in manifest.files:
-        if entry.part not in PARTS or part_of(entry.path) != entry.part or ".." in Path(entry.path).parts:
-            raise BundleError(f"{bundle / MANIFEST}: file {entry.path!r} is listed in part {entry.part!r}, not its own")
-        path = bundle / entry.part / entry.path
+        path = reach(bundle / entry.part, entry.path)
         listed.add(f"{entry.part}/{entry.path}")
-        if not path.is_file():
-            raise BundleError(f"{path}: missing from the bundle")
-        digest, size = _hash(path)
+        digest, size = hash_file(path)
         if size != entry.bytes:
             raise BundleError(f"{path}: {size} bytes, the manifest says {entry.bytes} (truncated or extended)")
         if digest != entry.sha256:
             raise BundleError(f"{path}: sha256 {digest[:12]} differs from the manifest's {entry.sha256[:12]} (altered)")
     for part in PARTS:
-        for relative, path in _walk(bundle / part) if (bundle / part).exists() else ():
+        for relative, path in walk_files(bundle / part) if (bundle / part).exists() else ():
             if f"{part}/{relative}" not in listed:
                 raise BundleError(f"{path}: not in the manifest (an extra file is refused, not imported)")
     return manifest
@@ -264,37 +265,43 @@ def import_bundle(
     mode: str = "replica",
     rebuild: Callable[[Path], Any] | None = None,
     authority: AuthorityRecord | None = None,
+    key: Path | str | None = None,
 ) -> Manifest:
-    """Verify the bundle, then activate it at ``target`` (a folder that holds no store): the files are copied into a
-    staging folder beside it, checked again, and renamed into place in one step. ``mode`` is what the copy is:
-    ``replica`` (read-only; the source keeps authority) or ``new-agent`` (a new agent id, its descent recorded).
-    ``rebuild(target)`` rebuilds the derived stores (``Substrate.reindex`` with the caller's embedder).
-    ``authority`` is for ``migrate`` only: the record the target takes over."""
+    """Verify the bundle (with ``key``, a public key file: only when signed by it), then activate it at
+    ``target`` (a new folder outside the bundle): the files are copied into a staging folder beside it, checked
+    again, and renamed into place in one step. ``mode`` is what the copy is: ``replica`` (read-only; the source
+    keeps authority) or ``new-agent`` (a new agent id, its descent recorded); the authority record says whether
+    the bundle was signed. ``rebuild(target)`` rebuilds the derived stores (``Substrate.reindex`` with the
+    caller's embedder). ``authority`` is for ``migrate`` only: the record the target takes over."""
     if mode not in IMPORT_MODES and authority is None:
         raise BundleError(
             f"unknown import mode {mode!r}; known: {', '.join(IMPORT_MODES)} (authority moves by migrate)"
         )
-    manifest = verify_bundle(bundle)
-    target = Path(target)
-    if StoreLayout(target).holds_store() or (target.exists() and any(target.iterdir())):
-        raise BundleError(f"{target}: exists and is not empty; a bundle is imported into a new store")
+    bundle, target = Path(bundle), Path(target)
+    manifest = verify_bundle(bundle, key=key)
+    signed = bundle_signature(bundle, manifest.bundle_id, key).short()
+    check_new_store(target, bundle=bundle)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.importing-", dir=target.parent))
     try:
         for entry in manifest.files:
-            digest, size = _copy_hashing(Path(bundle) / entry.part / entry.path, staging / entry.path)
+            digest, size = copy_hashing(reach(bundle / entry.part, entry.path), staging / entry.path)
             if (digest, size) != (entry.sha256, entry.bytes):  # changed between the check and the copy
-                raise BundleError(f"{Path(bundle) / entry.part / entry.path}: changed while it was imported")
+                raise BundleError(f"{bundle / entry.part / entry.path}: changed while it was imported")
         descent = (*manifest.descent, f"agent:{manifest.agent_id}", f"bundle:{manifest.bundle_id}")
         if authority is not None:
             record = authority
         elif mode == "replica":
             record = AuthorityRecord(
-                manifest.agent_id, manifest.source_epoch, "replica", _now(), f"replica of bundle {manifest.bundle_id}"
+                manifest.agent_id,
+                manifest.source_epoch,
+                "replica",
+                _now(),
+                f"replica of bundle {manifest.bundle_id} ({signed})",
             )
         else:
             record = AuthorityRecord(
-                new_agent_id(), 1, "active", _now(), f"new agent from bundle {manifest.bundle_id}", descent
+                new_agent_id(), 1, "active", _now(), f"new agent from bundle {manifest.bundle_id} ({signed})", descent
             )
         write_authority(staging, record)
         if target.exists():
@@ -396,10 +403,12 @@ def migrate(
     steps: list[dict[str, Any]] = []
     binding = dict(binding or {})
     layout = StoreLayout(source)
+    check_migration_folders(source, target, bundle_dir)  # refused before anything is written
     before = ensure_authority(source)
     if not before.writable:
         raise BundleError(f"{layout.authority}: this store is a {before.state} copy; it has no authority to hand on")
-    migration = hashlib.sha256(f"{source}|{target}|{_now()}|{os.getpid()}".encode()).hexdigest()[:12]
+    clear_stale_checkpoint(bundle_dir, before.agent_id, before.epoch)  # a retry writes the checkpoint again
+    migration = hashlib.sha256(f"{source}|{target}|{_now()}|{os.urandom(8).hex()}".encode()).hexdigest()[:12]
 
     def step(name: str, store: Path, **detail: Any) -> dict[str, Any]:
         entry = {"step": name, "at": _now(), "migration": migration, "store": str(store), **detail}
@@ -432,8 +441,9 @@ def migrate(
         step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
         step("rehydrate", target, rebuilt=rebuild is not None)
         step("resume", target, binding=binding)
-    except Exception as exc:  # roll back: the target goes, the source takes authority again at a later epoch
-        shutil.rmtree(target, ignore_errors=True)
+    except Exception as exc:  # roll back: the source takes authority again at a later epoch; the target (new,
+        shutil.rmtree(target, ignore_errors=True)  # checked before quiesce) and the checkpoint go, so a retry can run
+        shutil.rmtree(bundle_dir, ignore_errors=True)
         error = f"{type(exc).__name__}: {exc}"
         back = advance(source, state="active", reason=f"rollback of the migration to {target}: {error}")
         step("rollback", source, epoch=back.epoch, error=error)

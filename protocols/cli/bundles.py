@@ -1,6 +1,6 @@
-"""``lca bundle export|verify|import``, ``lca migrate`` and ``lca authority``: an agent's substrate as a verified
-bundle, its authority and fencing epoch, and the migration that hands authority to another store (lca.bundle,
-lca.authority)."""
+"""``lca bundle export|verify|import``, ``lca keys generate``, ``lca migrate`` and ``lca authority``: an agent's
+substrate as a verified (and, with a key the user holds, signed) bundle, its authority and fencing epoch, and the
+migration that hands authority to another store (lca.bundle, lca.signing, lca.authority)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from lca.errors import LCAError
 from protocols.cli import common
 
 
@@ -25,28 +26,70 @@ def _counts(manifest) -> str:
     return ", ".join(f"{n} {part}" for part, n in manifest.counts().items())
 
 
-def cmd_bundle(args: argparse.Namespace) -> int:
-    from lca.bundle import export_bundle, import_bundle, verify_bundle
+def _bundle_folder(path: str) -> Path:
+    """The bundle argument: a file there is refused in one line before anything is read or written."""
+    from lca.bundle import BundleError
 
+    if Path(path).exists() and not Path(path).is_dir():
+        raise BundleError(f"{path}: a file, not a folder; a bundle is a folder")
+    return Path(path)
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from lca.bundle import bundle_signature, export_bundle, import_bundle, verify_bundle
+
+    for flag, actions in (("sign", ("export",)), ("key", ("verify", "import")), ("mode", ("import",))):
+        if getattr(args, flag) is not None and args.action not in actions:
+            raise LCAError(f"--{flag} is for `lca bundle {' or '.join(actions)}`, not {args.action}")
+    path = _bundle_folder(args.path)
     if args.action == "export":
         root = common.checked_store_path(args)
-        manifest = export_bundle(root, args.path)
-        common.show(f"exported {root} to {args.path}: bundle {manifest.bundle_id[:16]}, files {_counts(manifest)}")
+        manifest = export_bundle(root, path, sign=args.sign)
+        line = f"exported {root} to {path}: bundle {manifest.bundle_id[:16]}, files {_counts(manifest)}"
     elif args.action == "verify":
-        manifest = verify_bundle(args.path)
-        common.show(
-            f"{args.path}: verified, bundle {manifest.bundle_id[:16]} of agent {manifest.agent_id} at epoch "
+        manifest = verify_bundle(path, key=args.key)
+        line = (
+            f"{path}: verified, bundle {manifest.bundle_id[:16]} of agent {manifest.agent_id} at epoch "
             f"{manifest.source_epoch}, files {_counts(manifest)}, code {manifest.code_version}"
         )
     else:
         target = common.store_path(args)
+        if target.exists() and not target.is_dir():
+            raise LCAError(f"store path {target} is a file, not a folder; a bundle is imported into a new folder")
         manifest = import_bundle(
-            args.path, target, mode=args.mode, rebuild=None if args.no_rebuild else _rebuild(args.quiet)
+            path,
+            target,
+            mode=args.mode or "replica",
+            rebuild=None if args.no_rebuild else _rebuild(args.quiet),
+            key=args.key,
         )
-        common.show(
-            f"imported bundle {manifest.bundle_id[:16]} into {target} as a {args.mode}"
-            + ("" if args.no_rebuild else "; derived stores rebuilt from the transcript")
+        line = f"imported bundle {manifest.bundle_id[:16]} into {target} as a {args.mode or 'replica'}" + (
+            "" if args.no_rebuild else "; derived stores rebuilt from the transcript"
         )
+    signature = bundle_signature(path, manifest.bundle_id, args.key)
+    if args.json:
+        data = {
+            "action": args.action,
+            "bundle": str(path),
+            "bundle_id": manifest.bundle_id,
+            "agent_id": manifest.agent_id,
+            "source_epoch": manifest.source_epoch,
+            "files": manifest.counts(),
+            "code_version": manifest.code_version,
+            "signature": signature.to_dict(),
+        }
+        print(json.dumps(data, indent=2))
+    else:
+        common.show(f"{line}; {signature.short() if args.action == 'export' else signature.describe()}")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from lca.signing import generate_key
+
+    pair = generate_key(args.path)
+    common.show(f"wrote the private key {pair.private} (keep it to yourself) and the public key {pair.public}")
+    common.show(f"key id {pair.key_id}; sign with --sign {pair.private}, check with --key {pair.public}")
     return 0
 
 
@@ -56,8 +99,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     source = common.checked_store_path(args)
     bad = [item for item in args.binding or [] if "=" not in item or not item.split("=", 1)[0].strip()]
     if bad:
-        from lca.errors import LCAError
-
         raise LCAError(f"--binding {bad[0]!r}: expected KEY=VALUE (e.g. model=openai/gpt-4o-mini)")
     binding = dict(item.split("=", 1) for item in args.binding or [])
     bundle_dir = Path(args.bundle) if args.bundle else Path(args.target).with_name(Path(args.target).name + ".bundle")
@@ -100,17 +141,32 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         "bundle",
         parents=[common_args],
         help="export, verify or import an agent's substrate bundle (identity, memory, body, manifest)",
-        description="export: the store (--store) into a new folder PATH, under its writer lock. verify: every "
-        "file of the bundle at PATH against its manifest. import: the bundle at PATH into a new store (--store), "
+        description="export: the store (--store) into a new folder PATH, under its writer lock (--sign KEY: "
+        "signed with your private key). verify: every file of the bundle at PATH against its manifest (--key "
+        "PUBKEY: and refused unless signed by that key). import: the bundle at PATH into a new store (--store), "
         "after verifying it, as a read-only replica (default) or a new agent with recorded descent; derived "
-        "stores are rebuilt with the default embedder. Authority never travels in a bundle: see `lca migrate`.",
+        "stores are rebuilt with the default embedder. Unsigned bundles are shown as such. Authority never "
+        "travels in a bundle: see `lca migrate`.",
     )
     p.add_argument("action", choices=["export", "verify", "import"])
     p.add_argument("path", help="the bundle folder")
-    p.add_argument("--mode", choices=["replica", "new-agent"], default="replica", help="import: what the copy is")
+    p.add_argument("--mode", choices=["replica", "new-agent"], help="import: what the copy is (default replica)")
+    p.add_argument("--sign", metavar="KEY", help="export: sign the bundle with this private key (lca keys generate)")
+    p.add_argument("--key", metavar="PUBKEY", help="verify, import: require a signature by this public key")
     p.add_argument("--no-rebuild", action="store_true", help="import: do not rebuild the derived stores now")
+    p.add_argument("--json", action="store_true", help="print the bundle and its signature state as JSON")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_bundle)
+    p = sub.add_parser(
+        "keys",
+        help="make an Ed25519 key pair to sign bundles and study locks (docs/bundles.md)",
+        description="generate PATH: a new private key at PATH (mode 0600, never overwritten) and its public key at "
+        "PATH.pub. Sign with `lca bundle export --sign PATH` or `lca prereg lock --sign PATH`; whoever checks "
+        "holds PATH.pub (`--key`). OpenSSH Ed25519 keys work too.",
+    )
+    p.add_argument("action", choices=["generate"])
+    p.add_argument("path", help="where the private key goes (the public key goes to PATH.pub)")
+    p.set_defaults(func=cmd_keys)
     p = sub.add_parser(
         "migrate",
         parents=[common_args],
