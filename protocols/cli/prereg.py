@@ -26,6 +26,9 @@ def add_parser(sub) -> None:
     lock.add_argument("--relock", action="store_true", help="re-lock a study edited since it was locked")
     lock.add_argument("--reason", help="why the locked plan changed (needed with --relock)")
     lock.add_argument("--by", help="who re-locks (default: your login)")
+    lock.add_argument(
+        "--sign", metavar="KEY", help="sign the lock with this private key (lca keys generate); FILE.lock.sig.json"
+    )
     lock.set_defaults(func=run_lock)
 
     check = prereg.add_parser(
@@ -36,6 +39,7 @@ def add_parser(sub) -> None:
     )
     check.add_argument("file")
     check.add_argument("--json", action="store_true", help="print the status as JSON")
+    check.add_argument("--key", metavar="PUBKEY", help="refuse (exit 2) unless the lock is signed by this public key")
     check.set_defaults(func=run_check)
 
     deviate = prereg.add_parser(
@@ -53,28 +57,37 @@ def add_parser(sub) -> None:
 
 
 def run_lock(args: argparse.Namespace) -> int:
-    from protocols.study.lock import lock_path, lock_study
+    from protocols.study.lock import lock_path, lock_signature, lock_study, signature_path
 
-    record, changed = lock_study(args.file, relock=args.relock, reason=args.reason, by=args.by)
+    record, changed = lock_study(args.file, relock=args.relock, reason=args.reason, by=args.by, sign=args.sign)
+    signature = lock_signature(args.file)
     if changed:
-        print(f"locked {args.file}: sha256 {record.sha256}, code {record.code_revision}")
-        print(f"written: {lock_path(args.file)}")
+        print(f"locked {args.file}: sha256 {record.sha256}, code {record.code_revision}; {signature.short()}")
+        print(f"written: {lock_path(args.file)}" + (f", {signature_path(args.file)}" if args.sign else ""))
+    elif args.sign:
+        print(f"{args.file} is already locked (at {record.locked_at}); its lock is now {signature.short()}")
+        print(f"written: {signature_path(args.file)}")
     else:
-        print(f"{args.file} is already locked (at {record.locked_at}, sha256 {record.sha256[:12]}); nothing changed")
+        print(
+            f"{args.file} is already locked (at {record.locked_at}, sha256 {record.sha256[:12]}, "
+            f"{signature.short()}); nothing changed"
+        )
     return 0
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from protocols.study.lock import lock_status, read_deviations
+    from protocols.study.lock import lock_signature, lock_status, read_deviations
     from protocols.study.schema import load_study
 
     study = load_study(args.file)
     status = lock_status(args.file)
+    signature = lock_signature(args.file, args.key)  # with --key: refused unless signed by it
     deviations = read_deviations(args.file)
     if args.json:
-        print(json.dumps({"study": study.id, **status.to_dict(), "deviations": len(deviations)}, indent=2))
+        data = {"study": study.id, **status.to_dict(), "signature": signature.to_dict(), "deviations": len(deviations)}
+        print(json.dumps(data, indent=2))
     else:
-        print(f"{args.file}: {status.state}: {status.detail}")
+        print(f"{args.file}: {status.state}: {status.detail}; {signature.describe()}")
         print(
             f"study '{study.id}' valid: {len(study.hypotheses)} hypotheses, {len(study.measures)} measures, "
             f"{len(study.predictions)} predictions; {len(deviations)} deviation(s) recorded"

@@ -49,6 +49,7 @@ def provenance(run: StudyRun) -> dict[str, Any]:
         "study_sha256": m.get("study_sha256"),
         "lock": m.get("lock"),
         "lock_state": run.lock_state,
+        "lock_signature": m.get("lock_signature"),
         "exploratory": run.exploratory,
         "run_id": run.run_id,
         "run_dir": str(run.run_dir),
@@ -130,6 +131,15 @@ def exploratory_reasons(run: StudyRun) -> list[str]:
     return reasons
 
 
+def _signature_words(signature: dict[str, Any] | None) -> str:
+    """The lock's signature as the run recorded it (runs before signatures recorded none, and say nothing)."""
+    if not signature:
+        return ""
+    if signature.get("state") == "unsigned":
+        return ", **unsigned**"
+    return f", signed by key `{signature.get('key_id')}`"
+
+
 def _provenance_lines(prov: dict[str, Any]) -> list[str]:
     lock = prov["lock"] or {}
     models = prov["models"] or {}
@@ -137,7 +147,8 @@ def _provenance_lines(prov: dict[str, Any]) -> list[str]:
     lines = [
         f"- Pre-registration: `{prov['study_path']}` sha256 `{prov['study_sha256'] or 'not recorded'}`; lock state "
         f"**{prov['lock_state']}**"
-        + (f", locked at {lock.get('locked_at')} (sha256 `{lock.get('sha256')}`)" if lock else ""),
+        + (f", locked at {lock.get('locked_at')} (sha256 `{lock.get('sha256')}`)" if lock else "")
+        + _signature_words(prov.get("lock_signature")),
         f"- Code revision: `{prov['code_revision'] or 'not recorded'}`",
         f"- Run: `{prov['run_id']}`, {prov['started_at'] or '?'} to {prov['finished_at'] or '?'} "
         f"({_f(prov['wall_seconds'])} s)",

@@ -5,6 +5,10 @@ the code revision and the schema version. A run checks it (``require_locked``): 
 only when marked exploratory. Re-locking an edited document needs a reason, which goes into the deviations log
 (``FILE.deviations.jsonl``, append-only, one JSON object a line), so a changed plan is never silent. The report
 prints the log; a line that cannot be read is an error naming the line, never skipped.
+
+A hash shows the document unchanged only to whoever trusts the lock: anyone can edit both. Signed with a key its
+author holds (``lca.signing``), the lock gets ``FILE.lock.sig.json``, an Ed25519 signature of the lock record, and
+``lca prereg check --key PUBKEY`` refuses a lock that is unsigned or signed by another key.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from lca import signing
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, atomic_write_bytes
 
 LOCK_SUFFIX = ".lock.json"
+SIGNATURE_SUFFIX = ".lock.sig.json"
+SIGNATURE_PURPOSE = "study lock"  # kept apart from a bundle's signature: one cannot pass for the other
 DEVIATIONS_SUFFIX = ".deviations.jsonl"
 DEVIATION_KINDS = ("deviation", "relock", "exclusion", "data_missing")
 LockState = Literal["locked", "unlocked", "edited"]
@@ -76,6 +83,11 @@ class Deviation:
 def lock_path(path: str | Path) -> Path:
     path = Path(path)
     return path.with_name(path.name + LOCK_SUFFIX)
+
+
+def signature_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + SIGNATURE_SUFFIX)
 
 
 def deviations_path(path: str | Path) -> Path:
@@ -134,18 +146,28 @@ def require_locked(path: str | Path, exploratory: bool) -> LockStatus:
 
 
 def lock_study(
-    path: str | Path, *, relock: bool = False, reason: str | None = None, by: str | None = None
+    path: str | Path,
+    *,
+    relock: bool = False,
+    reason: str | None = None,
+    by: str | None = None,
+    sign: str | Path | None = None,
 ) -> tuple[LockRecord, bool]:
     """Validate the document and write its lock; returns ``(record, changed)``. Locking an unchanged locked
-    file changes nothing; an edited one is re-locked only with ``relock`` and a ``reason``, recorded as a
-    ``relock`` deviation first."""
+    file changes nothing (but for a signature, when ``sign`` names a private key); an edited one is re-locked
+    only with ``relock`` and a ``reason``, recorded as a ``relock`` deviation first. A new lock is signed with
+    ``sign``, or has no signature: one over the lock it replaces would no longer hold."""
     from lca.provenance import code_version
     from protocols.study.schema import SCHEMA_VERSION, load_study
 
     path = Path(path)
     study = load_study(path)
+    key = signing.load_private_key(sign) if sign is not None else None  # refused before anything is written
     status = lock_status(path)
     if status.state == "locked":
+        assert status.lock is not None
+        if key is not None:
+            _write_signature(path, status.lock, key)
         return status.lock, False
     if status.state == "edited":
         if not relock:
@@ -157,8 +179,36 @@ def lock_study(
     elif relock:
         raise LCAError(f"{path}: --relock re-locks an edited study; this one is not locked yet (drop --relock)")
     record = LockRecord(study.id, status.sha256, _now(), code_version(), SCHEMA_VERSION)
+    signature_path(path).unlink(missing_ok=True)
     atomic_write_bytes(lock_path(path), (json.dumps(record.to_dict(), indent=2) + "\n").encode("utf-8"))
+    if key is not None:
+        _write_signature(path, record, key)
     return record, True
+
+
+def _signed_text(record: LockRecord) -> str:
+    """What a lock's signature signs: the sha256 of the record in canonical JSON (which holds the study's)."""
+    return hashlib.sha256(json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _write_signature(path: Path, record: LockRecord, key) -> None:
+    signature = signing.sign(key, SIGNATURE_PURPOSE, _signed_text(record))
+    atomic_write_bytes(signature_path(path), signature.to_json())
+
+
+def lock_signature(path: str | Path, key: str | Path | None = None) -> signing.SignatureState:
+    """Whether the study's lock is signed, and by which key; with ``key`` (a public key file), refused in one
+    line unless the lock exists and is signed by that key. A signature that does not hold is refused either way
+    (the lock or its signature was altered)."""
+    lock = read_lock(path)
+    where = signature_path(path)
+    if lock is None:
+        if key is not None:
+            raise LCAError(f"{path}: not locked, so there is no signed lock to check against {key}")
+        return signing.SignatureState("unsigned")
+    return signing.check(
+        signing.read_signature(where), SIGNATURE_PURPOSE, _signed_text(lock), public_key=key, where=where
+    )
 
 
 def record_deviation(

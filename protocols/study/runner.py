@@ -30,7 +30,7 @@ from lca.errors import LCAError
 from protocols.data_paths import REPO, find_data_file
 from protocols.study import manifest as mf
 from protocols.study.judging import answer_items, rate_judged, write_ratings
-from protocols.study.lock import Deviation, read_deviations, record_deviation, require_locked
+from protocols.study.lock import Deviation, lock_signature, read_deviations, record_deviation, require_locked
 from protocols.study.schema import JudgedMeasure, ProtocolRun, Study, load_study
 
 STUDY_SUFFIXES = (".yaml", ".yml")
@@ -224,6 +224,7 @@ class StudyRunner:
             raise LCAError(f"--data {self.data}: a study's --data is a folder holding the benchmark files")
         self.study = load_study(self.path)
         self.status = require_locked(self.path, self.exploratory)
+        self.signature = lock_signature(self.path)  # a lock signature that does not hold is refused here
         self.plans = [plan_protocol(self.study, run, self.data) for run in self.study.protocols]
         self.roles = agent_roles(self.study)
         for model in dict.fromkeys([self.study.models.agent, *self.study.models.roles.values()]):
@@ -238,7 +239,7 @@ class StudyRunner:
         study_root = self.out / study.id
         run_id, run_dir = mf.new_run_dir(study_root, started, self.exploratory)
         label = "EXPLORATORY" if self.exploratory else "confirmatory"
-        self.echo(f"[{study.id}] {label} run {run_id}: {self.status.detail}")
+        self.echo(f"[{study.id}] {label} run {run_id}: {self.status.detail}; lock {self.signature.short()}")
         if self.exploratory:
             self.echo(f"[{study.id}] EXPLORATORY: every log, run.json and report of this run says so")
         deviations = self._deviations()
@@ -310,6 +311,7 @@ class StudyRunner:
             "lock": status.lock.to_dict() if status.lock else None,
             "lock_state": status.state,
             "lock_detail": status.detail,
+            "lock_signature": self.signature.to_dict(),
             "exploratory": self.exploratory,
             "code_revision": code_version(),
             "started_at": mf.iso(started),
