@@ -9,7 +9,8 @@ Modules by responsibility: ``common`` (store path, opening a store, errors), ``s
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
 benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results),
-``bundles`` (``lca bundle``, ``lca migrate``, ``lca authority``: bundles, fencing and migration),
+``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
+fencing and migration),
 ``prereg`` (``lca prereg``, locking and checking a pre-registered study) and ``report`` (``lca report``, the
 report of a study run). Only
 ``run`` and the benchmarks import the evaluation harness.
