@@ -8,14 +8,19 @@ detection as a yes/no.
 
 Detection has three layers, each because the others miss what it catches:
 
-1. ``SECRET_SHAPES``: vendor key formats with fixed prefixes (AWS, GitHub, Stripe, Google, OpenAI,
-   Anthropic, Slack, PEM private keys, JWTs, passwords in URLs) and credentials named in the text
-   (``password: x``, ``my password is x``, ``aws_secret_access_key = x``). Conversations say
-   "my password is ..." in prose, which code scanners do not look for.
+1. ``SECRET_SHAPES`` (``lca.secret_shapes``): vendor key formats with fixed prefixes (AWS, GitHub,
+   GitLab, Stripe, Google, OpenAI, Anthropic, xAI, Hugging Face, Slack, Square, Discord, PEM private
+   keys, JWTs), credentials in URLs and in ``Basic``/``Bearer`` headers, and credentials named in the
+   text (``password: x``, ``pwd=x``, ``my password is x``, "mi contraseña es x", "mein Passwort ist x",
+   ``aws_secret_access_key = x``). Conversations say "my password is ..." in prose, which code scanners
+   do not look for. A named value is taken whole: quoted with its spaces, with a comma, a leading
+   ``$``/``#``/``*`` or a trailing ``!``.
 2. The maintained plugins of ``detect-secrets`` (Yelp, a dependency): its regex-based
-   detectors for the many services this list does not name (Twilio, SendGrid, npm, PyPI, GitLab,
-   Discord, Mailchimp, ...). Its keyword and entropy plugins are not used: they look for quoted
+   detectors for the many services this list does not name (Twilio, SendGrid, npm, PyPI,
+   Mailchimp, ...). Its keyword and entropy plugins are not used: they look for quoted
    strings and assignments in source files, and their prose misses are what layers 1 and 3 are for.
+   Where a plugin's pattern captures a key's prefix as its value (GitLab's ``glpat``), the finding
+   runs on over the body.
 3. An entropy check for long random tokens that no prefix announces, such as an AWS secret access
    key on its own: a run of 32 or more base64 characters (no ``-`` or ``_``, so identifiers and
    UUIDs split into short pieces) mixing upper case, lower case and digits, whose Shannon entropy
@@ -23,15 +28,21 @@ Detection has three layers, each because the others miss what it catches:
    shape of an AWS secret access key). Pure hex is never flagged, in a code block or not: a sha256
    or a git commit is a hash, and this store's own records are full of them.
 
+All three read the text normalized (``normalized``): NFKC, so fullwidth ``ｓｋ＿ｌｉｖｅ＿`` reads as
+``sk_live_``, and without zero-width characters (U+200B-U+200D, U+2060, U+FEFF) or soft hyphens (U+00AD),
+so a key cannot hide by splitting; each finding then redacts the original characters it was read from.
+
 What is not caught: a plain dictionary word given as a password in prose ("my password is
-swordfish": a value needs a digit or a symbol, so that "the password is incorrect" stays text),
-hex-only API keys without a keyword, and short random tokens without a keyword. Measured false
-positives: none on the shipped scenarios and fixtures or on LoCoMo's 5,882 turns; 15 in the
-106,035 distinct turns of LongMemEval_S dev (105 M characters), half of them true (a registry
-token, default ``admin`` passwords, a session token in a URL), the rest base64 images and
-document ids. Cost: ~30-50 ns a character for text with no key-like run (most conversation), about
-60 microseconds a chunk, and ``find_secrets`` is cached by text. A store's texts are scanned when written
-and not again by a reader running the same detector (``lca.index.redaction``).
+swordfish": a value needs a digit, a symbol or letters in random case, so that "the password is
+incorrect" stays text), hex-only API keys without a keyword, and short random tokens without a keyword.
+Measured false positives (``lca bench redaction``, ``results/examples/bench-redaction.json``): none on the
+shipped scenarios and fixtures or on LoCoMo's 5,882 turns; 15 in the 106,035 distinct turns of
+LongMemEval_S dev (105 M characters), before and after the shapes of issue 49 alike, half of them true (a
+registry token, default ``admin`` passwords, a session token in a URL), the rest base64 images and
+document ids. Cost: ~30-50 ns a character for text with no key-like run (most conversation; text that
+needs normalizing, 0.2% of those turns, costs more), about 60 microseconds a chunk, and ``find_secrets``
+is cached by text. A store's texts are scanned when written and not again by a reader running the same
+detector (``lca.index.redaction``).
 """
 
 from __future__ import annotations
@@ -39,12 +50,15 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+from lca.secret_shapes import PLACEHOLDER, SECRET_SHAPES, strip_trailing, value_span
 
 
 @dataclass(frozen=True)
@@ -64,162 +78,27 @@ def marker(kind: str) -> str:
 MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
 
-# ---- layer 1: shapes ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class SecretShape:
-    """A credential shape: ``group`` is the part that is the secret (0: the whole match); ``hints``
-    are lowercase substrings one of which any match contains (a cheap test before the regex);
-    ``accept`` vets the value where the pattern alone would flag ordinary text."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    hints: tuple[str, ...]
-    group: int = 0
-    accept: Callable[[str], bool] | None = None
-    key_like: bool = False  # the value is a key-like run (``_key_like``): skipped in text without one
-
-
-# a value that names no credential: a template, a mask, a call or lookup in code, an empty value,
-# or a variable named like the keyword ("this.password = password")
-_PLACEHOLDER = re.compile(
-    r"^(?:[\[<{$%*#]|x{3,}|\.{3}|[\w.]+[(\[]|your[_ -])"
-    r"|^(?:none|null|nil|true|false|redacted|required|changeme|password|passwd|secret|token|username|user)$",
-    re.I,
-)
-_TRAILING = ".,;:!?)]}'\"`"
-
-
-def _strip(value: str) -> str:
-    return value.rstrip(_TRAILING)
-
-
-def _assigned_value(value: str) -> bool:
-    """``password: x``: anything but a placeholder or a marker."""
-    value = _strip(value)
-    return len(value) >= 4 and not _PLACEHOLDER.search(value)
-
-
-def _spoken_password(value: str) -> bool:
-    """``my password is x`` in prose: a value with a digit or a symbol (a plain word is more often
-    a description, "the password is incorrect", than the password)."""
-    value = _strip(value)
-    return len(value) >= 4 and not _PLACEHOLDER.search(value) and any(not c.isalpha() for c in value)
-
-
-def _token_value(value: str) -> bool:
-    """``api key: x``, ``token is x``: a key-like value of letters and digits, 12 characters or more
-    (not "token: 1500" or "the secret is out")."""
-    value = _strip(value)
-    return (
-        len(value) >= 12
-        and not _PLACEHOLDER.search(value)
-        and any(c.isdigit() for c in value)
-        and any(c.isalpha() for c in value)
-    )
-
-
-_PASSWORD_HINTS = ("password", "passwd", "passphrase", "passcode", "pass phrase")
-_PASSWORD_WORDS = r"(?<![A-Za-z0-9])(?:password|passwd|passphrase|passcode|pass\s+phrase)"
-_TOKEN_WORDS = (
-    r"(?<![A-Za-z0-9])(?:api[_ .-]?key|api[_ .-]?token|access[_ .-]?token|auth[_ .-]?token|secret[_ .-]?key|client[_ .-]?secret"
-    r"|bearer[_ .-]?token|private[_ .-]?token|token|secret)"
-)
-_VALUE = r"[\"'`]?([^\s\"'`,;]+)"
-
-SECRET_SHAPES: tuple[SecretShape, ...] = (
-    SecretShape(
-        "private-key",
-        re.compile(
-            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----"
-            r"(?:[\s\S]*?-----END \1PRIVATE KEY\2-----|(?:\s+[A-Za-z0-9+/=]{8,})*)"
-        ),
-        ("private key",),
-    ),
-    SecretShape(
-        "aws-access-key-id",
-        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"),
-        ("akia", "asia", "abia", "acca", "a3t"),
-        key_like=True,
-    ),
-    SecretShape(
-        "aws-secret-key",
-        re.compile(
-            r"(?i:secret)[_ .-]?(?i:access)?[_ .-]?(?i:key)[\"']?\s*(?:[:=]|(?i:is))\s*[\"']?"
-            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
-        ),
-        ("secret",),
-        group=1,
-    ),
-    SecretShape(
-        "github-token",
-        re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"),
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        key_like=True,
-    ),
-    SecretShape(
-        "stripe-key",
-        re.compile(r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-        ("k_live_", "k_test_"),
-        key_like=True,
-    ),
-    SecretShape("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_\-]{35}"), ("aiza",), key_like=True),
-    SecretShape(
-        "anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_\-]{20,}"), ("sk-ant-",), key_like=True
-    ),
-    SecretShape("openai-key", re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_\-]{20,}"), ("sk-",), key_like=True),
-    SecretShape("slack-token", re.compile(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"), ("xox",)),
-    SecretShape(
-        "jwt",
-        re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
-        ("eyj",),
-        key_like=True,
-    ),
-    SecretShape(
-        "url-password",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+:([^\s:/@]+)@[^\s/@]"),
-        ("://",),
-        group=1,
-        accept=_assigned_value,
-    ),
-    SecretShape(
-        "password",
-        re.compile(rf"(?i:{_PASSWORD_WORDS})[\"']?\s*[:=]\s*{_VALUE}"),
-        _PASSWORD_HINTS,
-        group=1,
-        accept=_assigned_value,
-    ),
-    SecretShape(
-        "password",
-        re.compile(
-            rf"(?i:{_PASSWORD_WORDS}(?:\s+(?:for|of|to|on)\s+[^\s]+)?\s+(?:is|was|will\s+be|became|(?:is\s+)?now)"
-            rf"(?:\s+(?:set\s+to|changed\s+to))?)\s+{_VALUE}"
-        ),
-        _PASSWORD_HINTS,
-        group=1,
-        accept=_spoken_password,
-    ),
-    SecretShape(
-        "api-key",
-        re.compile(rf"(?i:{_TOKEN_WORDS}(?:\s+(?:for|of|to|on)\s+[^\s]+)?)[\"']?\s*(?:[:=]|(?i:is|was))\s*{_VALUE}"),
-        ("api", "token", "secret"),
-        group=1,
-        accept=_token_value,
-    ),
-)
-
+# ---- layer 1: shapes (lca.secret_shapes) -------------------------------------------------
 SECRET_PATTERNS = tuple(shape.pattern for shape in SECRET_SHAPES)
 
 
 def _shape_findings(text: str, lowered: str, key_like: bool) -> Iterator[Finding]:
+    hinted: dict[tuple[str, ...], bool] = {}  # shapes of one keyword share their hints: each set is looked for once
     for shape in SECRET_SHAPES:
-        if (shape.key_like and not key_like) or not any(hint in lowered for hint in shape.hints):
+        if shape.key_like and not key_like:
+            continue
+        if shape.hints not in hinted:
+            hinted[shape.hints] = any(hint in lowered for hint in shape.hints)
+        if not hinted[shape.hints]:
             continue
         for match in shape.pattern.finditer(text):
             value = match.group(shape.group)
             if value is None or (shape.accept is not None and not shape.accept(value)):
                 continue
-            start = match.start(shape.group)
-            yield Finding(shape.kind, start, start + len(_strip(value)) if shape.group else match.end())
+            if shape.group:
+                yield Finding(shape.kind, *value_span(text, match.start(shape.group), match.end(shape.group)))
+            else:
+                yield Finding(shape.kind, match.start(), match.end())
 
 
 # ---- layer 3: entropy ---------------------------------------------------------------------
@@ -305,16 +184,27 @@ def _plugin_filters() -> tuple[Callable[[str], bool], ...]:
     return tuple(getattr(heuristic, name) for name in names if hasattr(heuristic, name))
 
 
+_KEY_TAIL = re.compile(r"[-_]?[A-Za-z0-9_-]{8,}")
+
+
 def _plugin_findings(text: str) -> Iterator[Finding]:
     filters = _plugin_filters()
     for plugin in _plugins():
         for pattern in plugin.denylist:
             for match in pattern.finditer(text):
-                # the value is the pattern's first non-empty group, as the plugins read it, else the match
+                # the value is the pattern's first non-empty group, as the plugins read it, else the match; a
+                # group the key's body follows inside the match is its prefix ("glpat" of glpat-...): the
+                # finding runs on to the body's end
                 group = next((g for g in range(1, (pattern.groups or 0) + 1) if match.group(g)), 0)
                 value = match.group(group)
-                if value.strip() and not _PLACEHOLDER.search(_strip(value)) and not any(f(value) for f in filters):
-                    yield Finding(plugin.kind, match.start(group), match.end(group))
+                if (
+                    value.strip()
+                    and not PLACEHOLDER.search(strip_trailing(value))
+                    and not any(f(value) for f in filters)
+                ):
+                    end = match.end(group)
+                    tail = _KEY_TAIL.match(text, end, match.end()) if group else None
+                    yield Finding(plugin.kind, match.start(group), tail.end() if tail else end)
 
 
 def maintained_plugins() -> tuple[str, ...]:
@@ -350,9 +240,63 @@ def find_secrets(text: str) -> tuple[Finding, ...]:
     return _find_cached(text) if len(text) <= CACHED_TEXT_CHARS else _find(text)
 
 
+# read as nothing: zero-width space, non-joiner and joiner, word joiner, byte-order mark, soft hyphen
+_INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+_INVISIBLE = dict.fromkeys(map(ord, _INVISIBLE_CHARS))
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """A text as the detector reads it, and for each of its characters the span of the original it came from."""
+
+    text: str
+    starts: list[int]
+    ends: list[int]
+
+
+def normalized(text: str) -> Normalized | None:
+    """``text`` as the detector reads it: NFKC (fullwidth ``ｓｋ＿`` is ``sk_``, a no-break space a space) without
+    zero-width characters or soft hyphens; ``None`` when that is ``text`` itself. Each character is normalized
+    with the combining marks after it, so every character read maps back to a span of the original."""
+    if text.isascii() or (unicodedata.is_normalized("NFKC", text) and not any(c in text for c in _INVISIBLE_CHARS)):
+        return None
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    at = 0
+    for run in _NON_ASCII.finditer(text):
+        i = max(run.start() - 1, at)  # the ASCII letter a combining mark after it belongs to
+        parts.append(text[at:i])
+        starts.extend(range(at, i))
+        ends.extend(range(at + 1, i + 1))
+        while i < run.end():
+            j = i + 1
+            while j < run.end() and unicodedata.combining(text[j]):
+                j += 1
+            piece = unicodedata.normalize("NFKC", text[i:j].translate(_INVISIBLE))
+            parts.append(piece)
+            starts.extend([i] * len(piece))
+            ends.extend([j] * len(piece))
+            i = j
+        at = run.end()
+    parts.append(text[at:])
+    starts.extend(range(at, len(text)))
+    ends.extend(range(at + 1, len(text) + 1))
+    return Normalized("".join(parts), starts, ends)
+
+
 def _find(text: str) -> tuple[Finding, ...]:
     if not text:
         return ()
+    read = normalized(text)
+    if read is None:
+        return _find_in(text)
+    # found in the text as read, each finding redacts the original characters it was read from
+    return tuple(Finding(f.kind, read.starts[f.start], read.ends[f.end - 1]) for f in _find_in(read.text))
+
+
+def _find_in(text: str) -> tuple[Finding, ...]:
     lowered = text.lower()
     key_like = _key_like(text)
     layers = (
@@ -413,10 +357,16 @@ def contains_secret(text: str) -> bool:
 
 
 def _source_digest() -> str | None:
+    """A digest of this module's source and of its shapes' (``lca.secret_shapes``)."""
+    from lca import secret_shapes
+
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+        for source in (Path(__file__), Path(secret_shapes.__file__)):
+            digest.update(source.read_bytes())
     except OSError:
         return None
+    return digest.hexdigest()
 
 
 _SOURCE_DIGEST = _source_digest()  # read when the module is loaded: the code running, not a later upgrade's
@@ -424,8 +374,8 @@ _SOURCE_DIGEST = _source_digest()  # read when the module is loaded: the code ru
 
 @cache
 def detector_fingerprint() -> str | None:
-    """Which detector this is: a digest of this module's source and of the detect-secrets plugins' patterns in
-    use. A store records it for the texts it wrote after finding nothing in them (``lca.index.redaction``); a
+    """Which detector this is: a digest of this module's and ``lca.secret_shapes``' source and of the
+    detect-secrets plugins' patterns in use. A store records it for the texts it wrote after finding nothing in them (``lca.index.redaction``); a
     reader with the same fingerprint need not scan those texts again, since redaction is idempotent. Any edit
     here changes it, so a reader then scans again. ``None`` where the source could not be read: nothing is
     then taken as already redacted."""

@@ -4,9 +4,11 @@ near-misses that must stay text."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
+import re
 import string
 import uuid
 from pathlib import Path
@@ -84,6 +86,22 @@ NEAR_MISSES = [
     "set the password: <your password here>",
     "the key is in TestConsolidationReadBackIsRetrievableAfterWrite",
     "task-risk-and-desk-management-for-the-long-running-project",
+    # issue 49: near-misses of the shapes added then
+    "the password policy is strict",
+    "the password is *not* right, and the password is #1 priority",
+    "the password manager was $100 cheaper; the password was $100",
+    "export PWD=/home/user/project OLDPWD=/tmp; pwd: shows the working directory; pwd = current_dir",
+    "Basic English is simple; basic auth is enabled; Basic Income",
+    "hf_hub_download(repo_id='x') and xai-grok-2 and sq0 and glpat- alone",
+    "the token is CancellationTokenSource; the token is XMLHttpRequestFactory; the password is PowerPoint",
+    "http://host:8080?email=a@b.com and redis://localhost:6379/0 and git+ssh://git@github.com:org/repo.git",
+    "https://user@example.com:8080/path and https://example.com/@someone",
+    "Microsoft.Extensions.DependencyInjection.ServiceCollectionContainerBuilderExtensions",
+    f"{uuid.UUID(int=RNG.getrandbits(128))} and {hashlib.sha256(b'x').hexdigest()} and {hashlib.md5(b'x').hexdigest()}",
+    r"C:\Users\me\Documents\report-2024.docx and ~/projects/lca/README.md and ../shared/data/locomo",
+    "Python 3.11.4, numpy==1.26.4, node v20.10.0, release 2024.06.01-beta+exp.sha.5114f85",
+    'password: "Enter your password here"',
+    "the Authorization header carries Basic and a user:pass pair",
 ]
 
 
@@ -118,6 +136,94 @@ def test_several_credentials_in_one_text_are_all_redacted_and_offsets_point_at_t
         assert text[finding.start : finding.end] == case[1]
         assert case[1] not in out
     assert len(MARKER.findall(out)) == 8
+
+
+# issue 49, case 3: shapes the detector missed or redacted in part; each planted credential must vanish whole
+GITLAB = [draw(B62, 20) for _ in range(5)]
+XAI_BODY = draw(B62, 80)
+ZW_STRIPE = ("sk_live_" + draw(B62, 10), draw(B62, 14))  # two halves a zero-width space or a soft hyphen splits
+BASIC = base64.b64encode(b"deploy:" + draw(B62, 12).encode()).decode()
+MISSED_BEFORE = [
+    ("gitlab-pat", f"push with glpat-{GITLAB[0]} today", GITLAB[0], "gitlab-token"),
+    ("gitlab-deploy", f"deploy token gldt-{GITLAB[1]} here", GITLAB[1], "gitlab-token"),
+    ("gitlab-runner", f"register with glrt-{GITLAB[2]}", GITLAB[2], "gitlab-token"),
+    ("gitlab-job", f"CI_JOB_TOKEN glcbt-2a_{GITLAB[3]} expires", GITLAB[3], "gitlab-token"),
+    ("gitlab-trigger", f"trigger glptt-{GITLAB[4]} now", GITLAB[4], "gitlab-token"),
+    ("huggingface", f"HF token hf_{draw(string.ascii_letters, 34)} for the hub", "hf_", "huggingface-token"),
+    ("xai", f"grok via xai-{XAI_BODY}", XAI_BODY[:12], "xai-key"),
+    ("square", f"Square secret sq0csp-{draw(B62 + '-_', 43)}", "sq0csp-", "square-token"),
+    (
+        "discord",
+        f"bot token MT{draw(B62, 24)}.{draw(B62, 6)}.{draw(B62 + '-_', 38)} in .env",
+        "MT",
+        "discord-bot-token",
+    ),
+    ("zero-width", f"key {ZW_STRIPE[0]}\u200b{ZW_STRIPE[1]} ok", ZW_STRIPE[1], "stripe-key"),
+    ("soft-hyphen", f"key {ZW_STRIPE[0]}\u00ad{ZW_STRIPE[1]} ok", ZW_STRIPE[0], "stripe-key"),
+    ("word-joiner", f"token g\u2060hp_{draw(B62, 36)} ok", "hp_", "github-token"),
+    ("fullwidth", "ｓｋ＿ｌｉｖｅ＿" + "".join(chr(ord(c) + 0xFEE0) for c in draw(B62, 24)), "ｓｋ＿", "stripe-key"),
+    ("redis-no-user", "cache at redis://:Xy7" + DB_PASSWORD + "@cache.internal:6379/0", "Xy7", "url-password"),
+    ("at-in-url-password", "postgres://bob:p@ss9" + DB_PASSWORD + "@db.internal/app", "ss9", "url-password"),
+    ("dollar", "password: $ecretP4ss-" + DB_PASSWORD, "ecretP4ss", "password"),
+    ("hash", "password=#Tr0ub4dor-" + DB_PASSWORD, "Tr0ub4dor", "password"),
+    ("star", "my password is *Tr0ub4dor" + DB_PASSWORD, "Tr0ub4dor", "password"),
+    ("comma", "password: abc,123" + DB_PASSWORD, "123" + DB_PASSWORD, "password"),
+    ("quoted-spaces", 'password: "open sesame 42 blue"', "sesame 42", "password"),
+    ("spoken-quoted", "my password is 'correct horse battery staple' ok", "horse battery", "password"),
+    ("pwd", "Server=db;Uid=sa;Pwd=Tr0ub4dor9;", "Tr0ub4dor9", "password"),
+    ("pgpassword", "PGPASSWORD=" + DB_PASSWORD + " psql -h db", DB_PASSWORD, "password"),
+    ("spanish", "mi contraseña es " + DB_PASSWORD + "!", DB_PASSWORD, "password"),
+    ("german", "mein Passwort ist " + DB_PASSWORD, DB_PASSWORD, "password"),
+    ("french", "mon mot de passe est " + DB_PASSWORD, DB_PASSWORD, "password"),
+    ("portuguese", "minha senha é " + DB_PASSWORD, DB_PASSWORD, "password"),
+    ("spoken-colon", "the password is: " + DB_PASSWORD, DB_PASSWORD, "password"),
+    ("basic-auth", f"curl -H 'Authorization: Basic {BASIC}' https://x", BASIC, "basic-auth"),
+    ("api-key-mixed-case", "the api key is ZqAbCdEfGhIjKlMn!", "ZqAbCdEfGhIjKlMn", "api-key"),
+    ("random-case-password", "my password is ZqXgpstcbEoCVUCC!", "ZqXgpstcbEoCVUCC", "password"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment", "kind"), [c[1:] for c in MISSED_BEFORE], ids=[c[0] for c in MISSED_BEFORE]
+)
+def test_shapes_missed_or_cut_before_are_redacted_whole(text, fragment, kind):
+    out, findings = redact(text)
+    assert fragment not in out and f"[REDACTED:{kind}]" in out, out
+    assert redact(out) == (out, ())
+    # nothing of the value is left beside the marker: no run of 3 key characters touches it
+    assert not re.search(r"[A-Za-z0-9_-]{3}\[REDACTED|\][A-Za-z0-9_-]{3}", out), out
+
+
+def test_a_password_ending_in_a_symbol_is_redacted_with_it_and_the_sentence_keeps_its_full_stop():
+    assert redact("my password is Hunter22!")[0] == "my password is [REDACTED:password]"
+    assert redact("my password is Hunter22!.")[0] == "my password is [REDACTED:password]."
+    assert redact("(password: Tr0ub4dor9)")[0] == "(password: [REDACTED:password])"
+    assert redact('password: "open sesame 42"')[0] == 'password: "[REDACTED:password]"'
+    assert redact("password=abc123,user=bob")[0] == "password=[REDACTED:password],user=bob"
+
+
+def test_offsets_point_into_the_original_text_when_invisible_or_fullwidth_characters_were_read_past():
+    for text, planted in [
+        (f"a {ZW_STRIPE[0]}\u200b{ZW_STRIPE[1]} b", f"{ZW_STRIPE[0]}\u200b{ZW_STRIPE[1]}"),
+        (f"a {ZW_STRIPE[0]}\u00ad\u200d{ZW_STRIPE[1]}\u200b b", f"{ZW_STRIPE[0]}\u00ad\u200d{ZW_STRIPE[1]}"),
+        (
+            "é ｓｋ＿ｌｉｖｅ＿ＡＢＣｄｅｆ１２３４５６７８９０ｘｙ ok",
+            "ｓｋ＿ｌｉｖｅ＿ＡＢＣｄｅｆ１２３４５６７８９０ｘｙ",
+        ),
+    ]:
+        (finding,) = find_secrets(text)
+        assert text[finding.start : finding.end] == planted
+        assert redact(text)[0] == text.replace(planted, "[REDACTED:stripe-key]")
+
+
+def test_text_with_invisible_fullwidth_or_accented_characters_and_no_credential_comes_back_as_is():
+    for text in [
+        "co\u00adoperation and re\u200bentry",
+        "ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ １２３ and a no-break\u00a0space",
+        "mi contraseña es muy segura; das Passwort ist falsch; cafe\u0301 ﬁne …",
+        "\ufeffa byte-order mark, then ordinary words",
+    ]:
+        assert redact(text) == (text, ())
 
 
 def test_random_tokens_are_caught_by_entropy_and_identifiers_are_not():
