@@ -79,34 +79,46 @@ def _assigned_value(value: str) -> bool:
     return len(value) >= 4 and not PLACEHOLDER.search(value) and not _PATH.search(value)
 
 
-def _random_case(value: str, changes: int) -> bool:
-    """Letters whose case changes at random: at least ``changes`` lower-to-upper steps, and lower-case runs
-    shorter on average than a word's, a little longer beside capitals side by side (``ZqXgpstcbEoCVUCC``;
-    not ``PowerPoint``, ``XMLHttpRequestFactory`` or ``ConfigurationManagerAppSettingsKey``)."""
+def _random_case(value: str, exclaimed: bool = False) -> bool:
+    """Letters whose case changes at random: two lower-to-upper steps or more, and lower-case runs shorter on
+    average than a word's, a little longer beside capitals side by side (``ZqXgpstcbEoCVUCC``; not
+    ``PowerPoint``, ``XMLHttpRequestFactory`` or ``ConfigurationManagerAppSettingsKey``). Ending in ``!`` (a
+    symbol, or an exclamation: "the password is incorrect!"), one step inside the word is enough."""
     runs = re.findall(r"[a-z]+", value)
-    if len(re.findall(r"[a-z][A-Z]", value)) < changes or not runs:
+    steps = len(re.findall(r"[a-z][A-Z]", value))
+    if exclaimed and steps:
+        return True
+    if steps < 2 or not runs:
         return False
     mean_run = sum(map(len, runs)) / len(runs)
     return mean_run < 3.5 or (mean_run < 4.5 and re.search(r"[A-Z]{2}", value) is not None)
+
+
+def _exclaimed(value: str) -> bool:
+    return _unquoted(value).rstrip(".,;:?)]}" + _QUOTES).endswith("!")
 
 
 def _spoken_password(value: str) -> bool:
     """``my password is x`` in prose: a value with a digit or a symbol, or letters in random case (a plain
     word is more often a description, "the password is incorrect", than the password); quoted words, three
     or more."""
-    value = strip_trailing(_unquoted(value)).lstrip(_QUOTES)
-    if len(value) < 4 or PLACEHOLDER.search(value):
+    word = strip_trailing(_unquoted(value)).lstrip(_QUOTES)
+    if len(word) < 4 or PLACEHOLDER.search(word):
         return False
-    return any(not (c.isalpha() or c.isspace()) for c in value) or len(value.split()) >= 3 or _random_case(value, 2)
+    return (
+        any(not (c.isalpha() or c.isspace()) for c in word)
+        or len(word.split()) >= 3
+        or _random_case(word, _exclaimed(value))
+    )
 
 
 def _token_value(value: str) -> bool:
     """``api key: x``, ``token is x``: a key-like value, 12 characters or more, of letters and digits or of
     letters in random case (not "token: 1500", "the secret is out" or a CamelCase name)."""
-    value = strip_trailing(value).lstrip(_QUOTES)
-    if len(value) < 12 or " " in value or PLACEHOLDER.search(value) or not any(c.isalpha() for c in value):
+    word = strip_trailing(value).lstrip(_QUOTES)
+    if len(word) < 12 or " " in word or PLACEHOLDER.search(word) or not any(c.isalpha() for c in word):
         return False
-    return any(c.isdigit() for c in value) or _random_case(value, 2)
+    return any(c.isdigit() for c in word) or _random_case(word, _exclaimed(value))
 
 
 def _pwd_value(value: str) -> bool:

@@ -88,6 +88,7 @@ NEAR_MISSES = [
     "task-risk-and-desk-management-for-the-long-running-project",
     # issue 49: near-misses of the shapes added then
     "the password policy is strict",
+    "the password is incorrect! Wow, the password is Amazing!!",
     "the password is *not* right, and the password is #1 priority",
     "the password manager was $100 cheaper; the password was $100",
     "export PWD=/home/user/project OLDPWD=/tmp; pwd: shows the working directory; pwd = current_dir",
@@ -180,6 +181,7 @@ MISSED_BEFORE = [
     ("basic-auth", f"curl -H 'Authorization: Basic {BASIC}' https://x", BASIC, "basic-auth"),
     ("api-key-mixed-case", "the api key is ZqAbCdEfGhIjKlMn!", "ZqAbCdEfGhIjKlMn", "api-key"),
     ("random-case-password", "my password is ZqXgpstcbEoCVUCC!", "ZqXgpstcbEoCVUCC", "password"),
+    ("exclaimed-password", "passwort ist ZqulcmuhoDFPpQHE!", "ZqulcmuhoDFPpQHE", "password"),
 ]
 
 
