@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lca.derived import derived_message
+
 
 class LCAError(Exception):
-    """Base class for substrate errors a user should see as a clear message."""
+    """Base class for substrate errors a user should see as a clear message. The message is redacted
+    (``lca.derived``): it may quote the value it refused, and it is printed, logged and reported."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(derived_message(a) if isinstance(a, str) else a for a in args))
 
 
 class RecordFormatError(LCAError):
@@ -23,9 +29,9 @@ class RecordFormatError(LCAError):
     ) -> None:
         self.path = path
         self.line = line
-        self.field = field
+        self.field = None if field is None else derived_message(field)  # a field's name may be a hostile key
         self.record = record  # a record of a file that is not line-oriented, e.g. "record 3 (question q1)"
-        self.reason = message
+        self.reason = derived_message(message)
         where = []
         if path is not None:
             where.append(str(path))
@@ -33,10 +39,10 @@ class RecordFormatError(LCAError):
             where.append(record)
         if line is not None:
             where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field '{field}'")
+        if self.field is not None:
+            where.append(f"field '{self.field}'")
         prefix = ", ".join(where)
-        super().__init__(f"{prefix}: {message}" if prefix else message)
+        super().__init__(f"{prefix}: {self.reason}" if prefix else self.reason)
 
     @classmethod
     def from_validation(cls, exc, *, path: str | None = None, line: int | None = None) -> RecordFormatError:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from lca.derived import derived_id
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
@@ -49,8 +50,9 @@ class UnknownEventError(LCAError):
 
 
 def turn_key(session_id: str, entry_id: str) -> str:
-    """A turn as events name it: ``<session>#<entry>``."""
-    return f"{session_id}#{entry_id}"
+    """A turn as events name it: ``<session>#<entry>``, each id as derived stores hold it (``lca.derived``), so an
+    event names a turn as the index's pointers do and its record holds no credential an id quoted."""
+    return f"{derived_id(session_id)}#{derived_id(entry_id)}"
 
 
 def event_id(of: str, by: str) -> str:

@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lca.derived import derived_id
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, exclusive_lock
 from lca.layout import StoreLayout
@@ -174,8 +175,9 @@ class ExperienceLog:
 
 # ---- explicit events in the transcript --------------------------------------------------------
 def source_key(session_id: str, entry_id: str) -> str:
-    """A turn's source key, as events cite it: ``<session>#<entry>``."""
-    return f"{session_id}#{entry_id}"
+    """A turn's source key, as events cite it: ``<session>#<entry>``, the ids as derived stores hold them
+    (``lca.derived``)."""
+    return f"{derived_id(session_id)}#{derived_id(entry_id)}"
 
 
 def turn_event(session_id: str, entry_id: str, meta: Mapping[str, Any]) -> TurnEvent | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lca.derived import derived_id, real_id
 from lca.errors import LCAError
 from lca.ledger import key_terms
 from lca.ports import TextGenerator
@@ -76,11 +77,13 @@ class HandoffNotes:
 
 
 def pointer_key(entry: TranscriptEntry) -> str:
-    return f"{entry.session_id}#{entry.id}"
+    """``<session>#<entry>``, the ids as the index's pointers hold them (``lca.derived``)."""
+    return f"{derived_id(entry.session_id)}#{derived_id(entry.id)}"
 
 
 class TranscriptPointers:
-    """Resolves "session#entry" keys against the transcript, reading each session once."""
+    """Resolves "session#entry" keys against the transcript, reading each session once; an id derived from one
+    that held a credential resolves to the transcript's own (``lca.derived.real_id``)."""
 
     def __init__(self, transcript: TranscriptStore, known: Sequence[TranscriptEntry] = ()) -> None:
         self.transcript = transcript
@@ -93,13 +96,14 @@ class TranscriptPointers:
             return None
         if session not in self._sessions:
             try:
-                path = self.transcript.session_path(session)
-                read = self.transcript.read(session).entries if path.exists() else None
+                real = real_id(session, self.transcript.session_ids()) or session
+                path = self.transcript.session_path(real)
+                read = self.transcript.read(real).entries if path.exists() else None
             except LCAError:
                 read = None
             self._sessions[session] = {e.id: e for e in read} if read is not None else None
         entries = self._sessions[session]
-        return entries.get(entry_id) if entries is not None else None
+        return entries.get(real_id(entry_id, entries) or entry_id) if entries is not None else None
 
     def resolves(self, key: str) -> bool:
         return self.entry(key) is not None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lca.derived import derived_id, derived_message, derived_tree
 from lca.errors import DerivedStoreDamagedError, LCAError, RecordFormatError
 from lca.health_checks import (
     ACKNOWLEDGED_FILE,
@@ -34,7 +35,7 @@ from lca.identity import IdentityStore
 from lca.index import redaction
 from lca.index.chunker import indexed
 from lca.index.store import IndexStore, interrupted_save_files
-from lca.ingest import TRANSCRIPT_MARK, watermark_problem, writer_versions
+from lca.ingest import TRANSCRIPT_MARK, transcript_mark, watermark_problem, writer_versions
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.memory import MemoryStore
@@ -241,7 +242,10 @@ def store_health(
     if events is not None:
         checks.append(_events_check(events))
         counts["replacement_events"] = checks[-1].data.get("events", 0)
-    return HealthReport(str(layout.root), tuple(checks), counts)
+    # what the report says is shown and kept: every detail and datum through the redaction pass (a session file's
+    # name, a quarantined line's reason, a memory file's error may quote a credential)
+    shown = (HealthCheck(c.name, c.status, derived_message(c.detail), derived_tree(dict(c.data))) for c in checks)
+    return HealthReport(str(layout.root), tuple(shown), counts)
 
 
 def _events_check(events: Any) -> HealthCheck:
@@ -284,7 +288,7 @@ def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _Tra
     for session_id in transcript.session_ids():
         view.sessions += 1
         path = transcript.session_path(session_id)
-        mark = int(marks.get(TRANSCRIPT_MARK + session_id) or 0)
+        mark = int(marks.get(transcript_mark(session_id)) or 0)
         edited = watermark_problem(path, mark)
         if edited:  # read it whole: reading on from the watermark would take half a line for a torn one
             view.edited.append(edited)
@@ -297,9 +301,11 @@ def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _Tra
             view.malformed.extend(part.malformed)
             view.entries += len(part.entries)
             view.by_kind.update(entry.kind.value for entry in part.entries)
-            view.present.update((e.session_id, e.id) for e in part.entries)
+            view.present.update((derived_id(e.session_id), derived_id(e.id)) for e in part.entries)  # as indexed
         if seen:  # below the watermark: in the catalog, or held back as an embedding failure (handoffs never are)
-            view.below_watermark.update((e.session_id, e.id) for e in seen.entries if indexed(e))
+            view.below_watermark.update(
+                (derived_id(e.session_id), derived_id(e.id)) for e in seen.entries if indexed(e)
+            )
         if not edited:
             view.pending += len(rest.entries)
         tail = _unfinished_tail(path)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lca.authority import fencing_refusals, read_authority
+from lca.derived import derived_id, derived_tree
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
@@ -33,7 +34,8 @@ Key = tuple[str, int, str]  # (file, offset or line, sha256): one quarantined re
 
 # ---- quarantine: the log, and what a person has acknowledged ------------------------------------
 def record_key(record: QuarantineRecord) -> Key:
-    return (record.session_file, record.offset, record.sha256)
+    """A record as acknowledgements name it: its session file by its derived name (``lca.derived``)."""
+    return (derived_id(record.session_file), record.offset, record.sha256)
 
 
 def read_quarantine_log(layout: StoreLayout) -> tuple[list[QuarantineRecord], list[tuple[Key, str]]]:
@@ -95,7 +97,8 @@ def acknowledge_quarantine(layout: StoreLayout, transcript: TranscriptStore, *, 
     if keys:
         at = time.time()
         lines = "".join(
-            canonical_json({"file": f, "offset": o, "sha256": h, "at": at, "by": by}) + "\n" for f, o, h in keys
+            canonical_json(derived_tree({"file": f, "offset": o, "sha256": h, "at": at, "by": by})) + "\n"
+            for f, o, h in keys
         )
         append_bytes(layout.quarantine / ACKNOWLEDGED_FILE, lines.encode("utf-8"))
     return len(keys)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lca.derived import derived_id
 from lca.errors import RecordFormatError
 from lca.index.catalog import Catalog
 from lca.index.chunker import Chunker, entry_chunks, memory_chunks
@@ -73,6 +74,12 @@ def writer_versions(catalog: Catalog) -> dict[str, dict[str, Any]]:
     return {str(v): dict(w) for v, w in writers.items() if isinstance(w, dict)} if isinstance(writers, dict) else {}
 
 
+def transcript_mark(session_id: str) -> str:
+    """The catalog watermark's name for a session file: the catalog is derived, so it names the session's derived
+    id (``lca.derived``), distinct for distinct sessions."""
+    return TRANSCRIPT_MARK + derived_id(session_id)
+
+
 def watermark_problem(path: Path, mark: int) -> str | None:
     """Why a session file no longer fits the watermark indexed up to it, or None when it does: the
     watermark must fall at a line boundary inside the file, or the file changed below it (the
@@ -116,7 +123,7 @@ def ingest_pending(
     marks: dict[str, str] = {}
     for session_id in transcript.session_ids():
         transcript.recover(session_id)
-        key = TRANSCRIPT_MARK + session_id
+        key = transcript_mark(session_id)
         start = int(index.catalog_.watermark(key) or 0)
         path = transcript.session_path(session_id)
         size = path.stat().st_size

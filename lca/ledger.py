@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from lca.authority import WriterFence
+from lca.derived import derived_id, derived_tree
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
-from lca.secrets import MARKER, redact_tree, redacted
+from lca.secrets import MARKER, redacted
 
 LEDGER_VERSION = 1
 
@@ -267,11 +268,12 @@ class Ledger:
     def append(
         self, kind: str, subject: str, data: Mapping[str, Any] | None = None, *, at: float | None = None
     ) -> LedgerEvent:
-        """Every string in ``data`` is stored with its credentials redacted (``lca.secrets``): the
-        ledger is derived from the transcript, which alone keeps them."""
+        """The subject, every string in ``data`` and every key in it are stored redacted (``lca.derived``): the
+        ledger is derived from the transcript, which alone keeps the credentials."""
         if kind not in EVENT_KINDS:
             raise RecordFormatError(f"unknown ledger event {kind!r}", field="kind")
-        event = LedgerEvent(kind, subject, time.time() if at is None else at, redact_tree(dict(data or {})))
+        subject, at = derived_id(subject), time.time() if at is None else at
+        event = LedgerEvent(kind, subject, at, derived_tree(dict(data or {})))
         self._fence.check(f"append ledger event {kind} ({subject})")
         append_bytes(self.path, (event.to_json() + "\n").encode("utf-8"))
         return event

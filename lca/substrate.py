@@ -23,6 +23,7 @@ from typing import Any
 from lca.activation import RetrievalLog
 from lca.change_detector import StructuralChangeDetector
 from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
+from lca.derived import DerivedTurnLookups
 from lca.errors import LCAError, RecordFormatError
 from lca.events import EventBook, ReplacementEvent
 from lca.experience import ExperienceLog, experience_of, turn_events
@@ -82,6 +83,7 @@ class Substrate:
                 self._settings_errors["retrieval"] = _settings_error(retrieval_file, exc)
         self.index_params = index_params
         self.transcript = TranscriptStore(self.home)
+        self._turns = DerivedTurnLookups(self.transcript)
         self.memory = MemoryStore(self.home)
         self.chunker = Chunker(embedder)
         self.experience = ExperienceLog(self.home)
@@ -316,10 +318,10 @@ class Substrate:
             config=config,
             log_path=self.layout.recall_log,
             retrievals=self.retrievals,
-            entry_meta=self.transcript.entry_meta,
+            entry_meta=self._turns.entry_meta,  # asked with the index's derived ids (lca.derived)
             corrections=lambda: self.events.corrections(hold=hold, mark=mark),
-            reply_to=self.transcript.reply_to,
-            agent_turns=self.transcript.agent_turns,
+            reply_to=self._turns.reply_to,
+            agent_turns=self._turns.agent_turns,
             replacements=lambda: self.events.replacements(hold=hold, mark=mark),
         )
 

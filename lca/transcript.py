@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.authority import WriterFence
+from lca.derived import derived_id, derived_message, derived_text
 from lca.errors import LCAError, LinkRefusedError, RecordFormatError
 from lca.fileio import append_bytes, exclusive_lock, fsync_dir, json_records, refuse_link, write_all
 from lca.layout import SESSION_SUFFIX, StoreLayout
@@ -143,8 +144,9 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
 
 
 def _shown(value: Any) -> str:
-    """A value for an error message: escaped (no control or bidi characters reach a terminal) and short."""
-    text = repr(value)
+    """A value for an error message: redacted before it is escaped and cut (either would hide a credential from the
+    detector), escaped (no control or bidi characters reach a terminal) and short."""
+    text = repr(derived_text(value) if isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:60] + "..."
 
 
@@ -409,14 +411,14 @@ class TranscriptStore:
         refuse_link(self.quarantine_dir, "nothing was quarantined")
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = sha256_hex(data.decode("latin-1"))
-        name = f"{path.stem[:_QUARANTINE_STEM_CHARS]}.{offset}.{digest[:12]}.bin"  # a long stem would overflow 255
+        name = f"{derived_id(path.stem)[:_QUARANTINE_STEM_CHARS]}.{offset}.{digest[:12]}.bin"  # 255 bytes at most
         qfile = self.layout.quarantine_file(name)
         record = QuarantineRecord(
-            session_file=path.name,
+            session_file=derived_id(path.name),  # the log is derived: names as lca.derived makes them
             offset=offset,
             line=line,
             size=len(data),
-            reason=reason,
+            reason=derived_message(reason),
             sha256=digest,
             quarantine_file=name,
             at=time.time(),

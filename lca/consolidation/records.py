@@ -8,9 +8,10 @@ from enum import Enum
 from typing import Any
 
 from lca.consolidation.prompts import PROMPT_VERSION
+from lca.derived import derived_tree
 from lca.errors import LCAError
 from lca.memory import MemoryFile, MemoryRecord, MemoryType, Privacy
-from lca.secrets import redact_tree, redacted
+from lca.secrets import redacted
 from lca.types import EntryKind
 
 CANDIDATE_TYPES = {
@@ -221,10 +222,10 @@ class ConsolidationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """As stored in the cycle report: every string redacted (``lca.secrets``)."""
+        """As stored in the cycle report: every string and mapping key redacted (``lca.derived``)."""
         out = asdict(self)
         out["counts"] = self.counts
-        return redact_tree(out)
+        return derived_tree(out)
 
     def redacted(self) -> ConsolidationResult:
         """The same record with every text in it redacted: a candidate removed for holding a
@@ -236,7 +237,7 @@ class ConsolidationResult:
             writes=tuple(_redacted_fields(w) for w in self.writes),
             read_back=tuple(_redacted_fields(r) for r in self.read_back),
             failures=tuple(_redacted_fields(f) for f in self.failures),
-            experience_events=tuple(redact_tree(e) for e in self.experience_events),
+            experience_events=tuple(derived_tree(e) for e in self.experience_events),
             replacements=tuple(_redacted_fields(r) for r in self.replacements),
         )
 

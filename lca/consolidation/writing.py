@@ -15,12 +15,12 @@ from datetime import datetime
 from pathlib import Path
 
 from lca.consolidation.records import Failure, Plan, Write
+from lca.derived import derived_tree
 from lca.errors import ApprovalRequired, LCAError
 from lca.fileio import atomic_write_bytes
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.memory import PROCEDURAL_TYPES, Conflict, MemoryFile, MemoryRecord, MemoryStore, Supersession, render_memory
-from lca.secrets import redact_tree
 
 
 def archived_version(layout: StoreLayout, memory_id: str, content_hash: str) -> Path:
@@ -250,7 +250,7 @@ class PlanWriter:
             "promotes": promotes,
         }
         path = self.layout.proposal(proposal_id)
-        atomic_write_bytes(path, json.dumps(redact_tree(payload), indent=2, sort_keys=True).encode())
+        atomic_write_bytes(path, json.dumps(derived_tree(payload), indent=2, sort_keys=True).encode())
         self.ledger.append(
             "proposal_held", proposal_id, {"path": str(path), "memory_id": record.id, "why": why, "cycle": cycle_id}
         )

@@ -4,18 +4,23 @@ Every character of the source text lands in exactly one piece, and every piece,
 with its indexing prefix and the model's special tokens, fits the embedder's
 limit. Cuts fall at sentence ends where possible, else at word starts, and only
 inside a word when a single word exceeds the limit.
+
+A transcript entry or memory body is redacted whole before it is cut (``lca.derived``): the chunker prefers
+newlines, and "my password is" ending one piece would leave the value to start the next, where no detector
+sees what names it. The pointers of the redacted pieces still lead to the verbatim text's offsets.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lca.derived import derived_id, derived_text
 from lca.ports import Embedder
-from lca.secrets import redacted
-from lca.types import EntryKind
+from lca.secrets import marker, redact
+from lca.types import EntryKind, parse_timestamp
 
 _SENTENCE_END = ".!?\n"
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|\n+")
@@ -36,13 +41,48 @@ class TextPiece:
     text: str
 
 
+@dataclass(frozen=True)
+class RedactedText:
+    """A text redacted whole, and where its offsets fall in the verbatim text it was redacted from."""
+
+    text: str
+    markers: tuple[tuple[int, int, int, int], ...] = ()  # each marker's span here, and the span it replaced
+
+    @classmethod
+    def of(cls, verbatim: str) -> RedactedText:
+        shown, findings = redact(verbatim)
+        spans, shift = [], 0
+        for f in findings:
+            start = f.start + shift
+            spans.append((start, start + len(marker(f.kind)), f.start, f.end))
+            shift += len(marker(f.kind)) - (f.end - f.start)
+        return cls(shown, tuple(spans))
+
+    def kept(self) -> tuple[tuple[int, int], ...]:
+        """The markers' spans: a cut inside one would leave two pieces that no longer read as redacted."""
+        return tuple((start, end) for start, end, _, _ in self.markers)
+
+    def source_offset(self, at: int, *, end: bool = False) -> int:
+        """The verbatim offset of offset ``at`` here; inside a marker, the start (or, for an ``end``, the end) of
+        what it replaced."""
+        shift = 0
+        for start, stop, was_start, was_end in self.markers:
+            if at <= start:
+                break
+            if at < stop:
+                return was_end if end else was_start
+            shift = was_end - stop
+        return at + shift
+
+
 class Chunker:
     """Splits text for one embedder; ``prefix`` text (a speaker name) counts against the limit."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def split(self, text: str, *, prefix: str = "") -> list[TextPiece]:
+    def split(self, text: str, *, prefix: str = "", keep: Sequence[tuple[int, int]] = ()) -> list[TextPiece]:
+        """Pieces of ``text`` that fit the limit, none cut inside a span of ``keep`` where another cut fits."""
         limit = self.embedder.max_input_tokens
         if self.embedder.count_tokens([prefix + text])[0] <= limit:
             return [TextPiece(0, len(text), text)]
@@ -51,29 +91,39 @@ class Chunker:
         if budget < 8:
             raise ValueError(f"prefix {prefix!r} leaves only {budget} tokens of the embedder's {limit}")
         pieces: list[TextPiece] = []
-        self._split_span(text, 0, len(text), prefix, budget, limit, pieces)
+        self._split_span(text, 0, len(text), prefix, budget, limit, pieces, tuple(keep))
         assert pieces[0].start == 0 and pieces[-1].end == len(text)
         return pieces
 
     def _split_span(
-        self, text: str, start: int, end: int, prefix: str, budget: int, limit: int, out: list[TextPiece]
+        self,
+        text: str,
+        start: int,
+        end: int,
+        prefix: str,
+        budget: int,
+        limit: int,
+        out: list[TextPiece],
+        keep: tuple[tuple[int, int], ...] = (),
     ) -> None:
         span = text[start:end]
         offsets = [(a + start, b + start) for a, b in self.embedder.token_offsets(span)]
         if not offsets:  # whitespace only: keep it, it costs no tokens
             out.append(TextPiece(start, end, span))
             return
-        cuts = self._cut_points(text, start, end, offsets, budget)
+        cuts = self._cut_points(text, start, end, offsets, budget, keep)
         bounds = [start, *cuts, end]
         for a, b in zip(bounds, bounds[1:]):
             piece = text[a:b]
             if self.embedder.count_tokens([prefix + piece])[0] <= limit or len(piece) <= 1:
                 out.append(TextPiece(a, b, piece))
             else:  # retokenizing a piece can differ at its edges: split it again, tighter
-                self._split_span(text, a, b, prefix, max(8, budget - 8), limit, out)
+                self._split_span(text, a, b, prefix, max(8, budget - 8), limit, out, keep)
 
     @staticmethod
-    def _cut_points(text: str, start: int, end: int, offsets: list[tuple[int, int]], budget: int) -> list[int]:
+    def _cut_points(
+        text: str, start: int, end: int, offsets: list[tuple[int, int]], budget: int, keep: tuple[tuple[int, int], ...]
+    ) -> list[int]:
         cuts: list[int] = []
         first = 0
         n = len(offsets)
@@ -83,6 +133,8 @@ class Chunker:
             best_word = None
             for j in range(window_end, first + max(1, budget // 4), -1):
                 begin = offsets[j][0]
+                if keep and any(a < begin < b for a, b in keep):
+                    continue
                 before = text[begin - 1] if begin > start else " "
                 if best_word is None and (before.isspace() or not before.isalnum()):
                     best_word = j
@@ -99,8 +151,15 @@ class Chunker:
 
 def _speaker_prefix(author: str | None) -> str:
     if author and author not in ("user", "assistant"):
-        return f"{author}: "
+        return f"{derived_text(author)}: "  # indexed text: a name is embedded and in the BM25 vocabulary
     return ""
+
+
+def indexed_time(timestamp: str | None) -> str | None:
+    """A chunk's time: as the transcript wrote it when it is a time, else redacted and cut (hits show it)."""
+    if timestamp is None or parse_timestamp(timestamp) is not None:
+        return timestamp
+    return derived_text(timestamp)[:64]
 
 
 CAPTION_KEYS = ("caption", "blip_caption")  # where an importer leaves the caption of a turn's attachment
@@ -141,18 +200,18 @@ def entry_chunks(entry, chunker: Chunker) -> list:
     if not indexed(entry):
         return []
     prefix = _speaker_prefix(entry.author)
-    content = entry.content + attachment_text(entry.meta)
-    pieces = chunker.split(content, prefix=prefix)
+    whole = RedactedText.of(entry.content + attachment_text(entry.meta))  # redacted before it is cut
+    pieces = chunker.split(whole.text, prefix=prefix, keep=whole.kept())
     out = []
     for part, piece in enumerate(pieces):
-        pointer = SourcePointer(
+        pointer = SourcePointer(  # the derived ids lead back to the verbatim turn (lca.derived.real_id)
             SourceType.TRANSCRIPT,
-            session_id=entry.session_id,
-            entry_id=entry.id,
-            char_start=min(piece.start, len(entry.content)),
-            char_end=min(piece.end, len(entry.content)),
+            session_id=derived_id(entry.session_id),
+            entry_id=derived_id(entry.id),
+            char_start=min(whole.source_offset(piece.start), len(entry.content)),
+            char_end=min(whole.source_offset(piece.end, end=True), len(entry.content)),
         )
-        text = prefix + redacted(piece.text)  # derived text holds no credential; the pointer leads to the verbatim turn
+        text = prefix + piece.text
         out.append(
             Chunk(
                 Chunk.make_id(text, pointer),
@@ -161,8 +220,8 @@ def entry_chunks(entry, chunker: Chunker) -> list:
                 pointer,
                 part,
                 len(pieces),
-                entry.timestamp,
-                entry.channel,
+                indexed_time(entry.timestamp),
+                derived_id(entry.channel),
             )
         )
     return out
@@ -175,7 +234,8 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
     body = memory_file.body  # a hand-edited memory file may hold what the write path would have redacted
     if not body.strip():
         return []
-    pieces = chunker.split(body)
+    whole = RedactedText.of(body)
+    pieces = chunker.split(whole.text, keep=whole.kept())
     out = []
     created = memory_file.record.created.isoformat()
     for part, piece in enumerate(pieces):
@@ -183,10 +243,10 @@ def memory_chunks(memory_file, chunker: Chunker) -> list:
             SourceType.MEMORY,
             memory_id=memory_file.record.id,
             path=memory_file.path.name,
-            char_start=piece.start,
-            char_end=piece.end,
+            char_start=whole.source_offset(piece.start),
+            char_end=whole.source_offset(piece.end, end=True),
         )
-        text = redacted(piece.text)
+        text = piece.text
         out.append(
             Chunk(
                 Chunk.make_id(text, pointer),

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from lca.derived import derived_message, derived_text
 from lca.recall.config import TERMS, ResonanceWeights
-from lca.secrets import redact
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def log_record(result: RecallResult, weights: Any, floor: float) -> dict[str, An
     are redacted; a candidate's text is not logged (its pointer leads to the transcript)."""
     return {
         "at": time.time(),
-        "query": redact(result.context.query)[0],
+        "query": derived_text(result.context.query),
         "policy": result.policy,
         "action": result.action,
         "weights": asdict(weights),
@@ -101,7 +101,7 @@ def log_record(result: RecallResult, weights: Any, floor: float) -> dict[str, An
         "floor_detail": result.floor_detail,
         "whole_history": result.whole_history,
         "whole_history_why": result.whole_history_why,
-        "fallback": result.fallback,
+        "fallback": None if result.fallback is None else derived_message(result.fallback),
         "tokens": result.tokens,
         "budget": result.budget,
         "latency_ms": round(result.latency_ms, 3),
