@@ -43,11 +43,6 @@ def derived_id(value: str) -> str:
     return f"{shown}{DIGEST_MARK}{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
-def derived_optional(value: str | None) -> str | None:
-    """``derived_id`` of an optional field (a pointer's session or memory id, a speaker, a channel)."""
-    return None if value is None else derived_id(value)
-
-
 def derived_tree(value: Any) -> Any:
     """A JSON-like value with every string redacted and every mapping key derived (cycle reports and the ledger
     key by turn and memory ids; a key is no less shown than a value)."""

@@ -26,6 +26,7 @@ from lca.health_checks import (
     code_version_check,
     compaction_check,
     consolidation_check,
+    derived_credentials,
     quarantine_check,
     read_acknowledged,
     read_quarantine_log,
@@ -374,23 +375,25 @@ def _index_checks(index: IndexStore, embedder: Embedder, view: _TranscriptView) 
     data = {"duplicate_ratio": ratio, "chunks": chunks, "distinct_texts": distinct}
     checks.append(HealthCheck("duplicates", WARN if many else OK, detail, {**data, "warn_above": DUPLICATE_RATIO_WARN}))
 
-    # redaction: whether search may show stored texts as they are (correct either way; a read redacts otherwise)
+    # redaction: whether search may show stored texts as they are (correct either way; a read redacts otherwise),
+    # and whether any derived store holds a credential (texts this detector vouched for are not scanned again)
     held = redaction.state(index.catalog_)
-    checks.append(
-        HealthCheck(
-            "redaction",
-            OK,
-            {
-                "vouched": "every stored text was scanned by this detector when written: hits are shown as stored",
-                "empty": "no text stored yet",
-            }.get(
-                held,
-                f"{held}: not every stored text was scanned by this detector when written, so each hit is redacted "
-                "again when read (correct, about 60 microseconds a hit); `lca reindex` rescans and records it",
-            ),
-            {"state": held, "detector": detector_fingerprint()},
-        )
+    found = derived_credentials(index.layout, index.catalog_.stored_values(texts=held != "vouched"))
+    detail = {
+        "vouched": "every stored text was scanned by this detector when written: hits are shown as stored",
+        "empty": "no text stored yet",
+    }.get(
+        held,
+        f"{held}: not every stored text was scanned by this detector when written, so each hit is redacted "
+        "again when read (correct, about 60 microseconds a hit); `lca reindex` rescans and records it",
     )
+    if found:
+        detail = (
+            f"a credential in {len(found)} derived store(s) ({', '.join(found)}): `lca reindex` rebuilds the index "
+            "from the transcript; a log or report holding one is to be deleted (the transcript keeps every value)"
+        )
+    data = {"state": held, "detector": detector_fingerprint(), "credentials": found}
+    checks.append(HealthCheck("redaction", FAIL if found else OK, detail, data))
 
     # consistency: index vs catalog vs transcript
     consistency = index.consistency()

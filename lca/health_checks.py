@@ -22,6 +22,7 @@ from lca.fileio import append_bytes
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.provenance import version_order
+from lca.secrets import find_secrets
 from lca.transcript import QuarantineRecord, TranscriptStore
 from lca.types import HealthCheck, HealthStatus, canonical_json
 
@@ -403,3 +404,52 @@ def authority_check(layout: StoreLayout) -> HealthCheck:
         )
     status = WARN if problems else OK
     return HealthCheck("authority", status, detail + "".join(f"; {p}" for p in problems), data)
+
+
+# ---- credentials in the derived stores ------------------------------------------------------------
+DERIVED_RECORDS = ("logs", "events", "consolidation", "quarantine", "proposals", "index")
+"""Folders of records derived from the transcript (JSON and JSON lines, the BM25 vocabulary among them); the
+transcript, memory and identity files are what the user wrote, and ``.bin`` quarantined copies are raw input."""
+
+
+def derived_credentials(layout: StoreLayout, values: Iterable[tuple[str, str]] = ()) -> dict[str, dict[str, int]]:
+    """Where a derived store holds a credential, {where: {kind: count}} (never the value): each ``(where, text)`` of
+    ``values`` (the catalog's columns) and every string and mapping key of each JSON record under
+    ``DERIVED_RECORDS`` (a line that is not JSON is scanned whole)."""
+    found: dict[str, Counter[str]] = {}
+
+    def scan(where: str, text: str) -> None:
+        for finding in find_secrets(text):
+            found.setdefault(where, Counter())[finding.kind] += 1
+
+    for where, text in values:
+        scan(where, text)
+    for folder in DERIVED_RECORDS:
+        root = layout.root / folder
+        for path in sorted(root.rglob("*.json*")) if root.is_dir() and not root.is_symlink() else ():
+            if path.suffix not in (".json", ".jsonl") or path.is_symlink() or not path.is_file():
+                continue
+            where = path.relative_to(layout.root).as_posix()
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                for line in handle if path.suffix == ".jsonl" else [handle.read()]:
+                    try:
+                        strings = list(_strings(json.loads(line)))
+                    except (ValueError, RecursionError):
+                        strings = [line]
+                    for text in strings:
+                        scan(where, text)
+    return {where: dict(kinds) for where, kinds in sorted(found.items())}
+
+
+def _strings(value: Any) -> Iterable[str]:
+    """Every string and mapping key in a JSON value, without recursion (a record may nest deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            yield from (k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

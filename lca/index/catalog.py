@@ -74,6 +74,13 @@ CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NO
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
+_STORED_TEXT = (  # every column holding text a writer chose: the chunk texts first
+    "texts.text",
+    *(f"chunks.{c}" for c in ("session_id", "entry_id", "memory_id", "path", "timestamp", "channel")),
+    *(f"embedding_failures.{c}" for c in ("text", "pointer", "timestamp", "channel", "error")),
+    "watermarks.source",
+    "meta.value",
+)
 _CHUNK_COLUMNS = (
     "row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
     "char_start, char_end, part, parts, timestamp, t.text, channel"
@@ -571,6 +578,14 @@ class Catalog:
                 "SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC"
             )
         }
+
+    def stored_values(self, *, texts: bool = True) -> Iterator[tuple[str, str]]:
+        """("table.column", value) of each distinct text the catalog stores, but its own hashes and numbers: what
+        health scans for credentials (``texts=False``: not the chunk texts, which their writer scanned)."""
+        for column in _STORED_TEXT[0 if texts else 1 :]:
+            table = column.partition(".")[0]
+            for (value,) in self.db.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL"):
+                yield column, str(value)
 
     def indexed_entry_ids(self) -> set[tuple[str, str]]:
         rows = self.db.execute("SELECT DISTINCT session_id, entry_id FROM chunks WHERE source_type='transcript'")

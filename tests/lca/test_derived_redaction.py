@@ -1,7 +1,8 @@
-"""Issue 49, cases 2, 4 and 5: one redaction pass (``lca.derived``) that every derived write goes through. A text
-is redacted whole before the chunker cuts it; identifiers (session, entry, channel, speaker, LoCoMo and LongMemEval
-ids, mapping keys) are stored in a derived form whose pointer still leads to the verbatim transcript; and error
-messages and quarantine records never echo a credential."""
+"""Issue 49, cases 2, 4 and 5, and the health check over derived stores: one redaction pass (``lca.derived``) that
+every derived write goes through. A text is redacted whole before the chunker cuts it; identifiers (session, entry,
+channel, speaker, LoCoMo and LongMemEval ids, mapping keys) are stored in a derived form whose pointer still leads
+to the verbatim transcript; error messages and quarantine records never echo a credential; and health fails when
+any derived store holds one (the BM25 vocabulary and mapping keys included)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from lca.importers import import_locomo, import_longmemeval
 from lca.index.chunker import Chunker, entry_chunks
 from lca.recall import RecallConfig, RecallContext
 from lca.substrate import Substrate
-from lca.types import EntryKind, TranscriptEntry
+from lca.types import Chunk, EntryKind, SourcePointer, SourceType, TranscriptEntry, text_digest
 from tests.conftest import make_entry
 from tests.fakes import FakeHashingEmbedder
 from tests.lca.test_secrets import GITHUB, PEM_BODY, STRIPE
@@ -247,3 +248,27 @@ def test_refused_lines_are_quarantined_and_reported_without_their_credentials(tm
     for needle in (GITHUB, STRIPE, PASSWORD):
         assert needle not in ingested + found + health
     assert leaks(store, [GITHUB, STRIPE, PASSWORD]) == {}
+
+
+# ---- health: a scan of every derived store -----------------------------------------------------------------
+
+
+def test_health_fails_when_a_derived_store_holds_a_credential(tmp_path):
+    with Substrate(tmp_path / "store", embedder=FakeHashingEmbedder()) as s:
+        s.append([make_entry("s", 1, f"my token is {GITHUB}", author="Ann")])
+        clean = s.health().check("redaction")
+        assert clean.status.value == "ok" and clean.data.get("credentials") == {}
+        # what the old chunker wrote: a speaker name holding a credential, unredacted, in a chunk's text
+        text = f"{STRIPE}: see you at the rota"
+        pointer = SourcePointer(SourceType.TRANSCRIPT, session_id="s", entry_id="s:9", char_end=18)
+        s.index.add_chunks([Chunk(Chunk.make_id(text, pointer), text, text_digest(text), pointer)])
+        s.index.flush()
+        (s.layout.consolidation).mkdir(exist_ok=True)
+        (s.layout.consolidation / "cycle-x.json").write_text(json.dumps({"spans": {f"s#{GITHUB}": 1}}))
+        check = s.health().check("redaction")
+    assert check.status.value == "fail"
+    found = check.data["credentials"]
+    assert found["texts.text"] == {"stripe-key": 1}
+    assert any(where.startswith("index/lexical/") for where in found)  # the BM25 vocabulary
+    assert found["consolidation/cycle-x.json"] == {"github-token": 1}  # a mapping key
+    assert STRIPE not in check.detail and GITHUB not in json.dumps(check.data)
