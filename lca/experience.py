@@ -198,7 +198,7 @@ def turn_event(session_id: str, entry_id: str, meta: Mapping[str, Any]) -> TurnE
             f"{where}: a {event['type']} names the turn it is about as '<session>#<entry>', got {of!r}",
             field="meta.event.of",
         )
-    return TurnEvent(kind, of, source_key(session_id, entry_id))
+    return TurnEvent(kind, source_key(*of.split("#")), source_key(session_id, entry_id))  # keys as the log holds them
 
 
 def turn_events(entries: Iterable[TranscriptEntry]) -> list[TurnEvent]:

@@ -107,6 +107,9 @@ def hostile_ids(tmp_path):
             [
                 make_entry(SESSION, 1, "the rota moves to Fridays", meta={"project": "rota"}),
                 make_entry(SESSION, 2, "noted, Fridays it is", kind=EntryKind.ASSISTANT_TURN),
+                make_entry(  # a host's label naming the turn it corrects by its ids
+                    SESSION, 3, "no, Thursdays", meta={"event": {"type": "correction", "of": f"{SESSION}#{SESSION}:1"}}
+                ),
                 TranscriptEntry(
                     id=f"plain:{STRIPE}",
                     session_id="plain",
