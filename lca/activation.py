@@ -81,14 +81,15 @@ class RetrievalLog:
     incremental: only bytes appended since the last read are parsed.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, record: bool = True) -> None:
         self.path = StoreLayout(root).retrieval_log
+        self.recording = record  # False: a store this process may not write is read, and its use not logged
         self._offset = 0
         self._by_target: dict[str, list[Access]] = defaultdict(list)
 
     def record(self, accesses: Iterable[Access]) -> None:
         lines = "".join(json.dumps(a.__dict__, sort_keys=True) + "\n" for a in accesses)
-        if not lines:
+        if not lines or not self.recording:
             return
         append_bytes(self.path, lines.encode(), durable=False)
 

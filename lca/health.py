@@ -32,6 +32,7 @@ from lca.health_checks import (
     read_quarantine_log,
     record_key,
 )
+from lca.health_store import chain_check, index_state_check, link_check
 from lca.identity import IdentityStore
 from lca.index import redaction
 from lca.index.chunker import indexed
@@ -44,7 +45,7 @@ from lca.ports import Embedder
 from lca.provenance import code_version
 from lca.secrets import detector_fingerprint
 from lca.transcript import QuarantineRecord, TranscriptStore
-from lca.types import HealthCheck, HealthReport, HealthStatus
+from lca.types import HealthCheck, HealthReport, HealthStatus, TranscriptEntry
 
 OK, WARN, FAIL = HealthStatus.OK, HealthStatus.WARN, HealthStatus.FAIL
 # Share of chunks repeating another chunk's text above which health warns (a conversation imported twice is 0.5;
@@ -106,6 +107,7 @@ def store_health(
             "and run `lca health --acknowledge`"
         )
     problems.extend(view.edited)
+    problems.extend(view.conflicts)
     acknowledged_malformed = len(view.malformed) - len(new_malformed)
     checks.append(
         HealthCheck(
@@ -122,9 +124,12 @@ def store_health(
                 "unacknowledged_malformed_lines": len(new_malformed),
                 "torn_tails": dict(view.torn_tails),
                 "edited_below_watermark": list(view.edited),
+                "conflicting_ids": list(view.conflicts),
             },
         )
     )
+    checks.append(chain_check(layout, [transcript.session_path(s) for s in transcript.session_ids()]))
+    checks.append(link_check(layout))
     quarantined, q_bytes = quarantine_check(layout, acknowledged)
     checks.append(quarantined)
 
@@ -199,6 +204,11 @@ def store_health(
         )
     else:
         checks.extend(index_checks)
+    try:  # a reindex or an ingest a kill stopped part way (lca.index.completeness)
+        held = (index.catalog_, index.vectors.ids) if index is not None else (None, None)
+        checks.append(index_state_check(layout, *held))
+    except DerivedStoreDamagedError:
+        pass  # named by the derived_store check above
     leftovers = interrupted_save_files(layout)
     checks.append(
         HealthCheck(
@@ -282,6 +292,7 @@ class _TranscriptView:
     pending: int = 0  # entries past the watermark: the next ingest indexes them
     torn_tails: dict[str, int] = field(default_factory=dict)  # session file -> unfinished bytes at its end
     edited: list[str] = field(default_factory=list)  # session files changed below their watermark
+    conflicts: list[str] = field(default_factory=list)  # an entry id on two lines with different content
 
 
 def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _TranscriptView:
@@ -307,12 +318,28 @@ def _read_transcript(transcript: TranscriptStore, marks: dict[str, str]) -> _Tra
             view.below_watermark.update(
                 (derived_id(e.session_id), derived_id(e.id)) for e in seen.entries if indexed(e)
             )
+        view.conflicts.extend(_conflicting_ids(path, [e for part in (seen, rest) if part for e in part.entries]))
         if not edited:
             view.pending += len(rest.entries)
         tail = _unfinished_tail(path)
         if tail:
             view.torn_tails[path.name] = tail
     return view
+
+
+def _conflicting_ids(path: Path, entries: list[TranscriptEntry]) -> list[str]:
+    """Each entry id a session file holds on two lines with different content: no writer appends that (an id is
+    recorded once), so a hand added it, and search would return two texts for one pointer."""
+    first: dict[str, TranscriptEntry] = {}
+    out = []
+    for entry in entries:
+        known = first.setdefault(entry.id, entry)
+        if known is not entry and known != entry:
+            out.append(
+                f"{path}: entry id {entry.id!r} is recorded twice with different content (acknowledged history is "
+                "never rewritten: a line was added by hand)"
+            )
+    return out
 
 
 def _unfinished_tail(path: Path, block: int = 65536) -> int:

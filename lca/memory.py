@@ -10,7 +10,9 @@ looks like an edit.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import Enum
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lca.authority import WriterFence
 from lca.errors import ApprovalRequired, LCAError, RecordFormatError
-from lca.fileio import atomic_write_bytes
+from lca.fileio import atomic_write_bytes, refuse_link
 from lca.layout import StoreLayout
 from lca.types import canonical_json
 
@@ -33,6 +35,9 @@ LATER_FIELDS = ("roles", "conflicts", "schemas", "approved_by")
 # Procedural memory: how the agent acts. Writing it needs a named approver (the approval gate).
 PROCEDURAL_TYPES = frozenset({"procedure", "runbook", "identity"})
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# The largest memory file the loader reads: a memory is a fact, a lesson or a runbook, and a 2.3 MB one took 205 s
+# and 1.5 GB to index. A larger file is not loaded; it is a failure naming its size, which health and ingest report.
+MAX_MEMORY_FILE_BYTES = 256 * 1024
 
 
 class MemoryType(str, Enum):
@@ -229,6 +234,27 @@ def render_memory(record: MemoryRecord, body: str) -> str:
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + body
 
 
+def not_a_memory_file(path: Path) -> str | None:
+    """Why the loader does not read ``path`` (a symbolic link, which it never follows out of the store; a folder or
+    other non-file named ``*.md``; a file over ``MAX_MEMORY_FILE_BYTES``), or None for a file it reads."""
+    try:
+        found = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or type(exc).__name__}"
+    if stat.S_ISLNK(found.st_mode):
+        return "a symbolic link: the store never follows a link out of itself, so it is not loaded or indexed"
+    if stat.S_ISDIR(found.st_mode):
+        return "a folder named like a memory file, not a memory file: not loaded"
+    if not stat.S_ISREG(found.st_mode):
+        return "not a regular file: not loaded"
+    if found.st_size > MAX_MEMORY_FILE_BYTES:
+        return (
+            f"{found.st_size:,} bytes, over the bound of {MAX_MEMORY_FILE_BYTES:,} bytes for a memory file "
+            "(MAX_MEMORY_FILE_BYTES): not loaded or indexed; split it into smaller memories"
+        )
+    return None
+
+
 class MemoryStore:
     """Memory files under ``<root>/memory``; one file per memory, named by id."""
 
@@ -248,9 +274,17 @@ class MemoryStore:
         parsed: list[MemoryFile] = []
         failures: list[MemoryLoadFailure] = []
         drifted: list[str] = []
+        if self.dir.is_symlink():  # the whole folder elsewhere: none of it is the store's
+            return MemoryLoadResult(
+                (), (MemoryLoadFailure(str(self.dir), None, not_a_memory_file(self.dir) or ""),), ()
+            )
         if not self.dir.exists():
             return MemoryLoadResult((), (), ())
         for path in sorted(self.dir.rglob("*.md")):
+            refused = not_a_memory_file(path)
+            if refused:
+                failures.append(MemoryLoadFailure(str(path), None, refused))
+                continue
             try:
                 text = path.read_text(encoding="utf-8")
                 record, body = parse_memory_text(text, path=str(path))
@@ -285,8 +319,12 @@ class MemoryStore:
 
     def get(self, memory_id: str) -> MemoryFile:
         path = self.path_for(memory_id)
+        refuse_link(path, f"memory '{memory_id}' was not read")
         if not path.exists():
             raise LCAError(f"no memory '{memory_id}' ({path})")
+        refused = not_a_memory_file(path)
+        if refused:
+            raise LCAError(f"{path}: {refused}")
         record, body = parse_memory_text(path.read_text(encoding="utf-8"), path=str(path))
         return MemoryFile(record, body, path)
 

@@ -12,7 +12,6 @@ need no lock.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -31,6 +30,7 @@ from lca.fileio import atomic_write_bytes, exclusive_lock
 from lca.health import acknowledge_quarantine, store_health
 from lca.importers import ImportedSession, ImportReport
 from lca.index.chunker import Chunker
+from lca.index.completeness import begin_rebuild, check_searchable, finish_rebuild
 from lca.index.store import IndexStore
 from lca.ingest import IngestReport, ingest_pending
 from lca.layout import StoreLayout
@@ -133,6 +133,27 @@ class Substrate:
             self._index = IndexStore(self.home, self.embedder, **self.index_params)
         return self._index
 
+    def _reading_index(self) -> IndexStore:
+        """The index for a search or a recall, refused in one line when a write killed part way left it incomplete
+        (``lca.index.completeness``; ``lca ingest`` completes it)."""
+        settings_error = self._settings_errors.get("retrieval")
+        if settings_error is not None:
+            raise settings_error
+        index = self._index_as_it_is()
+        check_searchable(self.layout, index.catalog_, index.vectors.ids)
+        return index
+
+    def _index_as_it_is(self) -> IndexStore:
+        """The index, opened without creating anything: a store never indexed is read through an empty catalog in
+        memory (its history awaits `lca ingest`), so a search, a recall or health makes no ``index/`` folder."""
+        if self._index is None and not self.layout.catalog.exists():
+            return IndexStore(self.home, self.embedder, catalog_path=Path(":memory:"), **self.index_params)
+        return self._open_index()
+
+    def _writable(self) -> bool:
+        """Whether this process may write the store's logs (a read-only store is still searched and recalled)."""
+        return all(os.access(p, os.W_OK) for p in (self.home, self.layout.logs, self.layout.events) if p.exists())
+
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
@@ -224,6 +245,7 @@ class Substrate:
         ingest_pending(
             self.index, self.transcript, self.memory, self.chunker, out, bar=self._bar, observe=self.events.observe
         )
+        finish_rebuild(self.layout)  # indexed to the end: a reindex a kill interrupted is complete now
 
     def reindex(self) -> IngestReport:
         """Delete every derived store and rebuild it from the transcript and memory files."""
@@ -231,7 +253,8 @@ class Substrate:
         out = IngestReport()
         with self.writer_lock():
             self.close()
-            shutil.rmtree(self.layout.index, ignore_errors=True)
+            if self.layout.index.is_dir():
+                begin_rebuild(self.layout)  # marked first: a kill from here on leaves an index health names
             self.events.reset()  # the inferred events lived in the index folder: read the history again
             self._ingest_locked(out)
         out.seconds = time.perf_counter() - started
@@ -251,7 +274,7 @@ class Substrate:
         """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates.
         Each hit's text has its credentials redacted (``lca.index.redaction``); its pointer leads to the
         verbatim transcript."""
-        return self.index.search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
+        return self._reading_index().search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
 
     def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API
@@ -266,7 +289,7 @@ class Substrate:
         signature = (
             tuple(
                 sorted(
-                    (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                    (e.name, e.stat(follow_symlinks=False).st_mtime_ns, e.stat(follow_symlinks=False).st_size)
                     for e in os.scandir(directory)
                     if e.name.endswith(".md")
                 )
@@ -309,15 +332,16 @@ class Substrate:
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
         config = config or self.recall_config
         hold, mark = config.hold_confidence, config.mark_confidence
+        index, writable = self._reading_index(), self._writable()
         return Recaller(
-            self.index,
+            index,
             memory_files=self.memory_files,
             experience=lambda: self.events.held_counts(self.experience.counts(), hold=hold, mark=mark),
             count_tokens=self.count_tokens,
             count_tokens_many=self.count_tokens_many,
             config=config,
-            log_path=self.layout.recall_log,
-            retrievals=self.retrievals,
+            log_path=self.layout.recall_log if writable and index is self._index else None,
+            retrievals=self.retrievals if writable else RetrievalLog(self.home, record=False),
             entry_meta=self._turns.entry_meta,  # asked with the index's derived ids (lca.derived)
             corrections=lambda: self.events.corrections(hold=hold, mark=mark),
             reply_to=self._turns.reply_to,
@@ -392,7 +416,7 @@ class Substrate:
         index: IndexStore | None = None
         index_error: LCAError | None = None
         try:
-            index = self._open_index()
+            index = self._index_as_it_is()
         except LCAError as exc:  # a damaged catalog, or one of another schema: a failed check, named
             index_error = exc
         return store_health(

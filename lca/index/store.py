@@ -18,6 +18,7 @@ import numpy as np
 from lca.errors import DerivedStoreDamagedError, EmbedderMismatchError, LCAError
 from lca.index.catalog import Catalog
 from lca.index.chunker import sentence_keys
+from lca.index.completeness import SAVED_META, record_saved
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
@@ -105,6 +106,7 @@ class IndexStore:
         embed_retries: int = 2,
         approximate_threshold: int = 200_000,
         retrieval: RetrievalConfig | None = None,
+        catalog_path: Path | None = None,  # the store's catalog unless given (":memory:": a store never indexed)
     ) -> None:
         self.root = Path(root)
         self.embedder = embedder
@@ -118,7 +120,7 @@ class IndexStore:
         self.approximate_threshold = approximate_threshold
         self.layout = StoreLayout(self.root)
         self.dir = self.layout.index
-        self.catalog_ = Catalog(self.layout.catalog)
+        self.catalog_ = Catalog(catalog_path or self.layout.catalog)
         self._vectors: FaissVectorIndex | None = None
         self._lexical: Bm25LexicalIndex | None = None
         self._lexical_dirty = False
@@ -222,6 +224,7 @@ class IndexStore:
         if self.catalog_.get_meta("embedder_id") is None:
             self.catalog_.set_meta("embedder_id", self.embedder.embedder_id)
             self.catalog_.set_meta("dimension", str(self.embedder.dimension))
+            self.catalog_.set_meta(SAVED_META, "")  # nothing saved yet: a kill before the first flush is named
         unique: dict[str, Chunk] = {}
         for chunk in chunks:
             if chunk.chunk_id in unique:
@@ -396,6 +399,7 @@ class IndexStore:
         if self._lexical_dirty or not self.layout.lexical.exists():
             lexical.save(self.layout.lexical)
             self._lexical_dirty = False
+        record_saved(self.catalog_)  # faiss and BM25 now hold this generation (lca.index.completeness)
 
     # ---- read-only views (health reports, benchmarks) ---------------------------------
     def stats(self) -> dict:

@@ -134,7 +134,15 @@ class FaissVectorIndex:
         """The stored vectors of ``ids``, in order (one batched call: a feedback round asks for a hundred)."""
         if len(ids) == 0:
             return np.empty((0, self.dimension), dtype=np.float32)
-        return np.asarray(self.index_.reconstruct_batch(np.asarray(ids, dtype=np.int64)), dtype=np.float32)
+        ids = np.asarray(ids, dtype=np.int64)
+        try:
+            return np.asarray(self.index_.reconstruct_batch(ids), dtype=np.float32)
+        except RuntimeError:  # an id faiss does not hold: a vector a writer has not saved yet reads as zeros
+            out = np.zeros((len(ids), self.dimension), dtype=np.float32)
+            held = np.isin(ids, self.ids())
+            if held.any():
+                out[held] = self.index_.reconstruct_batch(ids[held])
+            return out
 
     def _rebuild(self, *, approximate: bool, extra: tuple[np.ndarray, np.ndarray]) -> None:
         old_ids = self.ids()

@@ -31,7 +31,12 @@ def migrate_under_a_stale_writer(tmp_path: Path, migrations: int) -> tuple[int, 
         refused = threading.Event()
         started = threading.Event()
 
-        def keep_appending(writer: TranscriptStore = writer, n: int = n, refused: threading.Event = refused) -> None:
+        def keep_appending(
+            writer: TranscriptStore = writer,
+            n: int = n,
+            refused: threading.Event = refused,
+            started: threading.Event = started,
+        ) -> None:
             turn = 0
             while True:
                 entry = make_entry(f"writer-{n}", turn, f"said while migration {n} ran, turn {turn}")
