@@ -309,6 +309,23 @@ def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> 
     return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
 
 
+def _docs_redaction(before: BenchmarkResult, after: BenchmarkResult) -> str:
+    """The credential detector's findings on the benchmark files (its false positives) before and after issue 49."""
+    parts = []
+    for name in ("locomo", "longmemeval"):
+        b, a = before.metrics.get(name), after.metrics.get(name)
+        if b is None or a is None:
+            continue
+        parts.append(
+            f"{name}: {b['findings']} findings in {b['turns_with_findings']} of {b['distinct_turns']:,} distinct turns "
+            f"before, {a['findings']} in {a['turns_with_findings']} after"
+        )
+    versus = after.metrics.get("versus_baseline") or {}
+    same = ", ".join(f"{versus[k]} {k}" for k in ("same", "changed", "new", "gone") if k in versus)
+    files = _source("bench-redaction-before.json", "bench-redaction.json")
+    return f"{'; '.join(parts)}; against the earlier findings: {same} ({files}, {_day(after)})"
+
+
 def _docs_index_detector(index: BenchmarkResult) -> str:
     """The change detector's share of one ingest of the reference store, measured inside that ingest."""
     t = index.metrics["transcript_ingest"]
@@ -367,6 +384,7 @@ FIGURES = {
             lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-heldout-consolidation.json"),
         ),
         Figure("events-heldout", ("events-heldout.json",), _docs_events),
+        Figure("redaction", ("bench-redaction-before.json", "bench-redaction.json"), _docs_redaction),
         Figure("events-blind-v2", ("events-blind-v2.json",), lambda r: _docs_events(r, "events-blind-v2.json")),
         Figure(
             "probes-unlabelled-blind-v2",

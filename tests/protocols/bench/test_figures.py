@@ -37,6 +37,7 @@ def test_every_result_file_a_figure_reads_is_a_committed_record():
             "retrieval",
             "retrieval-grid",
             "events",
+            "redaction",
         }
 
 
