@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from lca.errors import LCAError
-from lca.fileio import atomic_write_bytes, fsync_dir, writer_active
+from lca.fileio import atomic_write_bytes, fsync_dir, refuse_link, writer_active
 from lca.index.catalog import Catalog
 from lca.layout import StoreLayout
 
@@ -42,6 +42,7 @@ def rebuild_marker(layout: StoreLayout) -> Path:
 def begin_rebuild(layout: StoreLayout) -> None:
     """Mark the index as being rebuilt (durably, before anything is deleted), then delete the rest of it: the
     catalog first, so a kill mid-way leaves no watermark that vouches for vectors already gone."""
+    refuse_link(layout.index, "nothing was deleted or rebuilt")  # never delete what a link points at
     marker = rebuild_marker(layout)
     started = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "pid": os.getpid()}
     atomic_write_bytes(marker, (json.dumps(started) + "\n").encode())

@@ -121,6 +121,16 @@ def test_a_memory_file_that_is_a_link_is_not_indexed_and_is_reported(home, tmp_p
         assert run(capsys, home, *argv)[0] == 0
 
 
+def test_a_reindex_never_deletes_what_a_linked_index_folder_points_at(home, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    (home / "index").rename(elsewhere)
+    (home / "index").symlink_to(elsewhere)
+    kept = files_of(elsewhere)
+    code, _, err = run(capsys, home, "reindex", "--quiet")
+    assert code == 2 and "index is a symbolic link" in one_error_line(err) and "nothing was deleted" in err
+    assert files_of(elsewhere) == kept
+
+
 # ---- case 7: a kill leaves the old state or one health names and `lca ingest` repairs ----------------------
 KILLED_CHILD = """
 import os, signal, sys
