@@ -31,10 +31,12 @@ from lca.types import HealthCheck, HealthStatus
 
 CHAIN_SEED = hashlib.sha256(b"lca transcript chain v1").hexdigest()
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns: a write to the file moves at least one
-# A state saved this soon after the file's last write is not trusted by its stamp alone: a file system with coarse
-# times (a second on some) gives a second write in the same tick the same stamp, so the file is read (as git does
-# with a racily clean index entry). The next ingest records it again, later, and from then on it is trusted.
+# A state saved this soon after the file's last write is not trusted by its stamp alone: a second write in the same
+# tick of the file system's clock gives the same stamp, so the file is read (as git does with a racily clean index
+# entry); the next ingest records it again, later, and from then on it is trusted. A tick is at most 10 ms where
+# times carry nanoseconds (a kernel's coarse clock), a second or two where they fall on whole seconds.
 RACY_NS = 2_000_000_000
+FINE_RACY_NS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class ChainState:
 
     def vouches_for(self, stat: os.stat_result) -> bool:
         """Whether the file is as recorded without reading it: the same stamp, saved well after its last write."""
-        return self.stamp == stamp_of(stat) and self.saved_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) > RACY_NS
+        window = RACY_NS if stat.st_mtime_ns % 1_000_000_000 == 0 else FINE_RACY_NS
+        return self.stamp == stamp_of(stat) and self.saved_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) > window
 
 
 @dataclass(frozen=True)

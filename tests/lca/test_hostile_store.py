@@ -196,9 +196,12 @@ def test_a_reindex_killed_early_is_named_incomplete_not_an_empty_healthy_index(h
 # ---- case 9: the hash chain over each session file ----------------------------------------------------------
 def test_two_lines_swapped_in_place_are_seen_by_health_and_reindex_starts_the_chain_again(home, capsys, monkeypatch):
     session = home / "sessions" / "s1.jsonl"
+    for window in ("RACY_NS", "FINE_RACY_NS"):  # as if its state was saved in the same clock tick as the write
+        monkeypatch.setattr(transcript_chain, window, 10**18)
     with open_home(home) as s:
-        assert s.health().check("transcript_chain").data["read"] == 1  # just written: read, not trusted by stamp
-    monkeypatch.setattr(transcript_chain, "RACY_NS", -(10**18))  # as if the state was saved long after the write
+        assert s.health().check("transcript_chain").data["read"] == 1  # read, not trusted by its stamp alone
+    for window in ("RACY_NS", "FINE_RACY_NS"):  # as if it was saved long after the write
+        monkeypatch.setattr(transcript_chain, window, -(10**18))
     with open_home(home) as s:
         check = s.health().check("transcript_chain")
     assert check.status is HealthStatus.OK and check.data == {"files": 1, "read": 0, "changed": [], "unrecorded": []}
