@@ -174,7 +174,7 @@ _TOKEN_WORDS = (
 # a named value: quoted (spaces and all), or a run up to a space, quote or semicolon; a comma inside it is
 # kept unless what follows names another field ("pw=a,b" is one value; "pw=a,user=b" two)
 _VALUE = r"""("[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|["'`]?[^\s"'`,;]+(?:,(?![^\s"'`,;]*[=:])[^\s"'`,;]+)*)"""
-_KEY_START = r"(?<![A-Za-z0-9_-])"
+_KEY_START = r"(?<![A-Za-z0-9])"  # a key may follow a hyphen or underscore: "s-xoxb-...", "id_ghp_..."
 
 SECRET_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
@@ -212,12 +212,10 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         ("k_live_", "k_test_"),
         key_like=True,
     ),
-    SecretShape("google-api-key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_\-]{35}"), ("aiza",), key_like=True),
-    SecretShape(
-        "anthropic-key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_\-]{20,}"), ("sk-ant-",), key_like=True
-    ),
-    SecretShape("openai-key", re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_\-]{20,}"), ("sk-",), key_like=True),
-    SecretShape("slack-token", re.compile(r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"), ("xox",)),
+    SecretShape("google-api-key", re.compile(rf"{_KEY_START}AIza[0-9A-Za-z_\-]{{35}}"), ("aiza",), key_like=True),
+    SecretShape("anthropic-key", re.compile(rf"{_KEY_START}sk-ant-[A-Za-z0-9_\-]{{20,}}"), ("sk-ant-",), key_like=True),
+    SecretShape("openai-key", re.compile(rf"{_KEY_START}sk-[A-Za-z0-9_\-]{{20,}}"), ("sk-",), key_like=True),
+    SecretShape("slack-token", re.compile(rf"{_KEY_START}xox[abposr]-[A-Za-z0-9-]{{10,}}"), ("xox",)),
     SecretShape(  # the whole token (detect-secrets' pattern names the prefix as its value); the boundary is
         # looked behind after "gl", so the regex engine can search for the literal
         "gitlab-token",
@@ -250,7 +248,7 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
     ),
     SecretShape(
         "jwt",
-        re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+        re.compile(rf"{_KEY_START}eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{10,}}"),
         ("eyj",),
         key_like=True,
     ),

@@ -298,3 +298,12 @@ def test_no_false_positives_on_the_shipped_scenarios_and_fixtures():
     for path in generated:  # one planted secret per generated scenario, so the detector is shown to find them
         scenarios = len(path.read_text(encoding="utf-8").splitlines())
         assert len(planted_secret_turns(path)) == scenarios, path.name
+
+
+@pytest.mark.parametrize("token", [SLACK, OPENAI, GOOGLE, JWT], ids=["slack", "openai", "google", "jwt"])
+@pytest.mark.parametrize("join", ["-", "_"])
+def test_a_key_after_a_hyphen_or_underscore_is_still_a_key(token, join):
+    """An identifier built around a key ("s-xoxb-...", a session id) hides it from a boundary that wants a word start
+    (issue 49's fuzz run found a Slack token in a session id this way)."""
+    out, findings = redact(f"s{join}{token}")
+    assert findings and token[-12:] not in out
