@@ -18,6 +18,7 @@ from lca.errors import LinkRefusedError, StoreLockedError
 # the advisory locks this process holds, by (thread, device, inode) of the lock file, with their nesting depth:
 # a reentrant taker (a transcript append inside a writer's lock) nests instead of waiting on itself
 _HELD: dict[tuple[int, int, int], int] = {}
+os.register_at_fork(after_in_child=_HELD.clear)  # a forked child is another writer: it takes the lock itself
 
 
 def fsync_dir(path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from hypothesis import given
@@ -78,3 +79,38 @@ def test_json_records_reads_complete_lines_and_skips_what_does_not_decode(tmp_pa
     assert list(json_records(path, path.stat().st_size)) == [{"id": "a"}, {"id": "b"}]
     assert list(json_records(path, 12)) == [{"id": "a"}]  # only the first size bytes are read
     assert list(json_records(path, path.stat().st_size, holding=b'"b"')) == [{"id": "b"}]
+
+
+def test_a_reentrant_taker_nests_in_its_own_threads_lock_and_another_thread_waits(tmp_path):
+    lock = tmp_path / "write.lock"
+    waited: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            with exclusive_lock(lock, timeout=0.05, reentrant=True):
+                pass
+        except StoreLockedError as exc:
+            waited.append(exc)
+
+    with exclusive_lock(lock):
+        with exclusive_lock(lock, timeout=0.05, reentrant=True):  # a transcript append inside a writer's lock
+            thread = threading.Thread(target=other_thread)
+            thread.start()
+            thread.join()
+        with pytest.raises(StoreLockedError):  # a plain taker is another writer, even in this thread
+            with exclusive_lock(lock, timeout=0.05):
+                pass
+    assert len(waited) == 1
+    with exclusive_lock(lock, timeout=0.05, reentrant=True):  # released: taken afresh
+        pass
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_truncated(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "write.lock").symlink_to(outside)
+    with pytest.raises(OSError):
+        with exclusive_lock(tmp_path / "store" / "write.lock", timeout=0.05):
+            pass
+    assert outside.read_text() == "keep me"
