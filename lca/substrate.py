@@ -133,9 +133,10 @@ class Substrate:
             self._index = IndexStore(self.home, self.embedder, **self.index_params)
         return self._index
 
-    def _reading_index(self) -> IndexStore:
-        """The index for a search or a recall, refused in one line when a write killed part way left it incomplete
-        (``lca.index.completeness``; ``lca ingest`` completes it)."""
+    def searchable_index(self) -> IndexStore:
+        """The index for a read (search, recall, calibrating the floor), refused in one line when a write killed part
+        way left it incomplete (``lca.index.completeness``; ``lca ingest`` completes it); a store never indexed is
+        read through an empty catalog in memory, so a read creates nothing."""
         settings_error = self._settings_errors.get("retrieval")
         if settings_error is not None:
             raise settings_error
@@ -274,7 +275,7 @@ class Substrate:
         """The store's ranking (``lca.retrieval``), the one recall re-weighs; ``as_of`` reads relative dates.
         Each hit's text has its credentials redacted (``lca.index.redaction``); its pointer leads to the
         verbatim transcript."""
-        return self._reading_index().search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
+        return self.searchable_index().search(query, k=k, mode=mode, pool=pool, as_of=as_of, config=config)
 
     def memory_files(self) -> dict[str, MemoryFile]:
         """Loaded memory files by id. Reloaded when the folder changes (every write through the API
@@ -332,7 +333,7 @@ class Substrate:
     def recaller(self, config: RecallConfig | None = None) -> Recaller:
         config = config or self.recall_config
         hold, mark = config.hold_confidence, config.mark_confidence
-        index, writable = self._reading_index(), self._writable()
+        index, writable = self.searchable_index(), self._writable()
         return Recaller(
             index,
             memory_files=self.memory_files,

@@ -237,7 +237,7 @@ def cmd_calibrate_floor(args: argparse.Namespace) -> int:
     queries_path = Path(args.queries) if args.queries else SHIPPED_OFF_TOPIC_QUERIES
     with common.open_store(args) as substrate:
         result = calibrate_floor(
-            substrate.index, load_queries(queries_path), positives=args.positives, quantile=args.quantile
+            substrate.searchable_index(), load_queries(queries_path), positives=args.positives, quantile=args.quantile
         )
         if args.write:
             substrate.save_recall_setting("floor", result.floor)

@@ -289,7 +289,7 @@ def test_reading_commands_create_nothing_in_a_folder_that_holds_only_sessions(tm
     (bare / "sessions").mkdir(parents=True)
     (bare / "sessions" / "s1.jsonl").write_bytes((home / "sessions" / "s1.jsonl").read_bytes())
     before = files_of(bare)
-    for argv in (("search", "pottery"), ("recall", "pottery"), ("health",), ("health", "--json")):
+    for argv in (("search", "pottery"), ("recall", "pottery"), ("health",), ("health", "--json"), ("calibrate-floor",)):
         code, out, _ = run(capsys, bare, *argv)
         assert code in (0, 1) and files_of(bare) == before, argv
     code, out, _ = run(capsys, bare, "health")
