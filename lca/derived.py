@@ -81,14 +81,17 @@ class DerivedTurnLookups:
 
     def turn(self, session_id: str, entry_id: str) -> tuple[str, str]:
         """The transcript's own (session, entry) ids for derived ones (themselves when nothing was redacted)."""
-        if not (holds_redaction(session_id) or holds_redaction(entry_id)):
-            return session_id, entry_id
-        session = real_id(session_id, self.transcript.session_ids()) or session_id
+        session = self._session(session_id)
         if not holds_redaction(entry_id):
             return session, entry_id
         path = self.transcript.session_path(session)
         entries = self.transcript.read(session).entries if path.exists() else ()
         return session, real_id(entry_id, (e.id for e in entries)) or entry_id
+
+    def _session(self, session_id: str) -> str:
+        if not holds_redaction(session_id):  # the transcript's folder is listed only for a derived id
+            return session_id
+        return real_id(session_id, self.transcript.session_ids()) or session_id
 
     def entry_meta(self, session_id: str, entry_id: str) -> Mapping[str, Any]:
         return self.transcript.entry_meta(*self.turn(session_id, entry_id))
@@ -98,8 +101,7 @@ class DerivedTurnLookups:
         return None if reply is None else derived_id(reply)
 
     def agent_turns(self, session_id: str) -> frozenset[str]:
-        real = real_id(session_id, self.transcript.session_ids()) or session_id
-        ids = self.transcript.agent_turns(real)
+        ids = self.transcript.agent_turns(self._session(session_id))
         cached = self._agent.get(session_id)
         if cached is None or cached[0] is not ids:  # the transcript keeps one set while the file does not grow
             cached = self._agent[session_id] = (ids, frozenset(map(derived_id, ids)))

@@ -156,6 +156,20 @@ def test_a_derived_pointer_still_leads_to_the_verbatim_turn(hostile_ids):
     assert derived_id("conv-26_session_1:3") == "conv-26_session_1:3"  # an id without a credential is itself
 
 
+def test_ids_without_a_credential_are_looked_up_without_listing_the_transcript(hostile_ids):
+    """Recall asks these for every candidate: only a derived id may cost a listing of the sessions."""
+    s = hostile_ids
+    listed = []
+    transcript = s.transcript
+    original = transcript.session_ids
+    transcript.session_ids = lambda: listed.append(1) or original()  # type: ignore[method-assign]
+    turns = DerivedTurnLookups(transcript)
+    turns.agent_turns("plain"), turns.entry_meta("plain", "plain:1"), turns.reply_to("plain", "plain:1")
+    assert listed == []
+    turns.agent_turns(derived_id(SESSION))
+    assert listed == [1]
+
+
 def test_mapping_keys_are_derived_in_the_ledger_and_cycle_reports(tmp_path):
     from lca.consolidation.records import ConsolidationResult
     from lca.ledger import Ledger
