@@ -100,11 +100,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     with common.open_store(args) as substrate:
         as_of = datetime.fromtimestamp(common.moment(args.as_of), UTC) if args.as_of else datetime.now(UTC)
         hits = substrate.search(args.query, k=args.k, mode=args.mode, as_of=as_of)
+        from lca.derived import derived_text
+
         if args.json:
             print(
                 json.dumps(
                     {
-                        "query": args.query,
+                        "query": derived_text(args.query),  # a key typed into a query is not echoed
                         "mode": args.mode,
                         "embedder": substrate.embedder.embedder_id,
                         "hits": [h.to_dict() for h in hits],
@@ -166,11 +168,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     with common.open_store(args) as substrate:
         result = substrate.recall(context, config=config)
+        from lca.derived import derived_text
+
         if args.json:
             print(
                 json.dumps(
                     {
-                        "query": args.query,
+                        "query": derived_text(args.query),  # a key typed into a query is not echoed
                         "policy": result.policy,
                         "action": result.action,
                         "tokens": result.tokens,

@@ -52,3 +52,17 @@ def test_a_missing_file_named_by_an_option_is_one_line_without_errno(tmp_path, c
     code = cli.main([*argv, str(missing), "--store", str(store)])
     err = one_line_error(capsys)
     assert code == 2 and f"{missing}: no such file or directory" in err and "Errno" not in err
+
+
+@pytest.mark.parametrize("command", ["search", "recall"])
+def test_a_key_typed_into_a_query_is_not_echoed_by_json_output(tmp_path, capsys, monkeypatch, command):
+    from tests.fakes import FakeHashingEmbedder
+
+    monkeypatch.setattr("lca.index.embedders.SentenceTransformerEmbedder", lambda *a, **k: FakeHashingEmbedder())
+    store = tmp_path / "store"
+    assert cli.main(["ingest", "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    key = "ghp_" + "Zq4xT9" * 6
+    assert cli.main([command, f"why does {key} fail", "--store", str(store), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert key not in out and "[REDACTED:" in out
