@@ -108,8 +108,9 @@ def at_least(value: int | None, minimum: int, *, flag: str) -> None:
 
 def os_error_line(exc: OSError) -> str:
     """An operating-system error as ``PATH: what went wrong`` ("nope.yaml: no such file or directory")."""
-    what = (exc.strerror or type(exc).__name__).lower()
-    return f"{exc.filename}: {what}" if exc.filename else what
+    if exc.strerror is None:  # raised with a message of its own ("nope.json: no such file"): that message
+        return str(exc) or type(exc).__name__
+    return f"{exc.filename}: {exc.strerror.lower()}" if exc.filename else exc.strerror.lower()
 
 
 def print_error(message: object) -> int:
