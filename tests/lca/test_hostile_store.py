@@ -29,16 +29,9 @@ from lca.types import HealthStatus
 from tests.conftest import make_entry
 from tests.conftest import make_fact as fact
 from tests.fakes import FakeHashingEmbedder
-from tests.lca.test_health_integrity import READ_ONLY_CHILD, _as_unprivileged
+from tests.lca.test_health_integrity import LINES, READ_ONLY_CHILD, _as_unprivileged
 
 REPO = Path(__file__).resolve().parents[2]
-LINES = [
-    "Ana's pottery class teacher is Clara.",
-    "Clara moved to Lisbon for a visa.",
-    "Ana sprained her wrist climbing.",
-    "They ate custard tarts in Belem.",
-    "The cat is called Pebble.",
-]
 LATER = [f"A later turn {n} about the harbour ferry timetable." for n in range(1, 7)]
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -22,16 +20,7 @@ from protocols.study import (
     record_deviation,
     require_locked,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-PILOT = REPO / "preregistration" / "hollow_copy_pilot.yaml"
-
-
-@pytest.fixture
-def study(tmp_path) -> Path:
-    path = tmp_path / PILOT.name
-    shutil.copyfile(PILOT, path)
-    return path
+from tests.study.conftest import PILOT
 
 
 def lca(capsys, *args: str) -> tuple[int, str, str]:

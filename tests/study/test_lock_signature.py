@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -16,16 +15,6 @@ from lca.errors import LCAError
 from lca.signing import SigningError, generate_key
 from protocols.cli import main
 from protocols.study.lock import lock_path, lock_signature, lock_study, signature_path
-
-REPO = Path(__file__).resolve().parents[2]
-PILOT = REPO / "preregistration" / "hollow_copy_pilot.yaml"
-
-
-@pytest.fixture
-def study(tmp_path) -> Path:
-    path = tmp_path / PILOT.name
-    shutil.copyfile(PILOT, path)
-    return path
 
 
 @pytest.fixture
