@@ -48,6 +48,8 @@ from lca.bundle_trust import (
     inside,
     reach,
     read_manifest_bytes,
+    restored_path,
+    shipped_path,
     sign_bundle,
     walk_files,
 )
@@ -176,8 +178,9 @@ def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None,
     for relative, path in list(walk_files(layout.root, shipped=lambda r: part_of(r) is not None)):
         part = part_of(relative)  # the walk refused every link and special file before the first copy
         assert part is not None
-        digest, size = copy_hashing(path, out / part / relative)
-        files.append(BundleFile(part, relative, digest, size))
+        named = shipped_path(relative)
+        digest, size = copy_hashing(path, out / part / named)
+        files.append(BundleFile(part, named, digest, size))
     parent = next((d[len("bundle:") :] for d in reversed(authority.descent) if d.startswith("bundle:")), None)
     draft = Manifest(
         "",
@@ -284,8 +287,14 @@ def import_bundle(
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.importing-", dir=target.parent))
     try:
+        placed: set[str] = set()
         for entry in manifest.files:
-            digest, size = copy_hashing(reach(bundle / entry.part, entry.path), staging / entry.path)
+            source = reach(bundle / entry.part, entry.path)
+            destination = restored_path(entry.path, source)
+            if destination in placed:
+                raise BundleError(f"{source}: a second file for {destination!r} (one session, one file)")
+            placed.add(destination)
+            digest, size = copy_hashing(source, staging / destination)
             if (digest, size) != (entry.sha256, entry.bytes):  # changed between the check and the copy
                 raise BundleError(f"{bundle / entry.part / entry.path}: changed while it was imported")
         descent = (*manifest.descent, f"agent:{manifest.agent_id}", f"bundle:{manifest.bundle_id}")

@@ -21,8 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lca import signing
+from lca.derived import derived_file_name
 from lca.errors import LCAError
 from lca.fileio import atomic_write_bytes
+from lca.layout import StoreLayout
 
 MANIFEST = "manifest.json"
 SIGNATURE = "signature.json"
@@ -48,6 +50,40 @@ def checked_path(value: object, where: Path) -> str:
     if any(name in ("", ".", "..") for name in value.split("/")):
         raise BundleError(f"{where}: file {shown!r} is not a normalized path inside the bundle (no '..', '.', '//')")
     return value
+
+
+def shipped_path(relative: str) -> str:
+    """A store path as a bundle names it: each name through ``lca.derived.derived_id``, so a credential in a
+    session id (which names its session file) or in a file name reaches neither the manifest nor the bundle's
+    file names. A path without one is unchanged; ``restored_path`` undoes the renaming of a session file."""
+    return "/".join(derived_file_name(name) for name in relative.split("/"))
+
+
+def restored_path(relative: str, source: Path) -> str:
+    """Where a shipped file goes in the new store: a session file ``shipped_path`` renamed takes back its real
+    name, the one the session id its lines carry gives it, when that name ships as the name it came under (so a
+    bundle cannot steer a file anywhere but to its own session). Any other file keeps the name it shipped under:
+    a credential in a memory file's name is not carried over."""
+    folder, _, name = relative.partition("/")
+    if folder != "sessions" or "/" in name:
+        return relative
+    for session_id in _session_ids_in(source):
+        real = StoreLayout(".").session_file(session_id).name
+        if real != name and derived_file_name(real) == name:
+            return f"sessions/{real}"
+    return relative
+
+
+def _session_ids_in(path: Path, *, lines: int = 64) -> Iterator[str]:
+    """The session ids the first lines of a session file carry (a line that does not parse is passed over)."""
+    with open(path, "rb") as handle:
+        for _, raw in zip(range(lines), handle, strict=False):
+            try:
+                value = json.loads(raw).get("session_id")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(value, str) and value:
+                yield value
 
 
 def check_listing(where: Path, entries: Iterable[tuple[str, str]], part_of: Callable[[str], str | None]) -> None:

@@ -23,6 +23,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, unquote
 
 from lca.secrets import holds_redaction, redact, redacted
 
@@ -41,6 +42,20 @@ def derived_id(value: str) -> str:
     if not findings:
         return value
     return f"{shown}{DIGEST_MARK}{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+def derived_file_name(name: str, *, room: int = 240) -> str:
+    """A file name as a derived store or a bundle names it: ``derived_id`` of the name unquoted (a session
+    file's name is its id percent-quoted, which would hide a URL's password from the detector) and quoted
+    again, or, when that would not fit in ``room`` bytes (a name full of short secrets), a marker and a digest."""
+    plain = unquote(name)
+    shown = derived_id(plain)
+    if shown == plain:
+        return name
+    shown = quote(shown, safe="[]:~")
+    if len(shown.encode("utf-8", "surrogatepass")) <= room:
+        return shown
+    return f"redacted{DIGEST_MARK}{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def derived_tree(value: Any) -> Any:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from lca.derived import derived_file_name
 from lca.fileio import write_all
 from lca.layout import StoreLayout
 from lca.types import HealthCheck, HealthStatus
@@ -90,7 +91,7 @@ class ChainBook:
         self.dir = layout.index / "chains"
 
     def path_for(self, session_file: Path) -> Path:
-        return self.dir / f"{session_file.name}.json"
+        return self.dir / f"{derived_file_name(session_file.name)}.json"  # derived: no credential a session id holds
 
     def load(self, session_file: Path) -> ChainState | None:
         """The recorded state, or None (none recorded, or unreadable: it is derived, and recorded again)."""

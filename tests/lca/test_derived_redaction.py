@@ -139,6 +139,54 @@ def test_identifier_fields_reach_no_derived_store_or_output(hostile_ids):
     assert s.health().check("redaction").status.value == "ok"
 
 
+def names_holding(root: Path, needles: list[str], *, skip: tuple[str, ...] = ("sessions",)) -> list[str]:
+    """Paths under ``root`` (but the folders in ``skip``) whose name holds a needle."""
+    return [
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.relative_to(root).parts[0] not in skip and any(n in p.name for n in needles)
+    ]
+
+
+def test_a_session_id_holding_a_credential_names_no_derived_file_and_no_bundle_path(hostile_ids, tmp_path):
+    """The session file's name is the transcript's (it is the session id); its hash chain, a bundle's file names
+    and its manifest are derived, and an import gives the session file its real name back."""
+    from lca.bundle import export_bundle, import_bundle, verify_bundle
+
+    s = hostile_ids
+    assert s.health().check("transcript_chain").status.value == "ok"
+    assert names_holding(s.layout.root, [GITHUB, STRIPE]) == []  # index/chains once named the session file
+    assert s.layout.session_file(SESSION).exists()
+    manifest = export_bundle(s.layout.root, tmp_path / "bundle")
+    shipped = tmp_path / "bundle"
+    assert names_holding(shipped, [GITHUB, STRIPE], skip=()) == []
+    assert GITHUB not in (shipped / "manifest.json").read_text() and STRIPE not in (shipped / "manifest.json").read_text()
+    assert any("[REDACTED:github-token]" in f.path for f in manifest.files)
+    verify_bundle(shipped)
+    import_bundle(shipped, tmp_path / "copy")
+    with Substrate(tmp_path / "copy", embedder=FakeHashingEmbedder()) as copy:
+        assert sorted(copy.transcript.session_ids()) == sorted(s.transcript.session_ids())
+        assert [e.content for e in copy.transcript.read(SESSION).entries] == [
+            e.content for e in s.transcript.read(SESSION).entries
+        ]
+        assert copy.health().check("transcript_chain").status.value == "ok"
+
+
+def test_a_bundle_cannot_steer_a_session_file_to_another_sessions_name(hostile_ids, tmp_path):
+    """A session file restores only to the name that ships as its own: lines claiming another session keep the
+    file where the manifest put it."""
+    import shutil
+
+    from lca.bundle_trust import restored_path
+
+    src = hostile_ids.layout.session_file(SESSION)
+    shutil.copy(src, tmp_path / "x.jsonl")
+    assert restored_path("sessions/x.jsonl", tmp_path / "x.jsonl") == "sessions/x.jsonl"
+    shipped = f"sessions/{derived_id(src.name)}"
+    assert restored_path(shipped, tmp_path / "x.jsonl") == f"sessions/{src.name}"
+    assert restored_path(f"memory/{derived_id(src.name)}", tmp_path / "x.jsonl").startswith("memory/")
+
+
 def test_a_derived_pointer_still_leads_to_the_verbatim_turn(hostile_ids):
     s = hostile_ids
     hit = next(h for h in s.search("rota moves Fridays", k=10) if "moves" in h.text)

@@ -1,7 +1,8 @@
 """Issue 49's fuzz run: generated hostile transcripts, memory files, bundles and command lines (2,000 examples in
 all, ``hypothesis``), each against a fresh store through the command line a user runs. Every example must give
 no traceback, write nothing outside its store, and leave no planted credential in any derived byte (catalog,
-faiss, BM25, logs, ledger, reports, bundles' manifests, stdout, stderr). The verbatim transcript (``sessions/``),
+faiss, BM25, logs, ledger, reports, bundles' manifests and file names, every derived file's name, stdout, stderr).
+The verbatim transcript (``sessions/``, whose file names are its session ids),
 the quarantined raw lines and the user's own memory files are the inputs themselves and are not scanned."""
 
 from __future__ import annotations
@@ -147,10 +148,11 @@ class Sandbox:
             if path.is_symlink() or not path.is_file() or path in inputs or self.inputs in path.parents:
                 continue
             relative = path.relative_to(self.root).as_posix()
-            if relative.startswith(("store/sessions/", "outside")) or path.suffix == ".bin":
-                continue  # the verbatim transcript and quarantined raw lines are what they redact from
-            if "/sessions/" in relative and relative.endswith(".jsonl") and "bundle" in relative:
-                continue  # a bundle's copy of the transcript is the transcript
+            if relative.startswith(("store/sessions/", "outside")):
+                continue  # the verbatim transcript (its file names are its session ids) is what they redact from
+            out.append((f"the name {relative}", relative.encode("utf-8", "surrogateescape")))  # names are derived too
+            if path.suffix == ".bin" or ("/sessions/" in relative and "bundle" in relative):
+                continue  # quarantined raw lines and a bundle's copy of the transcript are the transcript's bytes
             out.append((relative, path.read_bytes()))
         return out
 
@@ -229,9 +231,11 @@ def test_hostile_transcripts(case):
         path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
         before = box.snapshot()
         box.run("ingest", str(path), "--store", str(box.store), "--quiet")
+        exported = box.root / "export.bundle"
         if box.store.exists():
             read_everything(box)
-        box.assert_clean(needles, before)
+            box.run("bundle", "export", str(exported), "--store", str(box.store), "--quiet")
+        box.assert_clean(needles, before, made=(exported,))
     finally:
         box.close()
 
