@@ -32,7 +32,7 @@ from lca.health_checks import (
     read_quarantine_log,
     record_key,
 )
-from lca.health_store import chain_check, index_state_check, link_check
+from lca.health_store import chain_check, index_state_check, link_check, recall_log_check
 from lca.identity import IdentityStore
 from lca.index import redaction
 from lca.index.chunker import indexed
@@ -43,6 +43,7 @@ from lca.ledger import Ledger
 from lca.memory import MemoryStore
 from lca.ports import Embedder
 from lca.provenance import code_version
+from lca.recall_log import RecallLog
 from lca.secrets import detector_fingerprint
 from lca.transcript import QuarantineRecord, TranscriptStore
 from lca.types import HealthCheck, HealthReport, HealthStatus, TranscriptEntry
@@ -76,6 +77,7 @@ def store_health(
     index_error: LCAError | None = None,
     settings_errors: Sequence[LCAError] = (),
     events: Any = None,
+    recall_log: RecallLog | None = None,
 ) -> HealthReport:
     """Every check over one store, from the stores themselves (the facade, lca.substrate, hands them over).
     ``index`` is None when it could not be opened (``index_error`` says why): its checks become one failure."""
@@ -130,6 +132,7 @@ def store_health(
     )
     checks.append(chain_check(layout, [transcript.session_path(s) for s in transcript.session_ids()]))
     checks.append(link_check(layout))
+    checks.append(recall_log_check(recall_log or RecallLog(layout.recall_log)))
     quarantined, q_bytes = quarantine_check(layout, acknowledged)
     checks.append(quarantined)
 

@@ -16,6 +16,7 @@ import numpy as np
 from lca.index.catalog import Catalog
 from lca.index.completeness import incomplete_reason
 from lca.layout import StoreLayout
+from lca.recall_log import RecallLog
 from lca.transcript_chain import chain_check
 from lca.types import HealthCheck, HealthStatus
 
@@ -68,3 +69,24 @@ def index_state_check(
     return HealthCheck(
         "index_complete", HealthStatus.OK, "every write to the index finished", {"complete": True, "reason": None}
     )
+
+
+def recall_log_check(log: RecallLog) -> HealthCheck:
+    """The recall log's size against its bound (``lca.recall_log``): over it only when the bound was lowered or
+    a log from before rotation is still whole; the next recall rotates it."""
+    size = log.size()
+    data = {
+        "bytes": size.bytes,
+        "max_bytes": size.max_bytes,
+        "segments": size.segments,
+        "dropped_segments": size.dropped_segments,
+    }
+    detail = (
+        f"{size.bytes / 2**20:.1f} MiB of {size.max_bytes / 2**20:.0f} MiB in {size.segments} compacted segment(s)"
+        f" and the active file; {size.dropped_segments} old segment(s) dropped"
+    )
+    if size.bytes > size.max_bytes:
+        return HealthCheck(
+            "recall_log", HealthStatus.WARN, detail + "; over its bound until the next recall rotates it", data
+        )
+    return HealthCheck("recall_log", HealthStatus.OK, detail, data)

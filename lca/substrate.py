@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.activation import RetrievalLog
+from lca.authority import read_authority
 from lca.change_detector import StructuralChangeDetector
 from lca.consolidation import ConsolidationConfig, ConsolidationResult, Consolidator, CycleStores
 from lca.derived import DerivedTurnLookups
@@ -38,6 +39,7 @@ from lca.ledger import Ledger
 from lca.memory import MemoryFile, MemoryStore
 from lca.ports import Embedder, TextGenerator
 from lca.recall import RecallConfig, RecallContext, Recaller, RecallResult
+from lca.recall_log import RecallLog
 from lca.retrieval import RetrievalConfig
 from lca.transcript import AppendResult, TranscriptConflictError, TranscriptStore, check_new_entry
 from lca.types import HealthReport, SearchHit, TranscriptEntry
@@ -154,6 +156,14 @@ class Substrate:
     def _writable(self) -> bool:
         """Whether this process may write the store's logs (a read-only store is still searched and recalled)."""
         return all(os.access(p, os.W_OK) for p in (self.home, self.layout.logs, self.layout.events) if p.exists())
+
+    def _holds_authority(self) -> bool:
+        """Not a replica and not handed on: only the agent's own store logs its recalls (what a cycle learns from)."""
+        try:
+            record = read_authority(self.home)
+        except LCAError:
+            return False
+        return record is None or record.state == "active"
 
     def close(self) -> None:
         if self._index is not None:
@@ -341,7 +351,7 @@ class Substrate:
             count_tokens=self.count_tokens,
             count_tokens_many=self.count_tokens_many,
             config=config,
-            log_path=self.layout.recall_log if writable and index is self._index else None,
+            log=self.recall_log(config) if writable and index is self._index and self._holds_authority() else None,
             retrievals=self.retrievals if writable else RetrievalLog(self.home, record=False),
             entry_meta=self._turns.entry_meta,  # asked with the index's derived ids (lca.derived)
             corrections=lambda: self.events.corrections(hold=hold, mark=mark),
@@ -349,6 +359,10 @@ class Substrate:
             agent_turns=self._turns.agent_turns,
             replacements=lambda: self.events.replacements(hold=hold, mark=mark),
         )
+
+    def recall_log(self, config: RecallConfig | None = None) -> RecallLog:
+        """The store's recall log, bounded by ``log_max_bytes`` of the recall settings (``lca.recall_log``)."""
+        return RecallLog(self.layout.recall_log, max_bytes=(config or self.recall_config).log_max_bytes)
 
     # ---- replacement events (lca.events) --------------------------------------------
     def decide_event(self, event_id: str, decision: str, *, by: str, reason: str = "") -> ReplacementEvent:
@@ -432,6 +446,7 @@ class Substrate:
             index_error=index_error,
             settings_errors=tuple(self._settings_errors.values()),
             events=self.events,
+            recall_log=self.recall_log(),
         )
 
     # ---- progress ----------------------------------------------------------------

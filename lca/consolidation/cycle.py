@@ -49,11 +49,12 @@ from lca.consolidation.writing import PlanWriter
 from lca.continuation import echoes
 from lca.errors import LCAError
 from lca.experience import count_on_memory, experience_of, source_key, turn_event
-from lca.fileio import atomic_write_bytes, lines_backwards
+from lca.fileio import atomic_write_bytes
 from lca.ledger import LearnedState, hypothesis_id, key_terms
 from lca.memory import SchemaRef
 from lca.ports import TextGenerator
 from lca.recall import RecallContext
+from lca.recall_log import RecallLog
 from lca.secrets import redacted
 from lca.token_windows import windows_by_tokens
 from lca.types import EntryKind, TranscriptEntry, as_utc
@@ -354,9 +355,7 @@ class Consolidator:
         older than ``since`` by ``LOG_CLOCK_SLACK_S``: a cycle reads what was logged since the last one, not the
         whole log (about 24 KB a recall), which a long-running agent's log would make grow without bound."""
         out: set[str] = set()
-        if not path.exists():
-            return out
-        for line in lines_backwards(path):
+        for line in RecallLog(path).lines_backwards():  # across the rotated segments (lca.recall_log)
             try:
                 record = json.loads(line)
             except ValueError:

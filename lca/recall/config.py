@@ -11,6 +11,7 @@ from typing import Any
 from lca.errors import RecordFormatError
 from lca.params import ParameterError
 from lca.recall.floor import FLOOR_MODES
+from lca.recall_log import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from lca.retrieval.config import RetrievalConfig
 
 DEFAULT_AUTHORITY = {
@@ -113,6 +114,9 @@ class RecallConfig:
     wildcard_mode: str = "precision"  # precision (none) | balanced | explore: share of slots for dormant records
     authority_table: Mapping[str, float] | None = None  # overrides DEFAULT_AUTHORITY rows
     retrieval: RetrievalConfig | None = None  # the ranking S comes from; None: the store's own (retrieval.yaml)
+    log_max_bytes: int = (
+        DEFAULT_MAX_BYTES  # the recall log's bound (lca.recall_log): rotated, compacted, oldest dropped
+    )
 
     def __post_init__(self) -> None:
         checks = {
@@ -172,6 +176,15 @@ class RecallConfig:
         if self.retrieval is not None and not isinstance(self.retrieval, RetrievalConfig):
             raise RecordFormatError(
                 f"expected a RetrievalConfig, got {type(self.retrieval).__name__}", field="retrieval"
+            )
+        if (
+            isinstance(self.log_max_bytes, bool)
+            or not isinstance(self.log_max_bytes, int)
+            or (self.log_max_bytes < MIN_MAX_BYTES)
+        ):
+            raise RecordFormatError(
+                f"must be an integer of at least {MIN_MAX_BYTES} bytes, got {self.log_max_bytes!r}",
+                field="log_max_bytes",
             )
         if self.policy not in POLICIES:
             raise RecordFormatError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}", field="policy")

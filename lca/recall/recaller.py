@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +42,7 @@ from lca.recall.terms import (
     temporal_term,
 )
 from lca.recall.tokens import TokenTally
+from lca.recall_log import RecallLog
 from lca.secrets import holds_redaction
 from lca.temporal_anchor import TemporalAnchor
 from lca.types import SourceType, as_utc
@@ -70,7 +69,7 @@ class Recaller:
         count_tokens: Callable[[str], int],
         count_tokens_many: Callable[[Sequence[str]], list[int]] | None = None,
         config: RecallConfig | None = None,
-        log_path: Path | None = None,
+        log: RecallLog | None = None,
         retrievals=None,
         entry_meta: Callable[[str, str], Mapping[str, Any]] | None = None,
         corrections: Callable[[], Mapping[str, Sequence[str]]] | None = None,
@@ -93,7 +92,7 @@ class Recaller:
         self.count_tokens = count_tokens
         self.count_tokens_many = count_tokens_many
         self.config = config or RecallConfig()
-        self.log_path = log_path
+        self.log = log  # lca.recall_log: bounded, rotated
         self._floor: StoreFloor | None = None  # the floor the last recall applied
         self._store_in_pool = False  # the last search returned the whole store
         self._in_project: set[str] = set()  # the last recall's candidates said in the project it was asked in
@@ -590,10 +589,8 @@ class Recaller:
             whole_history_why=self._whole_why,
             fallback=self._fallback,
         )
-        if self.log_path is not None:  # one JSONL record per recall, one row per candidate
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(log_record(result, cfg.weights, cfg.floor)) + "\n")
+        if self.log is not None:  # one JSONL record per recall, one row per candidate
+            self.log.append(log_record(result, cfg.weights, cfg.floor))
         if self.retrievals is not None and items:
             shape = query_shape(self._query_vector) if self._query_vector is not None else 0
             self.retrievals.record(Access(i.source, time.time(), shape, i.wildcard) for i in items)

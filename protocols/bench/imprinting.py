@@ -76,19 +76,22 @@ def leaves_no_trace(home: Path) -> Iterator[None]:
     """Probes at a checkpoint leave the store as they found it: the recall and retrieval logs (what a later cycle
     or the activation term would learn from) are cut back to their length before."""
     from lca.layout import StoreLayout
+    from lca.recall_log import RecallLog
 
     layout = StoreLayout(home)
-    paths = (layout.recall_log, layout.retrieval_log)
-    sizes = {p: (p.stat().st_size if p.exists() else None) for p in paths}
+    recall_log = RecallLog(layout.recall_log)  # rewound across a rotation the probes may have caused
+    recall_state = recall_log.state()
+    path = layout.retrieval_log
+    size = path.stat().st_size if path.exists() else None
     try:
         yield
     finally:
-        for path, size in sizes.items():
-            if size is None:
-                path.unlink(missing_ok=True)
-            elif path.exists():
-                with open(path, "r+b") as handle:
-                    handle.truncate(size)
+        recall_log.rewind(recall_state)
+        if size is None:
+            path.unlink(missing_ok=True)
+        elif path.exists():
+            with open(path, "r+b") as handle:
+                handle.truncate(size)
 
 
 def lesson_experience(substrate: Any, evidence: Sequence[str], mistakes: Sequence[str]) -> dict[str, Any]:
