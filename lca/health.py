@@ -17,6 +17,7 @@ from typing import Any
 
 from lca.derived import derived_id, derived_message, derived_tree
 from lca.errors import DerivedStoreDamagedError, LCAError, RecordFormatError
+from lca.forget import forgotten_check
 from lca.health_checks import (
     ACKNOWLEDGED_FILE,
     TORN_REASON,
@@ -424,6 +425,7 @@ def _index_checks(index: IndexStore, embedder: Embedder, view: _TranscriptView) 
         )
     data = {"state": held, "detector": detector_fingerprint(), "credentials": found}
     checks.append(HealthCheck("redaction", FAIL if found else OK, detail, data))
+    checks.append(forgotten_check(index.layout, (v for _, v in index.catalog_.stored_values(texts=True))))
 
     # consistency: index vs catalog vs transcript
     consistency = index.consistency()

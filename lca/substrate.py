@@ -28,6 +28,7 @@ from lca.errors import LCAError, RecordFormatError
 from lca.events import EventBook, ReplacementEvent
 from lca.experience import ExperienceLog, experience_of, turn_events
 from lca.fileio import atomic_write_bytes, exclusive_lock
+from lca.forget import ForgetReport, ForgetRequest, forget
 from lca.health import acknowledge_quarantine, store_health
 from lca.importers import ImportedSession, ImportReport
 from lca.index.chunker import Chunker
@@ -363,6 +364,11 @@ class Substrate:
     def recall_log(self, config: RecallConfig | None = None) -> RecallLog:
         """The store's recall log, bounded by ``log_max_bytes`` of the recall settings (``lca.recall_log``)."""
         return RecallLog(self.layout.recall_log, max_bytes=(config or self.recall_config).log_max_bytes)
+
+    def forget(self, request: ForgetRequest, *, by: str, why: str, dry_run: bool = False) -> ForgetReport:
+        """Tombstone the selected entries in the transcript and drop or rebuild everything derived from them
+        (``lca.forget``): the one rewrite of history, recorded in the tombstones and checked by health."""
+        return forget(self, request, by=by, why=why, dry_run=dry_run)
 
     # ---- replacement events (lca.events) --------------------------------------------
     def decide_event(self, event_id: str, decision: str, *, by: str, reason: str = "") -> ReplacementEvent:

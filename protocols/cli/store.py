@@ -288,6 +288,34 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    from lca.forget import ForgetRequest
+
+    request = ForgetRequest(
+        entries=tuple(args.entry or ()),
+        session=args.session,
+        since=datetime.fromtimestamp(common.moment(args.since), UTC) if args.since else None,
+        until=datetime.fromtimestamp(common.moment(args.until), UTC) if args.until else None,
+        matching=args.matching,
+    )
+    with common.open_store(args, progress=not args.quiet and not args.json) as substrate:
+        report = substrate.forget(request, by=args.by, why=args.why, dry_run=args.dry_run)
+        if args.json:
+            common.show(json.dumps(report.to_dict(), indent=2))
+            return 0
+        verb = "would forget" if report.dry_run else "forgot"
+        common.show(f"store {substrate.home}: {verb} {len(report.tombstones)} entr(y/ies)")
+        for stone in report.tombstones:
+            common.show(f"  {stone['session']}#{stone['entry']}  sha256 {stone['removed_sha256'][:16]}")
+        if not report.dry_run:
+            common.show(
+                f"  memory files removed: {len(report.memory_files_removed)}; derived files rewritten: "
+                f"{len(report.derived_files_rewritten)}; quarantined lines removed: "
+                f"{report.quarantined_lines_removed}; index rebuilt"
+            )
+        return 0
+
+
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ingest",
@@ -400,6 +428,26 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         "failed (their bytes stay in quarantine/; later ones still count)",
     )
     p.set_defaults(func=cmd_health)
+
+    p = sub.add_parser(
+        "forget",
+        parents=[common_args],
+        help="remove entries from the transcript (tombstones) and from everything derived from them",
+        description="Replace the selected entries with tombstones (who, when, why, a hash of what was removed), "
+        "drop the memory files and derived records resting on them, and rebuild the index. Selectors combine: "
+        "an entry is forgotten when it meets every one given.",
+    )
+    p.add_argument("--entry", action="append", metavar="SESSION#ENTRY", help="an entry key or id; repeatable")
+    p.add_argument("--session", help="every entry of this session")
+    p.add_argument("--since", help="entries at or after this ISO time")
+    p.add_argument("--until", help="entries before this ISO time")
+    p.add_argument("--matching", help="entries whose text holds these words (case and spacing ignored)")
+    p.add_argument("--by", required=True, help="who asks (recorded in each tombstone)")
+    p.add_argument("--why", required=True, help="why (recorded in each tombstone)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be forgotten; change nothing")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser(
         "reindex",
