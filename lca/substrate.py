@@ -452,7 +452,7 @@ class Substrate:
             index_error=index_error,
             settings_errors=tuple(self._settings_errors.values()),
             events=self.events,
-            recall_log=self.recall_log(),
+            recall_log=None if "recall" in self._settings_errors else self.recall_log(),  # broken: named above
         )
 
     # ---- progress ----------------------------------------------------------------
