@@ -168,7 +168,8 @@ def _scrub(value: Any, prints: Prints) -> tuple[Any, bool]:
         pairs = [_scrub(v, prints) for v in value]
         return [v for v, _ in pairs], any(c for _, c in pairs)
     if isinstance(value, dict):
-        out, changed = {}, False
+        out: dict[Any, Any] = {}
+        changed = False
         for key, item in value.items():
             new_key, key_changed = _scrub(key, prints)
             new_item, item_changed = _scrub(item, prints)

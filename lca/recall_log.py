@@ -30,6 +30,11 @@ MIN_MAX_BYTES = 1 << 20
 _SEGMENT = re.compile(r"recall\.(\d+)\.jsonl\.gz")
 
 
+def _segment_number(name: str) -> int:
+    match = _SEGMENT.fullmatch(name)
+    return int(match.group(1)) if match else -1
+
+
 @dataclass(frozen=True)
 class RecallLogState:
     """Where the log stood (for a rewind): its segments and the active file's size (None: no active file)."""
@@ -163,7 +168,7 @@ class RecallLog:
             lost = [name for name in before.segments if name not in now]
             if lost:
                 raise RuntimeError(f"{self.path.parent}: segment(s) {', '.join(lost)} were dropped; cannot rewind")
-            new = sorted((n for n in now if n not in before.segments), key=lambda n: int(_SEGMENT.fullmatch(n)[1]))
+            new = sorted((n for n in now if n not in before.segments), key=_segment_number)
             if before.active_bytes is None:
                 self.path.unlink(missing_ok=True)
             elif new:
