@@ -316,6 +316,29 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    import sys
+
+    from lca.export import export_lines, exported_entries
+    from lca.fileio import atomic_write_bytes
+
+    with common.open_store(args) as substrate:
+        lines = export_lines(
+            exported_entries(substrate.transcript, session=args.session, author=args.author, verbatim=args.verbatim)
+        )
+        if args.out in (None, "-"):
+            count = 0
+            for line in lines:
+                sys.stdout.write(common.terminal_safe(line.decode("utf-8")))
+                count += 1
+        else:
+            data = list(lines)
+            count = len(data)
+            atomic_write_bytes(Path(args.out), b"".join(data))
+        print(f"lca: exported {count} entr{'y' if count == 1 else 'ies'}", file=sys.stderr)
+        return 0
+
+
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ingest",
@@ -448,6 +471,19 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser(
+        "export",
+        parents=[common_args],
+        help="one session's or one speaker's turns in the wire format",
+        description="Write the selected transcript lines (by --session, --author, or both) as wire-format JSONL. "
+        "Credentials are redacted and the line hash computed again (meta.export_redacted) unless --verbatim.",
+    )
+    p.add_argument("--session")
+    p.add_argument("--author", help="the speaker whose turns to export")
+    p.add_argument("--out", help="file to write (default: standard output)")
+    p.add_argument("--verbatim", action="store_true", help="the lines as recorded, credentials included")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
         "reindex",
