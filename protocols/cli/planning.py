@@ -202,12 +202,14 @@ def parse_roles(items: Iterable[str] | None) -> dict[str, str]:
 
 def task_summary(log) -> dict[str, Any]:
     """One task of an eval set as the run's JSON summary (and a study's run.json) gives it: its condition,
-    status, completed samples, every metric and the shortfall counts."""
+    status, completed samples, every metric, the shortfall counts, the tokens each model used and the names
+    the models' APIs answered with."""
     scores = {}
     for result in log.results.scores if log.results else []:
         for metric_name, metric in result.metrics.items():
             scores[f"{result.scorer}/{result.name}/{metric_name}"] = round(metric.value, 4)
     metadata = log.eval.metadata or {}
+    samples = log_samples(log)
     return {
         "task": log.eval.task,
         "condition": metadata.get("condition_label", metadata.get("condition")),
@@ -215,21 +217,56 @@ def task_summary(log) -> dict[str, Any]:
         "status": log.status,
         "samples": log.results.completed_samples if log.results else 0,
         "scores": scores,
-        "shortfalls": shortfall_counts(log),
+        "shortfalls": shortfall_counts(log, samples),
+        "model_usage": model_usage(log),
+        "served_models": served_models(log, samples),
         "log": log.location,
     }
 
 
-def shortfall_counts(log) -> dict[str, int]:
-    """How many samples of a task's log did less than their condition claims, by kind (the solver records the
-    kinds in each sample's metadata); the summary prints them so such a run never passes for a full one."""
+def log_samples(log) -> list[Any]:
+    """A task log's samples, read from its file when the log in hand is its header only (eval_set's)."""
     from inspect_ai.log import read_eval_log
 
     samples = log.samples
     if samples is None and log.location:
         samples = read_eval_log(log.location).samples
+    return list(samples or ())
+
+
+def shortfall_counts(log, samples: Iterable[Any] | None = None) -> dict[str, int]:
+    """How many samples of a task's log did less than their condition claims, by kind (the solver records the
+    kinds in each sample's metadata); the summary prints them so such a run never passes for a full one."""
     counts: dict[str, int] = {}
-    for sample in samples or ():
+    for sample in log_samples(log) if samples is None else samples:
         for kind in (sample.metadata or {}).get("shortfalls") or {}:
             counts[kind] = counts.get(kind, 0) + 1
     return counts
+
+
+def model_usage(log) -> dict[str, dict[str, int]]:
+    """Tokens per model of a task (inspect's own accounting, from the API's usage of every call)."""
+    usage = log.stats.model_usage if log.stats else {}
+    return {
+        str(model): {
+            "input_tokens": int(u.input_tokens or 0),
+            "output_tokens": int(u.output_tokens or 0),
+            "total_tokens": int(u.total_tokens or 0),
+        }
+        for model, u in sorted(usage.items())
+    }
+
+
+def served_models(log, samples: Iterable[Any] | None = None) -> dict[str, list[str]]:
+    """Per model string the task called, the model names its API answered with (a served model's own id: the
+    alias a llama.cpp server was given, an Ollama tag, a vLLM served-model-name; a GGUF's id for lca-local),
+    read from the samples' model events: the string says where a model was asked, this says what answered."""
+    served: dict[str, set[str]] = {}
+    for sample in log_samples(log) if samples is None else samples:
+        for event in sample.events or ():
+            if getattr(event, "event", None) != "model" or getattr(event, "error", None):
+                continue  # a failed call's output names the model string, not what the API answered with
+            name = getattr(getattr(event, "output", None), "model", None)
+            if name:
+                served.setdefault(str(event.model), set()).add(str(name))
+    return {model: sorted(names) for model, names in sorted(served.items())}

@@ -202,12 +202,20 @@ def sample_probe(state, history: dict[str, Any], runtime: ConditionRuntime):
 
 
 def packet_record(packet, generators) -> dict[str, Any]:
-    """A context packet as the sample's store keeps it: the packet, its pointers and text, the role calls."""
+    """A context packet as the sample's store keeps it: the packet, its pointers and text, the role calls and
+    what their structured-output calls did."""
     return packet.to_dict() | {
         "pointers": sorted({p for i in packet.items for p in i.pointers}),
         "injected_text": packet.injected_text(),
         "role_calls": {r: g.calls for r, g in generators.items()},
         "role_calls_shared": {r: g.shared_calls for r, g in generators.items()},
+        # per role, what its JSON-schema calls did: the way the API was asked (its structured output, or the
+        # schema in the prompt), answers valid, retried, still invalid, and the model names the API answered with
+        "role_structured": {
+            r: g.structured.to_dict()
+            for r, g in generators.items()
+            if getattr(g, "structured", None) and g.structured.calls
+        },
     }
 
 

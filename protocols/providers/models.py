@@ -173,9 +173,11 @@ class SharedCallsGenerator:
 
 class InspectRoleGenerator:
     """A ``TextGenerator`` over an inspect Model, callable from a worker thread. With ``shared``,
-    identical calls (model, prompt, settings, ``epoch``) are made once per process. A ``json_schema``
-    becomes inspect's ``response_schema`` (structured output where the provider has it; the
-    ``lca-local`` provider turns it into a grammar)."""
+    identical calls (model, prompt, settings, ``epoch``) are made once per process. A call with a
+    ``json_schema`` asks for the API's structured output and validates the answer, asking again when it is
+    not valid (``protocols.providers.structured``: inspect's ``response_schema``, llama-cpp-python's
+    ``json_object`` schema, or the schema in the prompt; ``structured`` picks one, else
+    ``$LCA_STRUCTURED_OUTPUT``, else ``auto``); ``self.structured`` counts what those calls did."""
 
     def __init__(
         self,
@@ -185,12 +187,19 @@ class InspectRoleGenerator:
         *,
         epoch: int | None = None,
         shared: SharedCalls | None = None,
+        structured: str | None = None,
+        structured_retries: int | None = None,
     ) -> None:
+        from protocols.providers.structured import StructuredStats, retries_from_env, setting_from_env
+
         self.model = model
         self.loop = loop
         self.role = role
         self.epoch = epoch
         self.shared = shared
+        self.structured_setting = setting_from_env(structured)
+        self.structured_retries = retries_from_env(structured_retries)
+        self.structured = StructuredStats()
         self.calls = 0  # requests this generator served
         self.shared_calls = 0  # of which answered by an identical call already made or under way
 
@@ -210,21 +219,37 @@ class InspectRoleGenerator:
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
 
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-        chat = [kinds[m["role"]](content=m["content"]) for m in messages]
-        config = GenerateConfig(
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-            response_schema=None if json_schema is None else self.response_schema(json_schema),
-        )
+        config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=seed)
+        if json_schema is not None:
+            self.response_schema(json_schema)  # a schema inspect cannot read fails here, before any request
         self.calls += 1
 
-        def call() -> str:
-            future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=config), self.loop)
+        def send(turns: Sequence[Mapping[str, str]], changes: Mapping[str, Any], probing: bool):
+            chat = [kinds[m["role"]](content=m["content"]) for m in turns]
+            asked = config.merge(GenerateConfig(**changes, **({"max_retries": 0} if probing else {})))
+            future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=asked), self.loop)
             output = future.result()
             if output.error:
                 raise LCAError(f"{self.role} model {self.model_id} failed: {output.error}")
-            return output.completion
+            return output
+
+        def call() -> str:
+            if json_schema is None:
+                return send(messages, {}, False).completion
+            from protocols.providers.structured import ask
+
+            return ask(
+                send,
+                messages,
+                json_schema,
+                response_schema=self.response_schema,
+                model_key=f"{self.model_id}@{getattr(getattr(self.model, 'api', None), 'base_url', None)}",
+                stats=self.structured,
+                setting=self.structured_setting,
+                retries=self.structured_retries,
+                extra_body=self.model.config.extra_body,
+                label=f"{self.role} model {self.model_id}",
+            )
 
         if self.shared is None:
             return call()

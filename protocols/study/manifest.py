@@ -162,6 +162,24 @@ def model_files(models: Iterable[str], cache_file: Path) -> dict[str, str]:
     return out
 
 
+def served_models(entries: Iterable[Mapping[str, Any]], raters: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per model string of the run, the model names its API answered with: from every task's logged model
+    events (``protocols.cli.planning.served_models``) and from the raters' generators (their ``structured``
+    counts keep the names of their schema calls). A hosted model is named by its string in ``models``; this
+    says which model answered there (a server's alias, an Ollama tag, a vLLM served-model-name)."""
+    served: dict[str, set[str]] = {}
+    for entry in entries:
+        for task in entry.get("tasks") or ():
+            for model, names in (task.get("served_models") or {}).items():
+                served.setdefault(model, set()).update(names)
+    for key, generator in raters.items():
+        model = key.split(":", 1)[1] if ":" in key else key
+        names = getattr(getattr(generator, "structured", None), "served", None) or ()
+        if names:
+            served.setdefault(model, set()).update(names)
+    return {model: sorted(names) for model, names in sorted(served.items())}
+
+
 def embedder_id() -> str | None:
     """The id of the embedder the conditions use (``protocols.harness.tasks.embedder_id``); None when it
     cannot be named (the run still records that it could not)."""

@@ -16,6 +16,7 @@ from protocols.providers.lca_local import LCALocalAPI
 from protocols.providers.models import text_generator
 
 SCHEMA = reviewer_schema(["fact-db"])
+VALID_VERDICT = '{"reasoning": "no line says it", "supported": false, "contradicts": "none", "verdict": "reject"}'
 
 
 class SchemaRecordingGenerator:
@@ -54,13 +55,13 @@ def test_an_inspect_role_generator_sends_json_schema_as_the_response_schema():
 
     def respond(messages, tools, tool_choice, config):
         seen.append(config)
-        out = ModelOutput.from_content(model="fake", content='{"verdict": "reject"}')
+        out = ModelOutput.from_content(model="fake", content=VALID_VERDICT)
         out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
         return out
 
     generator = text_generator("mockllm/model", role="reviewer", custom_outputs=respond, memoize=False)
     messages = [{"role": "user", "content": "review this"}]
-    assert generator.generate(messages, max_tokens=9, json_schema=SCHEMA) == '{"verdict": "reject"}'
+    assert generator.generate(messages, max_tokens=9, json_schema=SCHEMA) == VALID_VERDICT  # valid: asked once
     generator.generate(messages, max_tokens=9)
     constrained, free = seen
     assert constrained.response_schema is not None and constrained.response_schema.name == "reviewer_answer"
