@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttost_ind, ttost_paired
 
 from protocols.analysis.models import condition_model
@@ -53,6 +54,8 @@ __all__ = [
     "paired_binary",
     "paired_continuous",
     "pairwise_contrasts",
+    "proportion_difference_interval",
+    "proportion_interval",
     "power_mcnemar",
     "power_tost_paired",
     "required_n",
@@ -329,6 +332,30 @@ def holm(p_values: Sequence[float | None]) -> list[float]:
     if finite.any():
         adjusted[finite] = multipletests(raw[finite], method="holm")[1]
     return [float(p) for p in adjusted]
+
+
+def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (statsmodels ``proportion_confint``): honest near 0 and 1 and
+    for small n, where the normal (Wald) interval is not. NaN for n = 0."""
+    if n < 0 or not 0 <= successes <= max(n, 0):
+        raise StatisticsInputError(f"proportion_interval: {successes} successes of {n} is not a proportion")
+    if n == 0:
+        return math.nan, math.nan
+    low, high = proportion_confint(successes, n, alpha=1 - level, method="wilson")
+    return max(0.0, float(low)), min(1.0, float(high))
+
+
+def proportion_difference_interval(
+    successes_a: int, n_a: int, successes_b: int, n_b: int, level: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of p_a - p_b for two independent proportions (statsmodels
+    ``confint_proportions_2indep``, method "newcomb"). NaN when either group is empty."""
+    if n_a == 0 or n_b == 0:
+        return math.nan, math.nan
+    low, high = confint_proportions_2indep(
+        successes_a, n_a, successes_b, n_b, method="newcomb", compare="diff", alpha=1 - level
+    )
+    return float(low), float(high)
 
 
 def pairwise_contrasts(

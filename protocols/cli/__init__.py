@@ -11,8 +11,8 @@ audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lc
 benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results),
 ``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
 fencing and migration),
-``prereg`` (``lca prereg``, locking and checking a pre-registered study) and ``report`` (``lca report``, the
-report of a study run). Only
+``prereg`` (``lca prereg``, locking and checking a pre-registered study), ``report`` (``lca report``, the
+report of a study run) and ``raters`` (``lca raters export|import``, people as raters of a judged measure). Only
 ``run`` and the benchmarks import the evaluation harness.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, bundles, common, figures, governance, prereg, report, run, scenarios, store
+from protocols.cli import bench, bundles, common, figures, governance, prereg, raters, report, run, scenarios, store
 
 __all__ = ["build_parser", "main"]
 
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios.add_parser(sub)
     prereg.add_parser(sub)
     report.add_parser(sub)
+    raters.add_parser(sub)
     return parser
 
 

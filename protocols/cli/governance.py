@@ -188,9 +188,34 @@ def cmd_audit(args: argparse.Namespace) -> int:
         )
         print(
             f"{manifest['claims']} claim(s) and {manifest['controls']} control(s) written to {args.out} "
-            f"(items.csv for raters, key.jsonl kept apart; {manifest['events_available']} event(s) available)"
+            f"(items.csv and items.html for raters, key.jsonl kept apart; {manifest['events_available']} event(s) "
+            f"available); then: lca audit import FILLED.csv... --dir {args.out}"
         )
         return 0
+
+
+def cmd_audit_import(args: argparse.Namespace) -> int:
+    """The filled audit sheets back: one line per problem and exit 2 (nothing written), else the report."""
+    from protocols.analysis.sheets import SheetRefused
+    from protocols.audit import import_prevented_audit
+
+    try:
+        record = import_prevented_audit(
+            Path(args.dir), args.sheets, threshold=args.threshold, resamples=args.resamples, seed=args.seed
+        )
+    except SheetRefused as refused:
+        for line in refused.lines():
+            common.print_error(line)
+        common.print_error(f"nothing imported: {len(refused.problems)} problem(s) in the sheet(s)")
+        return common.USAGE_ERROR
+    if args.json:
+        from protocols.study.manifest import json_safe
+
+        print(json.dumps(json_safe(record), indent=2, ensure_ascii=False))
+        return 0
+    common.show(record["verdict"])
+    print(f"written: {record['files']['json']}, {record['files']['markdown']}")
+    return 0
 
 
 def cmd_identity(args: argparse.Namespace) -> int:
@@ -304,7 +329,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--why", help="set: the reason recorded with a held proposal")
     p.set_defaults(func=cmd_identity)
 
-    p = sub.add_parser("audit", parents=[common_args], help="exports for blind rating")
+    p = sub.add_parser("audit", parents=[common_args], help="exports for blind rating, and the report from the ratings")
     audit = p.add_subparsers(dest="audit", required=True)
     a = audit.add_parser(
         "prevented",
@@ -316,3 +341,18 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--out", default="results/audit/prevented")
     a.set_defaults(func=cmd_audit)
+    i = audit.add_parser(
+        "import",
+        help="read the filled audit sheets back and write the experiential-weight audit report",
+        description="Read filled copies of an audit's items.csv (each row: rating yes, no or unsure, and the "
+        "rater's name). Any problem is printed one line each, naming file, line and field, and nothing is written "
+        "(exit 2). Otherwise report.json and report.md go to the audit folder: the share of claims raters confirm "
+        "(Wilson 95% interval) against controls, the difference, and Krippendorff's alpha among the raters.",
+    )
+    i.add_argument("sheets", nargs="+", metavar="SHEET", help="filled sheets (CSV), one or more")
+    i.add_argument("--dir", default="results/audit/prevented", help="the audit folder (key.jsonl, manifest.json)")
+    i.add_argument("--threshold", type=float, help="alpha threshold for the raters' agreement (default 0.667)")
+    i.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for alpha's interval")
+    i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    i.set_defaults(func=cmd_audit_import)

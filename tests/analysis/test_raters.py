@@ -23,6 +23,7 @@ from protocols.analysis.raters import (
     parse_rating,
     rate_with_models,
 )
+from protocols.analysis.sheets import SheetRefused
 from protocols.cli.run import parse_roles
 from tests.fakes import FakeSchemalessGenerator, FakeScriptedGenerator
 
@@ -218,15 +219,18 @@ def test_import_errors_name_the_csv_line(tmp_path):
     )
     physical = filled.read_text(encoding="utf-8").splitlines()
     assert physical[7].startswith("s999")
-    with pytest.raises(LCAError) as caught:
+    with pytest.raises(SheetRefused) as caught:
         import_ratings(filled, key)
-    message = str(caught.value)
-    assert f"{filled}, line 8: unknown sheet_item_id 's999'" in message
+    lines = caught.value.lines()  # one line per problem: the file, the line (and row), the field
+    assert len(lines) == 5 and all(line.startswith(f"{filled}, ") for line in lines)
     # the multi-line record is named by the line it starts on (every record before it is one line)
-    assert f"line {2 + ids.index(x1)}: rating '9' of '{x1}' is not on the scale" in message
-    assert "line 9: rating '7'" in message and "not on the scale" in message
-    assert "line 10: rater 'ana' rated" in message and "(first at" in message
-    assert "line 11: the rating of" in message and "names no rater" in message
+    assert f"line {2 + ids.index(x1)}, field 'rating': rating '9' of '{x1}' is not on the scale" in lines[0]
+    # records after the 3-line answer: the spreadsheet row differs from the line, and both are named
+    assert lines[1] == f"{filled}, row 6, line 8, field 'sheet_item_id': unknown sheet_item_id 's999' (not in the key)"
+    assert "row 7, line 9, field 'rating': rating '7'" in lines[2] and "not on the scale" in lines[2]
+    assert "row 8, line 10, field 'rater': rater 'ana' rated" in lines[3] and "(first at" in lines[3]
+    assert "row 9, line 11, field 'rater': the rating of" in lines[4] and "names no rater" in lines[4]
+    assert str(caught.value).startswith(f"rating sheet refused: {lines[0]} (and 4 more: ")
 
 
 def test_duplicate_ratings_name_both_lines_across_files(tmp_path):
@@ -236,7 +240,8 @@ def test_duplicate_ratings_name_both_lines_across_files(tmp_path):
     fill(sheet, one, {"ana": {ids[0]: "yes"}})
     fill(sheet, two, {"ana": {ids[0]: "no"}})
     with pytest.raises(
-        LCAError, match=rf"two.csv, line 2: rater 'ana' rated '{ids[0]}' again \(first at .*one.csv, line 2\)"
+        LCAError,
+        match=rf"two.csv, line 2, field 'rater': rater 'ana' rated '{ids[0]}' again \(first at .*one.csv, line 2\)",
     ):
         import_ratings([one, two], key)
 
@@ -245,7 +250,7 @@ def test_a_sheet_missing_a_column_or_a_bad_key_is_refused(tmp_path):
     sheet, key = export_rating_sheet(items(2), tmp_path / "s.csv", seed=0, scale=[0, 1])
     bad = tmp_path / "bad.csv"
     bad.write_text("sheet_item_id,probe,answer,rating,notes\n", encoding="utf-8")
-    with pytest.raises(LCAError, match=r"line 1: missing column\(s\) rater"):
+    with pytest.raises(LCAError, match=r"line 1, field 'rater': missing column\(s\)"):
         import_ratings(bad, key)
     (tmp_path / "k.json").write_text("{}", encoding="utf-8")
     with pytest.raises(LCAError, match="not a rating key"):

@@ -111,7 +111,7 @@ def test_prevented_audit_export_is_blind_seeded_and_mixed_with_controls(store, t
     key = [json.loads(x) for x in (out / "key.jsonl").read_text().splitlines()]
     kinds = [k["kind"] for k in key]
     assert len(rows) == 4 and kinds.count("claim") == 2 and kinds.count("control") == 2
-    assert set(rows[0]) == {"item", "memory", "before", "action", "question", "rating"}  # no label, no event
+    assert list(rows[0]) == ["item", "memory", "before", "action", "question", "rating", "rater", "notes"]  # no label
     claims = {k["item"]: k for k in key if k["kind"] == "claim"}
     for row in rows:
         if row["item"] in claims:
@@ -172,3 +172,102 @@ def test_a_sync_text_generator_reaches_inspect_models_from_plain_code():
     generator = text_generator("mockllm/model", custom_outputs=respond, memoize=False)
     assert generator.generate([{"role": "user", "content": "hi"}], max_tokens=7) == "echo: hi / 7"
     assert generator.model_id.startswith("mockllm")
+
+
+# ---- the audit's ratings back: the experiential-weight audit report ---------------------------------
+def _audit(store, tmp_path, capsys):
+    _store_with_prevented_events(store)
+    out = tmp_path / "audit"
+    assert cli.main(["audit", "prevented", "--sample", "3", "--seed", "1", "--out", str(out)]) == 0
+    assert "lca audit import" in capsys.readouterr().out
+    key = {k["item"]: k["kind"] for k in map(json.loads, (out / "key.jsonl").read_text().splitlines())}
+    return out, key
+
+
+def _rate(out, path, rater, answers, extra=()):
+    """A rater's filled copy of items.csv: ``answers`` maps an item to yes/no/unsure (left out: not rated)."""
+    rows = list(csv.reader(open(out / "items.csv", newline="", encoding="utf-8")))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(rows[0])
+        for row in rows[1:]:
+            if row[0] in answers:
+                row[5], row[6] = answers[row[0]], rater
+            writer.writerow(row)
+        writer.writerows(extra)
+    return path
+
+
+def test_the_audit_reads_the_ratings_back_into_the_experiential_weight_report(store, tmp_path, capsys):
+    import krippendorff
+    import numpy as np
+    from statsmodels.stats.proportion import proportion_confint
+
+    out, key = _audit(store, tmp_path, capsys)
+    claims = sorted(i for i, k in key.items() if k == "claim")
+    controls = sorted(i for i, k in key.items() if k == "control")
+    assert len(claims) == 3 and len(controls) == 3
+    assert (out / "items.html").is_file() and "claim" not in (out / "items.html").read_text().lower()
+    codes = {
+        "ana": {claims[0]: "yes", claims[1]: "yes", claims[2]: "Yes", controls[0]: "no", controls[1]: "no", controls[2]: "yes"},
+        "ben": {claims[0]: "yes", claims[1]: "no", claims[2]: "yes", controls[0]: "no", controls[1]: "unsure", controls[2]: "no"},
+        "cai": {claims[0]: "yes", claims[1]: "unsure", claims[2]: "no", controls[0]: "no", controls[1]: "no"},
+    }  # fmt: skip
+    sheets = [str(_rate(out, tmp_path / f"{r}.csv", r, a)) for r, a in codes.items()]
+    assert cli.main(["audit", "import", *sheets, "--dir", str(out), "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    # majority yes: claims 0 (3 of 3) and 2 (2 of 3); no control (control 2: 1 of 2)
+    assert report["claims"]["confirmed"] == 2 and report["claims"]["rated"] == 3 and report["claims"]["unanimous"] == 1
+    assert report["controls"]["confirmed"] == 0 and report["controls"]["rated"] == 3
+    assert report["claims"]["fraction"] == pytest.approx(2 / 3)
+    assert report["claims"]["ci"] == pytest.approx(list(proportion_confint(2, 3, alpha=0.05, method="wilson")))
+    assert report["controls"]["ci"][0] == pytest.approx(0, abs=1e-12)
+    assert report["excess"]["difference"] == pytest.approx(2 / 3)
+    low, high = report["excess"]["ci"]
+    assert low < 2 / 3 < high
+    index = {"yes": 0, "no": 1, "unsure": 2}
+    items = sorted(key)
+    matrix = np.array(
+        [[index[codes[r][i].lower()] if i in codes[r] else np.nan for i in items] for r in sorted(codes)], dtype=float
+    )
+    alpha = krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")
+    assert report["agreement"]["alpha"] == pytest.approx(alpha, abs=1e-12)
+    assert report["agreement"]["n_raters"] == 3 and report["agreement"]["level"] == "nominal"
+    assert report["agreement"]["refused"] is True  # these raters do not agree well enough, and the report says so
+    assert report["raters"]["cai"] == {"kind": "person", "ratings": 5} and report["experience_weight"] == 3
+    assert report["export"]["seed"] == 1 and report["unresolvable_claims"] == 0
+    assert "raters confirm 66.7% of prevented-mistake claims (2 of 3" in report["verdict"]
+    assert "not a reliable measure" in report["verdict"] and report["verdict"] in printed
+    text = (out / "report.md").read_text()
+    assert "| claims | 3 | 2 | 66.7% |" in text and f"alpha {alpha:.3f}" in text and "below the threshold" in text
+
+
+def test_an_audit_sheet_with_a_problem_is_refused_line_by_line_and_writes_nothing(store, tmp_path, capsys):
+    out, key = _audit(store, tmp_path, capsys)
+    items = sorted(key)
+    good = _rate(out, tmp_path / "ana.csv", "ana", {i: "yes" for i in items})
+    bad = _rate(
+        out,
+        tmp_path / "ben.csv",
+        "ben",
+        {items[0]: "maybe", items[1]: "no"},
+        extra=[["item-999", "m", "b", "a", "q", "no", "ben", ""], [items[1], "m", "b", "a", "q", "yes", "ben", ""]],
+    )
+    assert cli.main(["audit", "import", str(good), str(bad), "--dir", str(out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    n = len(items) + 2
+    assert lines == [
+        f"lca: error: {bad}, line 2, field 'rating': rating 'maybe' of '{items[0]}' is not on the scale "
+        "['yes', 'no', 'unsure']",
+        f"lca: error: {bad}, line {n}, field 'item': unknown item 'item-999' (not in the key)",
+        f"lca: error: {bad}, line {n + 1}, field 'rater': rater 'ben' rated '{items[1]}' again (first at {bad}, line 3)",
+        "lca: error: nothing imported: 3 problem(s) in the sheet(s)",
+    ]
+    assert not (out / "report.json").exists() and not (out / "report.md").exists()
+    old = tmp_path / "old.csv"  # an export from before the rater column
+    old.write_text("item,memory,before,action,question,rating\nitem-001,m,b,a,q,yes\n", encoding="utf-8")
+    assert cli.main(["audit", "import", str(old), "--dir", str(out)]) == 2
+    assert f"{old}, line 1, field 'rater': missing column(s)" in capsys.readouterr().err
+    assert cli.main(["audit", "import", str(good), "--dir", str(tmp_path / "nowhere")]) == 2
+    assert "no key.jsonl" in capsys.readouterr().err
