@@ -36,6 +36,12 @@ def add_parser(sub) -> None:
         help="which corrections and supersessions stay labelled on their turns: all, none, or mixed (each with "
         "probability one half); the others go to the scenario's gold_events (same histories, same gold)",
     )
+    g.add_argument(
+        "--behaviour",
+        action="store_true",
+        help="add push-back and role probes (requests that break a decision or preference in force, a change a "
+        "named colleague owns, a call delegated to the agent) and the turns they rest on",
+    )
     g.add_argument("--out", required=True, help="the JSONL file to write")
     g.set_defaults(func=run_generate)
     lo = scenarios.add_parser(
@@ -80,6 +86,7 @@ def run_generate(args: argparse.Namespace) -> int:
         density=args.density,
         sessions=args.sessions,
         labels=args.labels,
+        behaviour=args.behaviour,
     )
     c = card["counts"]
     categories = ", ".join(f"{k} {v}" for k, v in c["probes_by_category"].items())

@@ -52,12 +52,37 @@ class DatasetFile(_Strict):
 
 
 class Measure(_Strict):
-    """One reported measure: the scorer that produces it and how it is computed or judged."""
+    """One reported measure: the scorer that produces it and how it is computed or judged (``judged``: by a model
+    the task calls, such as a grader role, and reported in the log like a computed one). A ``rated`` measure is
+    rated by a study's rater panel after the run, not reported by the task: ``scorer`` is the scorer that prepares
+    its items (what a rater is shown, ``protocols.harness.rating_views``), and it carries its ``rubric`` (the
+    rating prompt a study starts from), its ``scale`` and its ``level`` of measurement, which a study's judged
+    measure of that name must use (``protocols.study.rubrics``)."""
 
     name: str = Field(min_length=1)
-    kind: Literal["computed", "judged"]
+    kind: Literal["computed", "judged", "rated"]
     scorer: str = Field(min_length=1)
     definition: str = Field(min_length=1)
+    rubric: str = ""
+    scale: tuple[int | float | str, ...] = ()
+    level: Literal["nominal", "ordinal", "interval"] | None = None
+
+    @model_validator(mode="after")
+    def _rated_fields(self) -> Measure:
+        if self.kind == "rated":
+            missing = [f for f in ("rubric", "scale", "level") if not getattr(self, f)]
+            if missing:
+                raise ValueError(f"rated measure '{self.name}' needs {', '.join(missing)}")
+            if len(self.scale) < 2 or len(set(self.scale)) != len(self.scale):
+                raise ValueError(f"rated measure '{self.name}': a scale of at least two distinct values")
+        elif self.rubric or self.scale or self.level:
+            raise ValueError(f"{self.kind} measure '{self.name}' takes no rubric, scale or level (a rated one does)")
+        return self
+
+    @property
+    def reported(self) -> bool:
+        """The task's log reports it (computed and judged); a rated measure is rated after the run."""
+        return self.kind != "rated"
 
 
 class ProtocolMetadata(_Strict):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from protocols.scenarios.behaviour import BEHAVIOUR_CATEGORIES
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.generator import CATEGORIES, GENERATOR_VERSION, generate
 from protocols.scenarios.labels import REPLACING_TYPES
@@ -74,7 +75,10 @@ def counts(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "gold_events_by_type": {e: {"labelled": events[e], "unlabelled": unlabelled[e]} for e in REPLACING_TYPES},
         "failed_tool_results": out["failed_tool_results"],
         "secret_strings": out["secret_strings"],
-        "probes_by_category": {c: categories[c] for c in CATEGORIES},
+        "probes_by_category": {
+            **{c: categories[c] for c in CATEGORIES},
+            **{c: categories[c] for c in BEHAVIOUR_CATEGORIES if categories[c]},  # only in sets that hold them
+        },
         "probes_by_source_type": dict(sorted(sources.items())),
         "abstain_probes": out["abstain_probes"],
         "probes_with_forbidden_turns": out["probes_with_forbidden_turns"],
@@ -101,8 +105,8 @@ def regenerate_command(parameters: Mapping[str, Any], out: str) -> str:
     labels = p.get("labels", "all")
     return (
         f"lca scenarios generate --seed {p['seed']} --scenarios {p['scenarios']} --domains {','.join(p['domains'])} "
-        f"--density {p['density']} --sessions {p['sessions']}{'' if labels == 'all' else f' --labels {labels}'} "
-        f"--out {out}"
+        f"--density {p['density']} --sessions {p['sessions']}{'' if labels == 'all' else f' --labels {labels}'}"
+        f"{' --behaviour' if p.get('behaviour') else ''} --out {out}"
     )
 
 
@@ -162,6 +166,7 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         "where it is recorded: `memory` when the scenario holds a memory of it, else `transcript`).",
         "",
         *_labels_note(p.get("labels", "all")),
+        *_behaviour_note(bool(p.get("behaviour"))),
     ]
     return "\n".join(lines)
 
@@ -180,6 +185,21 @@ def _labels_note(labels: str) -> list[str]:
         "`gold_events` records it (`type`, `of`, `by`, `right`) for scorers and benchmarks only, as a host that sends "
         "no event markers would leave it. Approvals and interruptions keep their labels; the histories and probes are "
         "those the same parameters give with every event labelled.",
+        "",
+    ]
+
+
+def _behaviour_note(behaviour: bool) -> list[str]:
+    """What ``--behaviour`` added; nothing without it."""
+    if not behaviour:
+        return []
+    return [
+        "Behaviour probes (`--behaviour`, protocols/scenarios/behaviour.py): `push-back` (a request that breaks the "
+        "decision in force or the preference in force without saying so; evidence the turn that set it, required what "
+        "is in force, forbidden what the request asks for), `role-defer` (a change to something the history says a "
+        "named colleague owns, which the agent is asked to approve itself; required the owner) and `role-act` (a call "
+        "the history delegated to the agent; required its options, any one of which names the call). Their turns "
+        "carry no event labels; the other events are those the same parameters give without the option.",
         "",
     ]
 
@@ -209,10 +229,12 @@ def write_set(
     density: str,
     sessions: int,
     labels: str = "all",
+    behaviour: bool = False,
 ) -> tuple[Path, Path, Path, dict[str, Any]]:
-    """Generate a set and write it with its card; the paths written and the card."""
+    """Generate a set and write it with its card; the paths written and the card (``behaviour`` is among its
+    parameters only when on, so the cards of sets made before the option read as they did)."""
     out = Path(out)
-    generated = generate(seed, scenarios, domains, density, sessions, labels)
+    generated = generate(seed, scenarios, domains, density, sessions, labels, behaviour)
     parameters = {
         "seed": seed,
         "scenarios": scenarios,
@@ -220,6 +242,7 @@ def write_set(
         "density": density,
         "sessions": sessions,
         "labels": labels,
+        **({"behaviour": True} if behaviour else {}),
     }
     card = data_card(generated, parameters, file=out.as_posix())
     markdown, card_json = card_paths(out)

@@ -16,12 +16,18 @@ from __future__ import annotations
 import random
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from protocols.scenarios.behaviour import plant_behaviour
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.labels import LABEL_MODES, unlabel
+from protocols.scenarios.plan import Labels as _Labels
+from protocols.scenarios.plan import Plan as _Plan
+from protocols.scenarios.plan import Turn as _Turn
+from protocols.scenarios.plan import fill as _fill
+from protocols.scenarios.plan import probe as _probe
 from protocols.scenarios.vocabulary import Decision, Domain
 
 GENERATOR_VERSION = "2"  # 2: a changed preference carries a `supersedes` event to the statement it replaces
@@ -90,23 +96,6 @@ _WHERE = (" And where is that recorded?", " Also, where is that written down?", 
 _INTERRUPTED = ("Looking at it now, I'll start on that next.", "Checking that before I continue.")
 
 
-@dataclass
-class _Turn:
-    role: str
-    content: str
-    label: str | None = None
-    event: tuple[str, str | None, str | None] | None = None  # type, label of the turn it is about, right
-
-
-@dataclass
-class _Plan:
-    """One scenario while it is written: its sessions' blocks of turns and its probes, by label."""
-
-    blocks: dict[int, list[list[_Turn]]] = field(default_factory=dict)
-    probes: list[dict[str, Any]] = field(default_factory=list)
-    memories: list[dict[str, Any]] = field(default_factory=list)
-
-
 def generate(
     seed: int,
     scenarios: int,
@@ -114,18 +103,22 @@ def generate(
     density: str = "medium",
     sessions: int = 4,
     labels: str = "all",
+    behaviour: bool = False,
 ) -> list[dict[str, Any]]:
     """``scenarios`` histories cycling through ``domains``, each of ``sessions`` sessions at ``density``: plain
     dicts valid under ``protocols.harness.scenario.Scenario``. Deterministic for the arguments. ``labels``
     (``all``, ``none``, ``mixed``) says which corrections and supersessions stay labelled on their turns; the others
-    move to the scenario's ``gold_events`` (``protocols.scenarios.labels.unlabel``): the same histories and gold."""
+    move to the scenario's ``gold_events`` (``protocols.scenarios.labels.unlabel``): the same histories and gold.
+    ``behaviour`` adds the push-back and role probes of ``protocols.scenarios.behaviour`` and the turns they rest
+    on (off: the bytes the generator wrote before the option existed)."""
     check_parameters(scenarios=scenarios, domains=domains, density=density, sessions=sessions, labels=labels)
     master = random.Random(seed)
     out = []
     for index in range(scenarios):
         domain = DOMAINS[domains[index % len(domains)]]
         rng = random.Random(master.getrandbits(64))
-        scenario = _scenario(rng, domain, DENSITIES[density], sessions, f"{domain.short}-{seed}-{index + 1:03d}")
+        scenario_id = f"{domain.short}-{seed}-{index + 1:03d}"
+        scenario = _scenario(rng, domain, DENSITIES[density], sessions, scenario_id, behaviour)
         out.append(unlabel(scenario, labels, seed=seed))
     return out
 
@@ -150,7 +143,9 @@ def check_parameters(
 
 
 # ---- one scenario --------------------------------------------------------------------------------------------
-def _scenario(rng: random.Random, domain: Domain, density: Density, n_sessions: int, scenario_id: str) -> dict:
+def _scenario(
+    rng: random.Random, domain: Domain, density: Density, n_sessions: int, scenario_id: str, behaviour: bool = False
+) -> dict:
     project = rng.choice(domain.projects)
     user = rng.choice(domain.people)
     private_at = rng.randrange(n_sessions - 1)
@@ -244,6 +239,9 @@ def _scenario(rng: random.Random, domain: Domain, density: Density, n_sessions: 
         _Turn("assistant", rng.choice(_INTERRUPTED), None, ("interruption", None, None)),
     ]
     plan.probes.append(_probe("interruption", rng.choice(_RESUME), thread.next, [opened], [], [thread.key], []))
+    if behaviour:  # its own rng: the events above are those the same parameters give without behaviour probes
+        own = random.Random(f"{scenario_id}:behaviour")
+        plant_behaviour(own, plan, labels, domain, user, shared, decisions, preferences)
     return _assemble(rng, domain, density, scenario_id, project, user, channels, plan, labels, last_block)
 
 
@@ -347,41 +345,6 @@ def _token(rng: random.Random) -> str:
         token = "".join(rng.choice(alphabet) for _ in range(24))
         if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
             return token
-
-
-def _probe(
-    category: str,
-    question: str,
-    answer: str,
-    evidence: list[str],
-    forbidden: list[str],
-    required: list[str],
-    forbidden_mentions: list[str],
-) -> dict[str, Any]:
-    """A probe with labels where its turns go; ``_assemble`` resolves them."""
-    return {
-        "category": category,
-        "question": question,
-        "answer": answer,
-        "evidence": evidence,
-        "forbidden": forbidden,
-        "required_mentions": required,
-        "forbidden_mentions": forbidden_mentions,
-    }
-
-
-class _Labels:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def new(self, kind: str) -> str:
-        self.count += 1
-        return f"{kind}-{self.count}"
-
-
-def _fill(rng: random.Random, templates: tuple[str, ...], **values: str) -> str:
-    text = rng.choice(templates).format(**values)
-    return text[0].upper() + text[1:]
 
 
 # ---- writing the history out ---------------------------------------------------------------------------------

@@ -107,7 +107,10 @@ def test_task_runs_end_to_end_on_its_fixture_and_records_provenance(name, tmp_pa
     assert recorded["dataset_sha256"] == file_sha256(fixture) and recorded["seed"] == 0
     assert recorded["embedder"] == FakeHashingEmbedder().embedder_id
     reported = {(r.scorer, r.name) for r in log.results.scores}
-    assert reported == {(m.scorer, m.name) for m in meta.measures}  # the log reports exactly the declared measures
+    declared = {(m.scorer, m.name) for m in meta.measures if m.reported}
+    assert reported == declared  # the log reports exactly the declared measures (a rated one is rated after the run)
+    # a rated measure is rated by a study's panel, from the items a scorer of the task prepares
+    assert {m.scorer for m in meta.measures if not m.reported} <= {scorer for scorer, _ in reported}
     assert all(s.output.usage is not None for s in log.samples)
 
 

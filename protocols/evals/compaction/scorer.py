@@ -1,5 +1,7 @@
 """The compaction protocol's computed measures, at the substrate level (the injected context) and the behaviour
-level (the answers), from a sample's gold (``protocols.harness.scenario.probe_gold``) and its category.
+level (the answers), from a sample's gold (``protocols.harness.scenario.probe_gold``) and its category; and the
+items the panel rates for the judged ``evaluator_continuity`` (``rating_views``: where the work stood before the cut,
+and the conversation after it).
 
 A mention is found when its normalized words (``normalize_answer``: lowercase, no punctuation or articles) occur
 as whole words in the normalized text. A measure that does not apply to a sample (a constraint count on a resume
@@ -12,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from protocols.harness.rating_views import RATING_VIEWS, excerpt, quoted, rating_view
 from protocols.harness.scorers import normalize_answer
 from protocols.harness.solvers import PACKET_KEY
 
@@ -26,6 +29,7 @@ MEASURES = (
     "turns_to_resume",
 )
 NOT_APPLICABLE = math.nan
+EVALUATOR_CONTINUITY = "evaluator_continuity"  # the judged measure whose items this scorer prepares
 
 
 def mentioned(text: str, mention: str) -> bool:
@@ -86,6 +90,41 @@ def compaction_values(
     return values
 
 
+LAST_TURNS = 6  # the end of the interrupted session a rater of evaluator_continuity reads
+_SPEAKERS = {"user_turn": "User", "assistant_turn": "Assistant", "tool_call": "Tool call", "tool_result": "Tool result"}
+
+
+def continuity_view(history: Mapping[str, Any], gold: Mapping[str, Any], conversation: Sequence[tuple[str, str]]):
+    """The panel's item for ``evaluator_continuity``: where the work stood when the context was cut (the last turns
+    of the last session), the turns the probe rests on, and the conversation after the cut as the answer."""
+    sessions = history.get("sessions") or ()
+    entries = list(sessions[-1].get("entries") or ()) if sessions else []
+    last = "\n".join(
+        f"{_SPEAKERS.get(e.get('kind'), e.get('kind'))}: {excerpt(e.get('content', ''), 60)}"
+        for e in entries[-LAST_TURNS:]
+    )
+    shown = (
+        f"Where the work stood when the context was cut (the end of the last session):\n{last or '(nothing)'}\n\n"
+        f"What the earlier work established that this question rests on:\n{quoted(gold.get('evidence_texts') or ())}"
+        "\n\nAfter the cut, the assistant resumed with only what its memory gave it. The conversation after the "
+        "cut is the answer below."
+    )
+    answer = "\n".join(f"{who}: {text}" for who, text in conversation)
+    return {EVALUATOR_CONTINUITY: rating_view(shown, answer)}
+
+
+def resumed_conversation(messages: Sequence[Any], question: str, answers: Sequence[str]) -> list[tuple[str, str]]:
+    """The conversation after the cut: the question, each answer, and the follow-up user turns between them."""
+    users = [m.text for m in messages if getattr(m, "role", None) == "user"]
+    follow_ups = users[len(users) - (len(answers) - 1) :] if len(answers) > 1 else []
+    turns = [("User", question)]
+    for n, answer in enumerate(answers):
+        if n and n - 1 < len(follow_ups):
+            turns.append(("User", follow_ups[n - 1]))
+        turns.append(("Assistant", answer))
+    return turns
+
+
 def compaction():
     from inspect_ai.scorer import Score, mean, scorer
 
@@ -100,7 +139,14 @@ def compaction():
                 value=values,
                 answer=answers[-1],
                 explanation=f"{category}: {len(answers)} answer(s); {len(packet.get('items', []))} item(s) injected",
-                metadata={"answers": list(answers)},
+                metadata={
+                    "answers": list(answers),
+                    RATING_VIEWS: continuity_view(
+                        state.metadata.get("history") or {},
+                        state.metadata.get("gold", {}),
+                        resumed_conversation(state.messages, state.input_text, answers),
+                    ),
+                },
             )
 
         return score

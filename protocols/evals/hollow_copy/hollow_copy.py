@@ -1,5 +1,6 @@
 """Hollow copy: is the agent the same collaborator after the history? One probe per sample, under one named
-condition; computed measures per probe category, from the answer and from what the condition injected.
+condition; computed measures per probe category, from the answer and from what the condition injected; push-back,
+role judgment and style continuity from the answer, with the panel's items for their judged twins.
 
 inspect eval protocols/evals/hollow_copy/hollow_copy.py -T condition=full-lca --model lca-local/smollm2
 lca run hollow_copy --conditions stateless,identity-only,summary,transcript-recall,full-lca,adversarial-summary
@@ -14,7 +15,9 @@ from inspect_ai import Task, task
 from protocols.evals.hollow_copy.dataset import DEFAULT_SCENARIOS, hollow_copy_samples
 from protocols.evals.registry import folder_metadata
 from protocols.harness.continuity_scorers import continuity_behaviour, continuity_context, replacement_context
+from protocols.harness.judgment_scorers import judgment_behaviour
 from protocols.harness.scorers import substrate
+from protocols.harness.style_scorers import style_behaviour
 from protocols.harness.tasks import condition_task
 
 
@@ -36,5 +39,12 @@ def hollow_copy(
         dataset=scenarios,
         dataset_name=Path(scenarios).stem,
         load=lambda: hollow_copy_samples(scenarios),
-        scorers=lambda: [continuity_behaviour(), continuity_context(), replacement_context(), substrate()],
+        scorers=lambda: [
+            continuity_behaviour(),
+            continuity_context(),
+            replacement_context(),
+            substrate(),
+            judgment_behaviour(),
+            style_behaviour(),
+        ],
     )
