@@ -76,14 +76,16 @@ class FakeFlakyEmbedder(FakeHashingEmbedder):
 
 class FakeScriptedGenerator:
     """A TextGenerator that answers from a script: ``respond(messages) -> str`` or a list of replies
-    consumed in order. Records every call, so tests can check what each stage was (not) shown, and the
-    JSON schema each call asked for (``schemas``, None where none was given)."""
+    consumed in order. Records every call, so tests can check what each stage was (not) shown, the
+    JSON schema each call asked for (``schemas``, None where none was given) and its decoding settings
+    (``settings``: max_tokens, temperature, seed)."""
 
     def __init__(self, respond, *, model_id: str = "fake-scripted") -> None:
         self._respond = respond
         self._model_id = model_id
         self.calls: list[list[dict[str, str]]] = []
         self.schemas: list[dict | None] = []
+        self.settings: list[dict] = []
 
     @property
     def model_id(self) -> str:
@@ -94,6 +96,7 @@ class FakeScriptedGenerator:
     ) -> str:
         self.calls.append([dict(m) for m in messages])
         self.schemas.append(None if json_schema is None else dict(json_schema))
+        self.settings.append({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
         if callable(self._respond):
             reply = self._respond(messages)
         else:

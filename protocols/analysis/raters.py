@@ -24,6 +24,7 @@ import pandas as pd
 from lca.errors import LCAError, RecordFormatError
 from lca.ports import TextGenerator
 from protocols.analysis.agreement import LEVELS
+from protocols.analysis.sheets import SheetColumns, read_filled
 
 RATER_PREFIX = "rater_"
 RATER_ROLE = re.compile(r"rater_[a-z0-9_]+")
@@ -81,17 +82,35 @@ class BlindSet:
 
 
 @dataclass(frozen=True)
+class RaterDecoding:
+    """One LLM rater's own prompt (None: the panel's) and decoding settings; ``seed`` None is the run's seed.
+    A rater is its model with these: two raters of one model differ only when these do."""
+
+    prompt: str | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int = RATING_MAX_TOKENS
+
+
+@dataclass(frozen=True)
 class RaterPanel:
-    """The raters (``rater_*`` role names), the rating prompt, the scale and its level of measurement."""
+    """The raters (``rater_*`` role names), the rating prompt, the scale and its level of measurement, and
+    per rater its own prompt and decoding settings (``decoding``; a rater not named there uses the panel's
+    prompt at temperature 0 with the run's seed)."""
 
     raters: tuple[str, ...]
     prompt: str
     scale: tuple[Any, ...]
     level: str
+    decoding: Mapping[str, RaterDecoding] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raters", tuple(self.raters))
         object.__setattr__(self, "scale", tuple(self.scale))
+        object.__setattr__(self, "decoding", dict(self.decoding))
+        strangers = [r for r in self.decoding if r not in self.raters]
+        if strangers:
+            raise LCAError(f"decoding settings for '{strangers[0]}', which is not on the panel {list(self.raters)}")
         bad = [r for r in self.raters if not is_rater_role(r)]
         if bad:
             raise LCAError(f"rater '{bad[0]}' is not a rater role; rater roles are named rater_<name>")
@@ -105,6 +124,13 @@ class RaterPanel:
             raise LCAError(f"an {self.level} scale takes numbers, got {list(self.scale)}")
         if not self.prompt.strip():
             raise LCAError("the rater panel's prompt is empty")
+
+    def decoding_for(self, rater: str) -> RaterDecoding:
+        return self.decoding.get(rater) or RaterDecoding()
+
+    def prompt_for(self, rater: str) -> str:
+        """The rater's own prompt where it has one, else the panel's."""
+        return self.decoding_for(rater).prompt or self.prompt
 
     def schema(self) -> dict[str, Any]:
         """The JSON schema a rater's reply must follow: ``{"rating": <a scale value>}``."""
@@ -156,11 +182,13 @@ def blind_items(items: Iterable[RatingItem | Mapping[str, Any]], seed: int) -> B
 
 
 # ---- LLM raters -------------------------------------------------------------------------------------
-def rating_messages(panel: RaterPanel, item: BlindItem) -> list[dict[str, str]]:
-    """The prompt a rater sees: the panel's instruction, the scale, the probe and the answer; nothing else."""
+def rating_messages(panel: RaterPanel, item: BlindItem, rater: str | None = None) -> list[dict[str, str]]:
+    """The prompt a rater sees: its instruction (its own, else the panel's), the scale, the probe and the
+    answer; nothing else."""
     scale = ", ".join(json.dumps(v) for v in panel.scale)
+    prompt = panel.prompt if rater is None else panel.prompt_for(rater)
     system = (
-        f"{panel.prompt.strip()}\n\nRate on this scale: {scale}. "
+        f"{prompt.strip()}\n\nRate on this scale: {scale}. "
         'Reply with one JSON object and nothing else: {"rating": <one value of the scale>}.'
     )
     user = f"Question:\n{item.probe}\n\nAnswer:\n{item.answer}"
@@ -188,14 +216,20 @@ def parse_rating(text: str, scale: Sequence[Any]) -> tuple[Any, str | None]:
     return None, f"rating {value!r} is not on the scale {list(scale)}"
 
 
-def _ask(generator: TextGenerator, messages: list[dict[str, str]], schema: dict[str, Any], seed: int) -> str:
-    """With the JSON schema where the generator takes one (constrained decoding), else without it."""
+def _ask(
+    generator: TextGenerator, messages: list[dict[str, str]], schema: dict[str, Any], seed: int, decoding: RaterDecoding
+) -> str:
+    """With the JSON schema where the generator takes one (constrained decoding), else without it; at the
+    rater's own temperature, seed (else the run's) and token limit."""
+    settings = {
+        "max_tokens": decoding.max_tokens,
+        "temperature": decoding.temperature,
+        "seed": seed if decoding.seed is None else decoding.seed,
+    }
     try:
-        return generator.generate(
-            messages, max_tokens=RATING_MAX_TOKENS, temperature=0.0, seed=seed, json_schema=schema
-        )
+        return generator.generate(messages, json_schema=schema, **settings)
     except TypeError:
-        return generator.generate(messages, max_tokens=RATING_MAX_TOKENS, temperature=0.0, seed=seed)
+        return generator.generate(messages, **settings)
 
 
 def rate_with_models(
@@ -205,9 +239,10 @@ def rate_with_models(
     *,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Every rater of the panel rates every item, blind and in its own seeded order. The frame has one row
-    per item and rater: ``value`` is NaN where the reply could not be read (``raw`` keeps the reply,
-    ``problem`` says why), and ``condition`` is joined back from the key after rating."""
+    """Every rater of the panel rates every item, blind and in its own seeded order, with its own prompt and
+    decoding settings (``panel.decoding``). The frame has one row per item and rater: ``value`` is NaN where
+    the reply could not be read (``raw`` keeps the reply, ``problem`` says why), and ``condition`` is joined
+    back from the key after rating."""
     missing = [r for r in panel.raters if r not in generators]
     if missing:
         raise LCAError(f"no model for rater role(s) {', '.join(missing)}; give each with --role {missing[0]}=MODEL")
@@ -218,7 +253,7 @@ def rate_with_models(
         generator = generators[rater]
         for item in blind.order_for(rater):
             try:
-                raw = _ask(generator, rating_messages(panel, item), schema, seed)
+                raw = _ask(generator, rating_messages(panel, item, rater), schema, seed, panel.decoding_for(rater))
             except Exception as exc:  # one failed call is one missing rating, never a crashed panel
                 raw, value, problem = "", None, f"the model failed: {type(exc).__name__}: {exc}"
             else:
@@ -244,6 +279,11 @@ def key_path_for(sheet_path: str | Path) -> Path:
     return sheet_path.with_name(f"{sheet_path.stem}.key.json")
 
 
+def page_path_for(sheet_path: str | Path) -> Path:
+    """Where the sheet's offline HTML page goes: beside it, ``NAME.html``."""
+    return Path(sheet_path).with_suffix(".html")
+
+
 def export_rating_sheet(
     items: Iterable[RatingItem | Mapping[str, Any]],
     path: str | Path,
@@ -251,24 +291,45 @@ def export_rating_sheet(
     *,
     scale: Sequence[Any] | None = None,
     prompt: str = "",
+    page: bool = True,
+    title: str | None = None,
+    key_fields: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """A blinded CSV sheet (``SHEET_COLUMNS``; rating, rater and notes empty) in a seeded order, and its key
-    file beside it (blind id -> item id and condition, the scale and the prompt). Returns both paths."""
+    """A blinded CSV sheet (``SHEET_COLUMNS``; rating, rater and notes empty) in a seeded order, the same sheet
+    as one offline HTML page (``page``; ``protocols.analysis.rating_page``) and the key file beside them (blind
+    id -> item id and condition, the scale, the prompt and ``key_fields``, e.g. the measure's level). Returns
+    the sheet's and the key's paths; the page is ``page_path_for(sheet)``."""
     if scale is None or len(scale) < 2:
         raise LCAError("a rating sheet needs the measure's scale (at least two values) to check ratings on import")
     blind = blind_items(items, seed)
     path = Path(path)
     key_path = key_path_for(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [(item.blind_id, item.probe, item.answer, "", "", "") for item in blind.items]
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(SHEET_COLUMNS)
-        for item in blind.items:
-            writer.writerow([item.blind_id, item.probe, item.answer, "", "", ""])
+        writer.writerows(rows)
+    if page:
+        from protocols.analysis.rating_page import PageSheet, write_page
+
+        sheet = PageSheet(
+            title=title or f"Rating sheet: {path.stem}",
+            prompt=prompt,
+            scale=tuple(scale),
+            columns=SHEET_COLUMNS,
+            rows=tuple(rows),
+            id_column="sheet_item_id",
+            shown=(("probe", "Question"), ("answer", "Answer")),
+            file_stem=path.stem,
+        )
+        write_page(sheet, page_path_for(path))
     key = {
         "format": KEY_FORMAT,
         "version": 1,
+        **dict(key_fields or {}),
         "sheet": path.name,
+        "page": page_path_for(path).name if page else None,
         "seed": seed,
         "scale": list(scale),
         "prompt": prompt,
@@ -290,87 +351,31 @@ def read_key(key_path: str | Path) -> dict[str, Any]:
     for name in ("scale", "items"):
         if name not in key:
             raise RecordFormatError("missing", path=str(key_path), field=name)
+    if not isinstance(key["items"], dict) or not isinstance(key["scale"], list) or len(key["scale"]) < 2:
+        raise RecordFormatError("expected items as an object and a scale of at least two values", path=str(key_path))
     return key
-
-
-def _scale_value(text: str, scale: Sequence[Any]) -> Any:
-    """The scale value a cell names, or None. Numbers compare as numbers (``4`` and ``4.0`` are 4)."""
-    for allowed in scale:
-        if _is_number(allowed):
-            try:
-                if float(text) == allowed:
-                    return allowed
-            except ValueError:
-                continue
-        elif text == str(allowed):
-            return allowed
-    return None
 
 
 def import_ratings(csv_paths: str | Path | Sequence[str | Path], key_path: str | Path) -> pd.DataFrame:
     """Filled rating sheets back as a ratings frame (``item``, ``rater``, ``value``, ``condition``,
-    ``notes``, ``source``). Rows with neither rating nor rater are skipped (not rated); every other problem
-    (unknown id, a rating off the scale, a rating without a rater, the same rater on an item twice, a
-    missing column) is an error naming the file and CSV line, all of them reported at once."""
+    ``notes``, ``source``, ``sheet_item_id``). Rows with neither rating nor rater are skipped (not rated);
+    every other problem (unknown id, a rating off the scale, a missing rating or rater, the same rater on an
+    item twice, a missing column) refuses the whole import (``SheetRefused``, one problem per file, line and
+    field, all of them at once)."""
     key = read_key(key_path)
-    scale = key["scale"]
     known = key["items"]
     paths = [csv_paths] if isinstance(csv_paths, (str, Path)) else list(csv_paths)
-    rows: list[dict[str, Any]] = []
-    problems: list[str] = []
-    first_seen: dict[tuple[str, str], str] = {}
-    for path in map(Path, paths):
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            absent = [c for c in SHEET_COLUMNS if header is None or c not in header]
-            if absent:
-                raise RecordFormatError(f"missing column(s) {', '.join(absent)}", path=str(path), line=1)
-            col = {name: header.index(name) for name in SHEET_COLUMNS}
-            line = reader.line_num + 1
-            for record in reader:
-                where, line = f"{path}, line {line}", reader.line_num + 1
-                cells = {name: (record[i].strip() if i < len(record) else "") for name, i in col.items()}
-                if not any(record):
-                    continue
-                problem = _row_problem(cells, known, scale)
-                if problem:
-                    problems.append(f"{where}: {problem}")
-                    continue
-                if not cells["rating"]:
-                    continue
-                pair = (cells["sheet_item_id"], cells["rater"])
-                if pair in first_seen:
-                    problems.append(f"{where}: rater '{pair[1]}' rated '{pair[0]}' again (first at {first_seen[pair]})")
-                    continue
-                first_seen[pair] = where
-                entry = known[cells["sheet_item_id"]]
-                rows.append(
-                    {
-                        "item": entry["item_id"],
-                        "rater": cells["rater"],
-                        "value": _scale_value(cells["rating"], scale),
-                        "condition": entry["condition"],
-                        "notes": cells["notes"],
-                        "source": where,
-                    }
-                )
-    if problems:
-        more = f" (and {len(problems) - 1} more: " + "; ".join(problems[1:]) + ")" if len(problems) > 1 else ""
-        raise LCAError(f"rating sheet refused: {problems[0]}{more}")
-    return pd.DataFrame(rows, columns=["item", "rater", "value", "condition", "notes", "source"])
-
-
-def _row_problem(cells: Mapping[str, str], known: Mapping[str, Any], scale: Sequence[Any]) -> str | None:
-    sheet_id, rating, rater = cells["sheet_item_id"], cells["rating"], cells["rater"]
-    if sheet_id not in known:
-        return f"unknown sheet_item_id '{sheet_id}' (not in the key)"
-    if not rating and not rater:
-        return None  # not rated
-    if not rating:
-        return f"rater '{rater}' left the rating of '{sheet_id}' empty"
-    if not rater:
-        return f"the rating of '{sheet_id}' names no rater"
-    if _scale_value(rating, scale) is None:
-        return f"rating '{rating}' of '{sheet_id}' is not on the scale {scale}"
-    return None
+    filled = read_filled(paths, columns=SheetColumns(item="sheet_item_id"), known=known, scale=key["scale"])
+    rows = [
+        {
+            "item": known[r.item]["item_id"],
+            "rater": r.rater,
+            "value": r.value,
+            "condition": known[r.item]["condition"],
+            "notes": r.notes,
+            "source": r.source,
+            "sheet_item_id": r.item,
+        }
+        for r in filled
+    ]
+    return pd.DataFrame(rows, columns=["item", "rater", "value", "condition", "notes", "source", "sheet_item_id"])

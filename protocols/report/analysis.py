@@ -84,6 +84,7 @@ class JudgedStatus:
     lean: tuple[dict[str, Any], ...] = ()
     reason: str = ""
     source: str = ""
+    gate: dict[str, Any] = field(default_factory=dict)  # the runner's gate record: every input and check
 
     def to_dict(self) -> dict[str, Any]:
         return _json(asdict(self))
@@ -185,6 +186,8 @@ def judged_status(run: StudyRun, measure: JudgedMeasure) -> JudgedStatus:
             lean=tuple(record.get("lean") or ()),
             reason=str(record.get("reason") or record.get("detail") or ""),
             source=f"ratings/{measure.id}.agreement.json (the runner's calibration)",
+            gate=dict(record.get("gate") or {})
+            | ({"panel_note": record["panel_note"]} if record.get("panel_note") else {}),
         )
     ratings = run.ratings.get(measure.id)
     if ratings is None:
@@ -227,6 +230,9 @@ def _not_coded(status: JudgedStatus | None) -> str | None:
         return None
     if status.state == "missing":
         return "not rated in this run"
+    if (status.gate.get("checks") or status.gate.get("reason")) and status.reason:
+        why = status.gate.get("summary") or status.reason.strip().rstrip(".")
+        return f"coding refused by the rater gate: {why} (every check and figure under Rater agreement)"
     low, high = status.alpha_ci
     return (
         f"coding refused: Krippendorff's alpha {_num(status.alpha)} (95% CI {_num(low)} to {_num(high)}) is "

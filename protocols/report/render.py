@@ -61,6 +61,7 @@ def provenance(run: StudyRun) -> dict[str, Any]:
         "model_files": m.get("model_files") or {},
         "embedder_id": m.get("embedder_id") or ", ".join(from_logs["embedders"]) or None,
         "datasets": m.get("datasets") or [{"protocol": p, "file": f, "sha256": s} for p, f, s in from_logs["datasets"]],
+        "calibration_sets": m.get("calibration_sets") or [],
         "seeds": m.get("seeds") or list(run.study.seeds),
         "packages": m.get("packages") or (headers[0].packages if headers else {}),
         "platform": m.get("platform") or {},
@@ -160,6 +161,11 @@ def _provenance_lines(prov: dict[str, Any]) -> list[str]:
     for d in prov["datasets"] or ():
         fixture = " (project fixture)" if d.get("fixture") else ""
         lines.append(f"- Dataset ({d.get('protocol')}): `{d.get('file')}` sha256 `{d.get('sha256')}`{fixture}")
+    for c in prov.get("calibration_sets") or ():
+        lines.append(
+            f"- Calibration set ({c.get('measure')}): `{c.get('path')}` sha256 `{c.get('sha256')}`, {c.get('items')} "
+            "items with reference codes"
+        )
     lines.append(f"- Seeds: {', '.join(str(s) for s in prov['seeds'])}")
     packages = ", ".join(f"{k} {v}" for k, v in sorted((prov["packages"] or {}).items()))
     lines.append(f"- Packages: {packages or 'not recorded'}")
@@ -243,6 +249,7 @@ def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any
     ]
     out += _table(header, _prediction_rows(analysis))
     out += [f"- {o.id}: {o.verdict}: {o.reason}" for o in analysis.predictions] + [""]
+    out += _testable_lines(analysis)
     out += [
         "## Measures by condition",
         "",
@@ -329,6 +336,87 @@ def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any
     return "\n".join(out)
 
 
+def _testable_lines(analysis: StudyAnalysis) -> list[str]:
+    """Which predictions this run could test, and why each other one was not tested, in words."""
+    tested = [o for o in analysis.predictions if o.verdict != "not tested"]
+    untested = [o for o in analysis.predictions if o.verdict == "not tested"]
+    out = ["### What this run could test", ""]
+    names = ", ".join(f"{o.id} ({o.verdict})" for o in tested) or "none"
+    out.append(f"This run could test {len(tested)} of {len(analysis.predictions)} predictions: {names}.")
+    if untested:
+        out.append(f"It could not test {len(untested)}:")
+        out += [f"- {o.id} ({o.measure}): {o.reason}" for o in untested]
+    return out + [""]
+
+
+def _gate_lines(s) -> list[str]:
+    """A judged measure's gate as the runner recorded it: the panel (each rater's identity), the calibration
+    set, the thresholds and counts, each rater against the reference codes, and every check."""
+    gate = s.gate or {}
+    if not gate:
+        return []
+    out = [f"#### {s.measure}: the rater gate", ""]
+    calibration = gate.get("calibration") or {}
+    if calibration.get("source") == "calibration set":
+        codes = ", ".join(f"{k}: {v}" for k, v in (calibration.get("codes") or {}).items())
+        out.append(
+            f"- Calibration set: `{calibration.get('path')}` sha256 `{calibration.get('sha256')}`, "
+            f"{calibration.get('items')} items with reference codes ({codes})"
+        )
+    elif calibration:
+        out.append(f"- Calibration: {calibration.get('items')} of the study's own answers; {calibration.get('note')}")
+    if "threshold" in gate:
+        out.append(
+            f"- Level {gate.get('level')}, scale {gate.get('scale')}; alpha among the raters must reach "
+            f"{_f(gate.get('threshold'))}; each rater's alpha with the reference codes must reach "
+            f"{_f(gate.get('reference_threshold'))}; at least {gate.get('min_raters')} raters must give readable "
+            f"ratings; counts: {', '.join(f'{k} {v}' for k, v in (gate.get('counts') or {}).items())}"
+        )
+    rows = [
+        [
+            r.get("rater"),
+            r.get("model") or r.get("kind"),
+            r.get("prompt_source"),
+            f"`{str(r.get('prompt_sha256'))[:12]}`",
+            _f(r.get("temperature")),
+            r.get("seed"),
+            r.get("max_tokens"),
+            f"`{r.get('identity')}`",
+        ]
+        for r in gate.get("panel") or ()
+    ]
+    out += [
+        "",
+        *_table(["rater", "model", "prompt", "prompt sha256", "temperature", "seed", "max_tokens", "identity"], rows),
+    ]
+    own = [(r.get("rater"), r.get("prompt")) for r in gate.get("panel") or () if r.get("prompt_source") == "own"]
+    out += [f"- {rater}'s own prompt: {prompt}" for rater, prompt in own]
+    if gate.get("same_identity"):
+        groups = "; ".join(" = ".join(g) for g in gate["same_identity"])
+        out.append(f"- **Not independent**: {groups} (one identity: the same model, prompt and settings)")
+    rows = [
+        [
+            r.get("rater"),
+            _f(r.get("alpha")),
+            _ci(*(r.get("alpha_ci") or (None, None))),
+            _f(r.get("exact")),
+            _f(r.get("within_one")),
+            f"{r.get('n_items')} ({r.get('n_missing')} missing)",
+            _f(r.get("threshold")),
+            "**passes**" if r.get("passes") else "**fails**",
+        ]
+        for r in gate.get("reference") or ()
+    ]
+    if rows:
+        header = ["rater vs reference codes", "alpha", "95% CI", "exact", "within one", "items", "threshold", "verdict"]
+        out += ["", *_table(header, rows)]
+    for check in gate.get("checks") or ():
+        out.append(
+            f"- Check {check.get('name')}: {'passes' if check.get('passes') else '**fails**'}: {check.get('detail')}"
+        )
+    return out + [""]
+
+
 def _agreement_lines(analysis: StudyAnalysis) -> list[str]:
     if not analysis.judged:
         return []
@@ -367,13 +455,20 @@ def _agreement_lines(analysis: StudyAnalysis) -> list[str]:
     for s in analysis.judged.values():
         if s.state == "missing":
             lean = "not rated"
+        elif (s.gate.get("calibration") or {}).get("source") == "calibration set":
+            lean = "calibrated on the calibration set, whose items belong to no condition"
         elif s.leaning:
             lean = f"disagreements lean on {', '.join(s.leaning)} (sign test p < 0.05)"
         else:
             lean = "disagreements do not lean toward any condition (sign test)"
         reason = s.reason.strip().rstrip(".")
         out.append(f"- {s.measure}: {s.state}; {lean}. {reason + '. ' if reason else ''}Source: {s.source or '–'}.")
-    return out + [""]
+        if s.gate.get("panel_note"):
+            out.append(f"- {s.measure}: note: {s.gate['panel_note']}")
+    out.append("")
+    for s in analysis.judged.values():
+        out += _gate_lines(s)
+    return out
 
 
 def _protocol_lines(run: StudyRun) -> list[str]:

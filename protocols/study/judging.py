@@ -1,11 +1,14 @@
-"""Rating a judged measure of a study run: calibrate first, code only when the raters agree.
+"""Rating a judged measure of a study run: calibrate first, code only when the gate passes.
 
 The items are the agent's answers read back from the protocol's eval logs (the probe and the answer; the
-condition stays in the hidden key). A seeded draw of ``calibration_items`` of them, across conditions, is
-rated first by every rater of the panel (``protocols.analysis.raters``, blind and in each rater's own order);
-Krippendorff's alpha at the measure's level (``protocols.analysis.agreement``) must reach the pre-registered
-threshold, with at least ``min_raters`` raters giving readable ratings, before the rest is rated. A refusal
-keeps the calibration ratings and says why. ``write_ratings`` writes the run directory's long-format file.
+condition stays in the hidden key). The panel first rates the measure's calibration set: the pre-registered file of
+items with reference codes when the measure names one (then every study answer is coded after the gate), else a
+seeded draw of ``calibration_items`` of the study's answers (the rest is coded after the gate). Every rater rates
+blind and in its own order, with its own prompt and decoding settings (``protocols.analysis.raters``). The gate
+(``protocols.analysis.gate``) refuses a panel whose raters are one rater (same model, prompt and settings), fewer
+than ``min_raters`` raters giving readable ratings, Krippendorff's alpha among the raters below the threshold, and
+any rater whose agreement with the reference codes is below the reference threshold. A refusal keeps the
+calibration ratings and says why. ``write_ratings`` writes the run directory's long-format file.
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lca.errors import LCAError
-from protocols.study.schema import JudgedMeasure
+from protocols.study.panel import JudgedMeasure
 
 RATINGS_COLUMNS = (
     "sheet_item_id",
@@ -31,13 +33,16 @@ RATINGS_COLUMNS = (
     "raw",
     "missing_reason",
     "phase",  # calibration (rated before the gate) or coding (rated after it passed)
+    "reference",  # a calibration-set item's reference code (empty for the study's answers)
 )
+CALIBRATION_PROTOCOL = "calibration-set"  # the protocol column of a calibration-set item's rows
 
 
 @dataclass(frozen=True)
 class JudgedRatings:
-    """A judged measure's ratings (``rate_with_models`` frame plus ``phase``), its calibration report and
-    whether coding was refused (and why)."""
+    """A judged measure's ratings (``rate_with_models`` frame plus ``phase``), the raters' agreement on the
+    calibration items (``report``), the gate with every input and check (``gate``) and whether coding was
+    refused (and why)."""
 
     frame: Any  # pandas.DataFrame
     report: Any  # AgreementReport | None
@@ -45,6 +50,7 @@ class JudgedRatings:
     reason: str | None
     calibration: tuple[str, ...]
     coded: tuple[str, ...]
+    gate: Any = None  # protocols.analysis.gate.GateReport | None
 
 
 def answer_items(locations: Sequence[str]) -> tuple[list[Any], dict[str, str]]:
@@ -78,82 +84,103 @@ def _probe_text(value: Any) -> str:
 
 
 def rate_judged(
-    measure: JudgedMeasure, items: Sequence[Any], generators: Mapping[str, Any], *, seed: int, resamples: int = 1000
+    measure: JudgedMeasure,
+    items: Sequence[Any],
+    generators: Mapping[str, Any],
+    *,
+    seed: int,
+    resamples: int = 1000,
+    identities: Mapping[str, Any],
+    calibration_set: Any = None,
 ) -> JudgedRatings:
-    """Calibrate, then code: the raters rate ``calibration_items`` items (a seeded draw across conditions);
-    alpha at the measure's level must reach its threshold, with at least ``min_raters`` raters giving
-    ratings, before the rest is rated. A refusal keeps the calibration ratings and says why."""
+    """Calibrate, then code (module docstring). ``identities`` (rater -> ``RaterIdentity``) decide whether the
+    raters are distinct; ``calibration_set`` (``protocols.analysis.gate.CalibrationSet``, the measure's own
+    when it names one) holds them against its reference codes."""
     import pandas as pd
 
-    from protocols.analysis.agreement import AgreementTooLow, agreement
-    from protocols.analysis.raters import RaterPanel as Panel
+    from protocols.analysis.gate import calibration_gate
     from protocols.analysis.raters import rate_with_models
+    from protocols.study.panel import analysis_panel
 
-    panel = Panel(measure.rater_panel.raters, measure.rater_panel.prompt, tuple(measure.scale), measure.level)
-    ordered = list(items)
-    random.Random(f"{seed}:calibration:{measure.id}").shuffle(ordered)
-    calibration, rest = ordered[: measure.calibration_items], ordered[measure.calibration_items :]
+    panel = analysis_panel(measure)
+    if calibration_set is not None:
+        calibration, rest = calibration_set.rating_items(), list(items)
+        codes, source = calibration_set.codes(), calibration_set.summary()
+    else:
+        ordered = list(items)
+        random.Random(f"{seed}:calibration:{measure.id}").shuffle(ordered)
+        calibration, rest = ordered[: measure.calibration_items], ordered[measure.calibration_items :]
+        codes = None
+        source = {
+            "source": "study answers",
+            "items": len(calibration),
+            "note": "a seeded draw of the study's own answers, without reference codes: nothing holds the raters "
+            "against known codes",
+        }
     if not calibration:
         empty = pd.DataFrame(columns=["item", "rater", "value", "condition", "raw", "problem", "phase"])
         return JudgedRatings(empty, None, True, "no answers to rate (every sample errored)", (), ())
     frame = rate_with_models(panel, calibration, generators, seed=seed).assign(phase="calibration")
     ids = tuple(item.item_id for item in calibration)
-    rated = frame[frame["value"].notna()]
-    giving = sorted(rated["rater"].unique())
-    if len(giving) < measure.rater_panel.min_raters:
-        missing = int(frame["value"].isna().sum())
-        reason = (
-            f"only {len(giving)} rater(s) gave a readable rating ({', '.join(giving) or 'none'}); the panel needs "
-            f"{measure.rater_panel.min_raters}; {missing} of {len(frame)} calibration rating(s) are missing "
-            "(the raw replies are in the ratings file)"
-        )
-        return JudgedRatings(frame, None, True, reason, ids, ())
-    try:
-        report = agreement(
-            frame[["item", "rater", "value", "condition"]],
-            measure.level,
-            measure.agreement_threshold,
-            resamples,
-            seed,
-            measure=measure.id,
-            scale=tuple(measure.scale),
-        )
-    except LCAError as exc:
-        return JudgedRatings(frame, None, True, f"agreement cannot be computed: {exc}", ids, ())
-    if not report.passes:
-        return JudgedRatings(frame, report, True, str(AgreementTooLow(report)), ids, ())
+    gate = calibration_gate(
+        frame,
+        measure=measure.id,
+        level=measure.level,
+        scale=tuple(measure.scale),
+        threshold=measure.agreement_threshold,
+        min_raters=measure.rater_panel.min_raters,
+        identities=identities,
+        reference_codes=codes,
+        reference_threshold=measure.reference_threshold,
+        calibration=source,
+        resamples=resamples,
+        seed=seed,
+    )
+    if not gate.passes:
+        return JudgedRatings(frame, gate.among, True, gate.reason, ids, (), gate)
     coded = tuple(item.item_id for item in rest)
     if rest:
         coding = rate_with_models(panel, rest, generators, seed=seed).assign(phase="coding")
         frame = pd.concat([frame, coding], ignore_index=True)
-    return JudgedRatings(frame, report, False, None, ids, coded)
+    return JudgedRatings(frame, gate.among, False, None, ids, coded, gate)
 
 
 def write_ratings(
-    path: Path, frame, items: Sequence[Any], samples: Mapping[str, str], protocol: str, seed: int
+    path: Path,
+    frame,
+    items: Sequence[Any],
+    samples: Mapping[str, str],
+    protocol: str,
+    seed: int,
+    codes: Mapping[str, Any] | None = None,
 ) -> None:
     """The long-format ratings file: one row per item and rater. ``sheet_item_id`` is the item's blind id over
-    all the measure's items (what a human sheet would show); ``condition`` is here, the raters never saw it."""
+    all the measure's items (what a human sheet would show); ``condition`` is here, the raters never saw it.
+    A calibration-set item (``codes``: its id -> reference code) is its own id under protocol and condition
+    ``calibration-set``, with its reference code."""
     from protocols.analysis.raters import blind_items
 
     blind = blind_items(items, seed)
     sheet = {item_id: blind_id for blind_id, (item_id, _) in blind.key.items()}
+    codes = codes or {}
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(RATINGS_COLUMNS)
         for row in frame.to_dict("records"):
             value = row["value"]
             missing = isinstance(value, float) and math.isnan(value)
+            reference = row["item"] in codes
             writer.writerow(
                 [
-                    sheet[row["item"]],
-                    samples[row["item"]],
-                    protocol,
+                    row["item"] if reference else sheet[row["item"]],
+                    row["item"] if reference else samples[row["item"]],
+                    CALIBRATION_PROTOCOL if reference else protocol,
                     row["condition"],
                     row["rater"],
                     "" if missing else value,
                     row.get("raw") or "",
                     (row.get("problem") or "") if missing else "",
                     row["phase"],
+                    codes[row["item"]] if reference else "",
                 ]
             )

@@ -7,8 +7,11 @@ and every eval log say so. Everything is checked before anything runs: the docum
 arguments (``protocols.cli.planning.plan_tasks``, the same checks as ``lca run PROTOCOL``), the models and the
 data. A benchmark file that is missing is replaced by the protocol's fixture only with a ``data_missing``
 deviation, never silently. Judged measures are rated after their protocol ran: blind raters (``rater_*``
-roles) rate a calibration set first, and the rest is coded only when Krippendorff's alpha reaches the
-pre-registered threshold; otherwise the refusal and its reason are written beside the ratings.
+roles, each with its own prompt and decoding settings) rate the measure's calibration set first (its
+pre-registered file of reference codes, else a draw of the study's answers), and the study's answers are coded
+only when the gate passes (``protocols.analysis.gate``: distinct raters, alpha among them and each rater's
+agreement with the reference codes at the pre-registered thresholds); otherwise the refusal and its reason are
+written beside the ratings, with every input of the gate.
 
 Layout (the report reads it; docs/preregistration.md, "Running a study")::
 
@@ -29,8 +32,10 @@ from typing import Any
 from lca.errors import LCAError
 from protocols.data_paths import REPO, find_data_file
 from protocols.study import manifest as mf
-from protocols.study.judging import answer_items, rate_judged, write_ratings
+from protocols.study.judging import rate_judged, write_ratings
 from protocols.study.lock import Deviation, lock_signature, read_deviations, record_deviation, require_locked
+from protocols.study.panel import analysis_panel, load_calibration_set
+from protocols.study.rubrics import judged_items
 from protocols.study.schema import JudgedMeasure, ProtocolRun, Study, load_study
 
 STUDY_SUFFIXES = (".yaml", ".yml")
@@ -180,8 +185,10 @@ def default_rater_factory() -> RaterFactory:
             if model not in made:
                 made[model] = local_generator(model)
             return made[model]
-        return text_generator(model, role=role)
+        made[f"{role}:{model}"] = generator = text_generator(model, role=role)
+        return generator
 
+    factory.made = made  # type: ignore[attr-defined]  # run.json's served_models reads the raters' served names
     return factory
 
 
@@ -229,6 +236,8 @@ class StudyRunner:
         self.roles = agent_roles(self.study)
         for model in dict.fromkeys([self.study.models.agent, *self.study.models.roles.values()]):
             resolve_model(model)
+        # read (and checked against its sha256) once more: the file may have changed since the document loaded
+        self.calibration_sets = {m.id: load_calibration_set(m) for m in self.study.judged_measures()}
 
     # ---- the run ------------------------------------------------------------------------------------
     def run(self) -> StudyRunResult:
@@ -261,6 +270,7 @@ class StudyRunner:
         finished = mf.utc_now()
         ok = all(entry["status"] == "success" for entry in entries)
         manifest.update(
+            served_models=mf.served_models(entries, getattr(self.rater_factory, "made", {})),
             finished_at=mf.iso(finished),
             wall_seconds=round(time.monotonic() - clock, 2),
             status="success" if ok else "error",
@@ -301,6 +311,7 @@ class StudyRunner:
 
         study, status = self.study, self.status
         models = [study.models.agent, *study.models.roles.values()]
+        self.model_files = mf.model_files(models, self.out / mf.GGUF_CACHE_FILE)
         return {
             "study_id": study.id,
             "study_path": str(self.path),
@@ -321,7 +332,8 @@ class StudyRunner:
             "seeds": list(study.seeds),
             "seed_used": study.seeds[0],
             "models": {"agent": study.models.agent, "roles": dict(study.models.roles)},
-            "model_files": mf.model_files(models, self.out / mf.GGUF_CACHE_FILE),
+            "model_files": self.model_files,
+            "served_models": {},  # at the end: per model string, the model names its API answered with
             "embedder_id": mf.embedder_id(),
             "packages": mf.package_versions(),
             "datasets": [
@@ -334,6 +346,11 @@ class StudyRunner:
                 for plan in self.plans
             ],
             "protocols": [self._protocol_entry(plan, None) for plan in self.plans],
+            "calibration_sets": [
+                {"measure": measure, **calibration.summary()}
+                for measure, calibration in self.calibration_sets.items()
+                if calibration is not None
+            ],
             "deviations": deviations,
             "ratings": [],
             "platform": mf.platform_info(),
@@ -432,25 +449,31 @@ class StudyRunner:
         note = self._panel_note(measure)
         if note:
             self.echo(f"[{self.study.id}] {measure.id}: NOTE: {note}")
-        items, samples = answer_items(locations)
+        calibration_set = self.calibration_sets.get(measure.id)
+        items, samples = judged_items(measure, locations)  # a registered rubric's views, else probe and answer
         result = rate_judged(
             measure,
             items,
             self._rater_generators(measure),
             seed=seed,
             resamples=self.study.analysis.bootstrap.resamples,
+            identities=self._identities(measure),
+            calibration_set=calibration_set,
         )
-        write_ratings(csv_path, result.frame, items, samples, measure.protocol, seed)
+        codes = calibration_set.codes() if calibration_set is not None else None
+        write_ratings(csv_path, result.frame, items, samples, measure.protocol, seed, codes)
+        for check in result.gate.checks if result.gate is not None else ():
+            mark = "ok" if check.passes else "FAILS"
+            self.echo(f"[{self.study.id}] {measure.id}: gate {check.name}: {mark}: {check.detail}")
         if result.refused:
-            return self._refuse(
-                measure, json_path, result.report, result.reason, len(result.calibration), len(result.coded)
-            )
-        data = self._agreement_data(measure, result.report, None, len(result.calibration), len(result.coded))
-        mf.write_json(json_path, data)
+            return self._refuse(measure, json_path, result, result.reason, len(result.calibration), len(result.coded))
+        mf.write_json(
+            json_path, self._agreement_data(measure, result, None, len(result.calibration), len(result.coded))
+        )
         alpha, (low, high) = result.report.alpha, result.report.alpha_ci
         self.echo(
-            f"[{self.study.id}] {measure.id}: agreement passes (alpha {alpha:.3f}, 95% CI {low:.3f} to {high:.3f}, "
-            f"threshold {measure.agreement_threshold:g}); coded {len(result.coded)} more item(s)"
+            f"[{self.study.id}] {measure.id}: the gate passes (alpha among the raters {alpha:.3f}, 95% CI {low:.3f} "
+            f"to {high:.3f}, threshold {measure.agreement_threshold:g}); coded {len(result.coded)} study item(s)"
         )
         return {
             "measure": measure.id,
@@ -467,33 +490,54 @@ class StudyRunner:
         roles = self.study.models.roles
         return {role: factory(role, roles[role]) for role in measure.rater_panel.raters}
 
+    def _identities(self, measure: JudgedMeasure) -> dict[str, Any]:
+        """Each rater's identity: its model (with the GGUF's sha256 for a local one), prompt and settings."""
+        from protocols.analysis.gate import model_identities
+
+        models = {role: self.study.models.roles.get(role) for role in measure.rater_panel.raters}
+        files = getattr(self, "model_files", None) or {}
+        return model_identities(analysis_panel(measure), models, self.study.seeds[0], files)
+
     def _panel_note(self, measure: JudgedMeasure) -> str | None:
-        """Raters that are one model (at temperature 0) agree by construction: their alpha says nothing
-        about the scheme's reliability, and the report must say so."""
-        models = [self.study.models.roles.get(role) for role in measure.rater_panel.raters]
-        if len(set(models)) == len(models):
+        """Raters of one model with different prompts or settings are distinct raters, but not independent
+        minds: the report says so beside their agreement. (Raters of one model with one prompt and one setting
+        are one rater, and the gate refuses them.)"""
+        from protocols.analysis.gate import same_identity
+
+        identities = self._identities(measure)
+        models = [identity.model_sha256 or identity.model for identity in identities.values()]
+        if len(set(models)) == len(models) or same_identity(identities):
             return None
+        shared = sorted({str(identity.model) for identity in identities.values()})
         return (
-            f"raters {', '.join(measure.rater_panel.raters)} share a model ({', '.join(sorted(set(map(str, models))))}); "
-            "identical models rate alike, so their agreement is not evidence that the scheme is reliable"
+            f"raters {', '.join(measure.rater_panel.raters)} share a model ({', '.join(shared)}) and differ in their "
+            "prompt or decoding settings: distinct raters, not independent judges; their agreement with the "
+            "reference codes is what shows the scheme can be applied"
         )
 
-    def _agreement_data(self, measure, report, reason, calibration: int, coded: int) -> dict[str, Any]:
+    def _agreement_data(self, measure, result, reason, calibration: int, coded: int) -> dict[str, Any]:
+        report = result.report if result is not None else None
+        gate = result.gate if result is not None else None
         base = report.to_dict() if report is not None else {"measure": measure.id, "level": measure.level}
         base.setdefault("threshold", measure.agreement_threshold)
+        identities = self._identities(measure)
         return {
             "panel_note": self._panel_note(measure),
             **base,
+            "passes": bool(report is not None and report.passes and reason is None),
             "refused": reason is not None,
             "reason": reason,
             "calibration_items": calibration,
             "coded_items": coded,
             "raters": {role: self.study.models.roles.get(role) for role in measure.rater_panel.raters},
+            "gate": gate.to_dict()
+            if gate is not None
+            else {"panel": [identity.to_dict() for identity in identities.values()], "checks": [], "reason": reason},
             "exploratory": self.exploratory,
         }
 
-    def _refuse(self, measure, json_path: Path, report, reason: str, calibration: int, coded: int) -> dict[str, Any]:
-        mf.write_json(json_path, self._agreement_data(measure, report, reason, calibration, coded))
+    def _refuse(self, measure, json_path: Path, result, reason: str, calibration: int, coded: int) -> dict[str, Any]:
+        mf.write_json(json_path, self._agreement_data(measure, result, reason, calibration, coded))
         self.echo(f"[{self.study.id}] {measure.id}: CODING REFUSED: {reason}")
         csv_path = json_path.with_name(f"{measure.id}.csv")
         return {

@@ -13,23 +13,43 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from lca.errors import LCAError, RecordFormatError
+from protocols.study.fields import RATER_PREFIX, ArgValue, Label, RoleName, Text
+from protocols.study.fields import Strict as _Strict
+from protocols.study.panel import (
+    CalibrationSetRef,
+    JudgedMeasure,
+    RaterPanel,
+    RaterSettings,
+    calibration_problems,
+    judged_problems,
+)
 
 SCHEMA_VERSION = 1
-RATER_PREFIX = "rater_"
 _STUDY_ID = r"^[a-z0-9_]+$"
-_LABEL = r"^[A-Za-z][A-Za-z0-9_.-]*$"  # hypothesis, measure and prediction ids
-_ROLE = r"^[a-z][a-z0-9_]*$"
-Label = Annotated[str, StringConstraints(pattern=_LABEL)]
-Text = Annotated[str, StringConstraints(min_length=1)]
-RoleName = Annotated[str, StringConstraints(pattern=_ROLE)]
-ArgValue = str | int | float | bool
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+__all__ = [
+    "RATER_PREFIX",
+    "SCHEMA_VERSION",
+    "ArgValue",
+    "CalibrationSetRef",
+    "ComputedMeasure",
+    "Hypothesis",
+    "JudgedMeasure",
+    "Label",
+    "Prediction",
+    "ProtocolRun",
+    "RaterPanel",
+    "RaterSettings",
+    "RoleName",
+    "Study",
+    "Text",
+    "check_registered",
+    "load_study",
+    "registry_problems",
+    "study_problems",
+]
 
 
 class Hypothesis(_Strict):
@@ -58,12 +78,6 @@ class ProtocolRun(_Strict):
     requires_data: bool = False
 
 
-class RaterPanel(_Strict):
-    raters: tuple[RoleName, ...]
-    prompt: Text
-    min_raters: int = Field(default=2, ge=2)
-
-
 class ComputedMeasure(_Strict):
     """A measure a scorer computes: ``metric`` is the score's name in the task log (the protocol's eval.yaml
     measure name), read per sample for the paired tests."""
@@ -76,22 +90,6 @@ class ComputedMeasure(_Strict):
     computation: Text
     scale: Literal["binary", "continuous", "count"]
     direction: Literal["higher", "lower"] = "higher"  # which direction is better
-    description: str = ""
-
-
-class JudgedMeasure(_Strict):
-    """A measure raters judge on ``scale`` at ``level``; its data are coded only when the raters' agreement
-    (Krippendorff's alpha) reaches ``agreement_threshold`` on ``calibration_items`` pilot items."""
-
-    id: Label
-    protocol: Text
-    kind: Literal["judged"]
-    level: Literal["nominal", "ordinal", "interval"]
-    scale: tuple[int | float | str, ...] = Field(min_length=2)
-    rater_panel: RaterPanel
-    agreement_threshold: float = Field(default=0.667, gt=0, le=1)
-    calibration_items: int = Field(default=20, ge=1)
-    direction: Literal["higher", "lower"] = "higher"
     description: str = ""
 
 
@@ -278,7 +276,7 @@ def study_problems(study: Study) -> list[tuple[str, str]]:
                 f"not run (it runs: {', '.join(protocols)})",
             )
         if isinstance(measure, JudgedMeasure):
-            problems.extend(_judged_problems(study, measure, where))
+            problems.extend(judged_problems(dict(study.models.roles), measure, where))
 
     hypotheses = {h.id for h in study.hypotheses}
     measures = {m.id: m for m in study.measures}
@@ -291,40 +289,6 @@ def study_problems(study: Study) -> list[tuple[str, str]]:
     for field, values in (("seeds", study.seeds), ("analysis.groups", study.analysis.groups)):
         for value in _repeats(values):
             add(field, f"'{value}' appears more than once")
-    return problems
-
-
-def _judged_problems(study: Study, measure: JudgedMeasure, where: str) -> list[tuple[str, str]]:
-    problems = []
-    panel = measure.rater_panel
-    if len(panel.raters) < 2:
-        problems.append(
-            (
-                f"{where}.rater_panel.raters",
-                f"judged measure '{measure.id}' needs at least 2 raters "
-                f"(agreement cannot be computed from one); got {len(panel.raters)}",
-            )
-        )
-    for rater in _repeats(panel.raters):
-        problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' appears more than once"))
-    for rater in panel.raters:
-        if not rater.startswith(RATER_PREFIX):
-            problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' must be a role named {RATER_PREFIX}*"))
-        elif rater not in study.models.roles:
-            problems.append((f"{where}.rater_panel.raters", f"rater '{rater}' has no model in models.roles"))
-    if panel.min_raters > len(panel.raters):
-        problems.append(
-            (
-                f"{where}.rater_panel.min_raters",
-                f"min_raters {panel.min_raters} exceeds the {len(panel.raters)} rater(s) named",
-            )
-        )
-    for value in _repeats(measure.scale):
-        problems.append((f"{where}.scale", f"scale value {value!r} appears more than once"))
-    if measure.level in ("ordinal", "interval") and not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in measure.scale
-    ):
-        problems.append((f"{where}.scale", f"an {measure.level} scale holds numbers, got {list(measure.scale)}"))
     return problems
 
 
@@ -438,6 +402,7 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
     protocol's eval.yaml, model roles known to the harness."""
     from protocols.evals.registry import ProtocolRegistry
     from protocols.harness.variants import parse_variant, variant_params
+    from protocols.study.rubrics import rubric_problems
 
     problems: list[tuple[str, str]] = []
     for i, condition in enumerate(study.conditions):
@@ -462,8 +427,12 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                     )
                 )
     for i, measure in enumerate(study.measures):
+        if isinstance(measure, JudgedMeasure):
+            problems.extend(calibration_problems(measure, f"measures.{i}"))
+            problems.extend(rubric_problems(measure, metadata.get(measure.protocol), f"measures.{i}"))
+            continue
         meta = metadata.get(measure.protocol)
-        if meta is None or isinstance(measure, JudgedMeasure):
+        if meta is None:
             continue
         scorers = sorted({m.scorer for m in meta.measures})
         if measure.scorer not in scorers:
@@ -474,7 +443,7 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                 )
             )
             continue
-        metrics = [m.name for m in meta.measures if m.scorer == measure.scorer]
+        metrics = [m.name for m in meta.measures if m.scorer == measure.scorer and m.reported]
         if measure.metric not in metrics:
             problems.append(
                 (

@@ -160,7 +160,9 @@ def test_a_session_id_holding_a_credential_names_no_derived_file_and_no_bundle_p
     manifest = export_bundle(s.layout.root, tmp_path / "bundle")
     shipped = tmp_path / "bundle"
     assert names_holding(shipped, [GITHUB, STRIPE], skip=()) == []
-    assert GITHUB not in (shipped / "manifest.json").read_text() and STRIPE not in (shipped / "manifest.json").read_text()
+    assert (
+        GITHUB not in (shipped / "manifest.json").read_text() and STRIPE not in (shipped / "manifest.json").read_text()
+    )
     assert any("[REDACTED:github-token]" in f.path for f in manifest.files)
     verify_bundle(shipped)
     import_bundle(shipped, tmp_path / "copy")

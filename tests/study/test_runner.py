@@ -74,12 +74,15 @@ measures:
     kind: judged
     level: ordinal
     scale: [1, 2, 3, 4, 5]
-    rater_panel: {{raters: [rater_a, rater_b], prompt: Rate the continuity of the answer., min_raters: 2}}
+    rater_panel:
+      raters: [rater_a, rater_b]
+      prompt: Rate the continuity of the answer.
+      min_raters: 2{settings}
     agreement_threshold: 0.667
-    calibration_items: 4
+{calibration}
 predictions:
   - {{id: P1, hypothesis: H1, measure: needed_text, kind: superiority, better: transcript-recall, than: stateless,
-     min_effect: 0.1}}
+     min_effect: 0.1}}{judged_prediction}
 sample_size:
   unit: probe
   n_per_condition: 3
@@ -98,9 +101,34 @@ def fake_models(monkeypatch):
     monkeypatch.setattr(StudyRunner, "model_factory", staticmethod(lambda model: scripted_agent("pass")))
 
 
-def write_study(tmp_path: Path, *, locomo: bool = False) -> Path:
+DISTINCT = """
+      settings: {rater_b: {temperature: 0.5, seed: 3}}"""
+CALIBRATION_SET = REPO / "data" / "calibration" / "style_continuity-v1.jsonl"
+CALIBRATION_CODES = {
+    json.loads(line)["answer"]: json.loads(line)["code"] for line in CALIBRATION_SET.read_text().splitlines()
+}
+JUDGED_PREDICTION = """
+  - {id: P2, hypothesis: H1, measure: style, kind: superiority, better: transcript-recall, than: stateless,
+     min_effect: 0.5, role: secondary}"""
+
+
+def write_study(tmp_path: Path, *, locomo: bool = False, calibration_set: bool = False, distinct: bool = True) -> Path:
+    """The tiny study; its judged measure calibrates on 4 of the study's answers, or on the shipped calibration
+    set (and then a prediction rests on it); its raters are distinct (rater_b samples at temperature 0.5) or one
+    rater twice."""
     path = tmp_path / "tiny_study.yaml"
-    path.write_text(STUDY.format(locomo=LOCOMO if locomo else ""), encoding="utf-8")
+    if calibration_set:
+        sha = file_sha256(CALIBRATION_SET)
+        calibration = f"    calibration_set: {{path: data/calibration/style_continuity-v1.jsonl, sha256: {sha}}}"
+    else:
+        calibration = "    calibration_items: 4"
+    text = STUDY.format(
+        locomo=LOCOMO if locomo else "",
+        settings=DISTINCT if distinct else "",
+        calibration=calibration,
+        judged_prediction=JUDGED_PREDICTION if calibration_set else "",
+    )
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -111,12 +139,15 @@ def question_value(messages) -> int:
 
 
 def raters(disagree: bool):
+    """Scripted raters: a calibration-set item gets its reference code, a study answer a value fixed by its
+    question; with ``disagree``, rater_b mirrors every value (6 - v)."""
     seen_conditions = []
 
     def factory(role, model):
         def respond(messages):
             seen_conditions.extend(c for c in ("stateless", "transcript-recall") if c in str(messages))
-            value = question_value(messages)
+            answer = messages[-1]["content"].split("\n\nAnswer:\n", 1)[1]
+            value = CALIBRATION_CODES.get(answer) or question_value(messages)
             return json.dumps({"rating": 6 - value if disagree and role == "rater_b" else value})
 
         return FakeScriptedGenerator(respond, model_id=f"fake-{role}")
@@ -238,7 +269,8 @@ def test_a_locked_run_records_every_field_and_runs_a_missing_benchmark_on_its_fi
     agreement = json.loads((result.run_dir / "ratings" / "style.agreement.json").read_text())
     assert agreement["refused"] is False and agreement["alpha"] == pytest.approx(1.0)
     assert (agreement["calibration_items"], agreement["coded_items"]) == (4, 2)
-    assert "share a model" in agreement["panel_note"]  # one model twice agrees by construction
+    # one model with two settings: distinct raters, and the note says they are not independent judges
+    assert "share a model" in agreement["panel_note"] and agreement["gate"]["independent"] is True
     rows = ratings_rows(result.run_dir)
     assert len(rows) == 6 * 2 and {r["phase"] for r in rows} == {"calibration", "coding"}
     assert {r["condition"] for r in rows} == {"stateless", "transcript-recall"}
@@ -258,6 +290,90 @@ def test_raters_who_disagree_are_refused_and_the_refusal_is_recorded(tmp_path):
     assert entry["refused"] is True and entry["measure"] == "style"
     assert any("CODING REFUSED" in line for line in lines)
     assert read_deviations(path) == []  # an exploratory run leaves the study's deviations log alone
+
+
+def report_of(path: Path, result, tmp_path: Path):
+    from protocols.report import load_run, write_report
+
+    files = write_report(load_run(path, result.run_id, tmp_path / "studies"), tmp_path / "reports")
+    return files.report.read_text(), json.loads(files.summary.read_text())
+
+
+def test_a_calibration_set_gates_the_panel_and_the_report_prints_every_input_of_the_gate(tmp_path):
+    path, out = write_study(tmp_path, calibration_set=True), tmp_path / "studies"
+    lines: list[str] = []
+    result = run_study(path, exploratory=True, out=out, display="none", rater_factory=raters(False), echo=lines.append)
+    agreement = json.loads((result.run_dir / "ratings" / "style.agreement.json").read_text())
+    assert agreement["refused"] is False and agreement["passes"] is True
+    gate = agreement["gate"]
+    assert gate["calibration"]["path"] == "data/calibration/style_continuity-v1.jsonl"
+    assert gate["calibration"]["sha256"] == file_sha256(CALIBRATION_SET) and gate["calibration"]["items"] == 26
+    assert [(r["rater"], r["temperature"], r["seed"]) for r in gate["panel"]] == [
+        ("rater_a", 0.0, 0),
+        ("rater_b", 0.5, 3),
+    ]
+    assert gate["threshold"] == 0.667 and gate["reference_threshold"] == 0.667 and gate["level"] == "ordinal"
+    assert [r["exact"] for r in gate["reference"]] == [1.0, 1.0] and all(c["passes"] for c in gate["checks"])
+    # the calibration set is not the study's data: every study answer is coded after the gate
+    assert (agreement["calibration_items"], agreement["coded_items"]) == (26, 6)
+    rows = ratings_rows(result.run_dir)
+    calibration = [r for r in rows if r["phase"] == "calibration"]
+    assert len(calibration) == 26 * 2 and {r["protocol"] for r in calibration} == {"calibration-set"}
+    assert all(r["reference"] == str(CALIBRATION_CODES_BY_ID[r["sample_id"]]) for r in calibration)
+    assert {r["protocol"] for r in rows if r["phase"] == "coding"} == {"hollow_copy"}
+    manifest = json.loads((result.run_dir / "run.json").read_text())
+    assert manifest["calibration_sets"][0]["sha256"] == file_sha256(CALIBRATION_SET)
+    assert any("gate reference: rater_b: ok" in line for line in lines)
+    report, summary = report_of(path, result, tmp_path)
+    assert "Calibration set (style): `data/calibration/style_continuity-v1.jsonl` sha256" in report
+    assert "#### style: the rater gate" in report and "| rater vs reference codes |" in report
+    assert "temperature" in report and gate["panel"][1]["identity"] in report
+    assert summary["verdicts"]["P2"] != "not tested" and "This run could test 2 of 2 predictions" in report
+
+
+CALIBRATION_CODES_BY_ID = {
+    "cal:" + json.loads(line)["id"]: json.loads(line)["code"] for line in CALIBRATION_SET.read_text().splitlines()
+}
+
+
+@pytest.mark.parametrize(
+    "disagree, distinct, why, brief",
+    [
+        # two raters who disagree on the calibration set
+        (True, True, "is below the threshold 0.667", "alpha among the raters -"),
+        # one rater twice
+        (
+            False,
+            False,
+            "the panel is not independent: rater_a and rater_b are one rater",
+            "rater_a and rater_b are one",
+        ),
+    ],
+    ids=["raters-disagree", "one-rater-twice"],
+)
+def test_the_gate_can_refuse_and_the_refusal_and_its_reason_reach_the_report(tmp_path, disagree, distinct, why, brief):
+    path, out = write_study(tmp_path, calibration_set=True, distinct=distinct), tmp_path / "studies"
+    lines: list[str] = []
+    factory = raters(disagree)
+    result = run_study(path, exploratory=True, out=out, display="none", rater_factory=factory, echo=lines.append)
+    agreement = json.loads((result.run_dir / "ratings" / "style.agreement.json").read_text())
+    assert agreement["refused"] is True and agreement["passes"] is False and why in agreement["reason"]
+    assert agreement["coded_items"] == 0 and {r["phase"] for r in ratings_rows(result.run_dir)} == {"calibration"}
+    assert any("CODING REFUSED" in line and why in line for line in lines)
+    if not distinct:
+        # they agree perfectly, with each other and with the codes: the gate refuses to count it all the same
+        assert agreement["alpha"] == pytest.approx(1.0) and agreement["gate"]["same_identity"] == [
+            ["rater_a", "rater_b"]
+        ]
+    report, summary = report_of(path, result, tmp_path)
+    (p2,) = [p for p in summary["predictions"] if p["id"] == "P2"]
+    assert (
+        p2["verdict"] == "not tested" and "coding refused by the rater gate" in p2["reason"] and brief in p2["reason"]
+    )
+    assert summary["agreement"]["style"]["state"] == "refused"
+    assert "| style | ordinal | **refused** |" in report and why in report
+    assert "It could not test 1:" in report and "- P2 (style): coding refused by the rater gate" in report
+    assert "Check independent: " + ("passes" if distinct else "**fails**") in report
 
 
 def test_a_local_models_gguf_is_hashed_once_per_file_state(tmp_path):

@@ -51,6 +51,11 @@ def test_the_shipped_pilot_loads_with_real_scorers_and_metrics():
     assert [m.id for m in judged] == ["style_continuity"]
     assert isinstance(judged[0], JudgedMeasure) and judged[0].level == "ordinal"
     assert judged[0].rater_panel.raters == ("rater_a", "rater_b") and judged[0].agreement_threshold == 0.667
+    # two distinct raters (one model, two prompts and settings) held against a committed calibration set
+    settings = judged[0].rater_panel.settings
+    assert settings["rater_a"].temperature == 0 and settings["rater_b"].temperature > 0 and settings["rater_b"].prompt
+    assert judged[0].calibration_set.path == "data/calibration/style_continuity-v1.jsonl"
+    assert judged[0].reference_threshold == 0.667
     kinds = {p.kind for p in study.predictions}
     assert kinds == {"superiority", "equivalence"}
     assert study.prediction_conditions(study.prediction("P8")) == ("summary", "transcript-recall")
@@ -167,6 +172,48 @@ CASES = [
         _set(("measures", JUDGED, "agreement_threshold"), 1.5),
         f"measures.{JUDGED}.judged.agreement_threshold",
         "less than or equal to 1",
+    ),
+    (
+        "rater settings name a rater of the panel",
+        _set(("measures", JUDGED, "rater_panel", "settings", "rater_c"), {"temperature": 0.5}),
+        f"measures.{JUDGED}.rater_panel.settings.rater_c",
+        "settings for 'rater_c', which is not on the panel",
+    ),
+    (
+        "a rater's temperature is in [0, 2]",
+        _set(("measures", JUDGED, "rater_panel", "settings", "rater_b", "temperature"), 5),
+        f"measures.{JUDGED}.judged.rater_panel.settings.rater_b.temperature",
+        "less than or equal to 2",
+    ),
+    (
+        "a rater's settings are known ones",
+        _set(("measures", JUDGED, "rater_panel", "settings", "rater_b", "top_p"), 0.9),
+        f"measures.{JUDGED}.judged.rater_panel.settings.rater_b.top_p",
+        "Extra inputs are not permitted",
+    ),
+    (
+        "a calibration set is rated whole",
+        _set(("measures", JUDGED, "calibration_items"), 20),
+        f"measures.{JUDGED}.calibration_items",
+        "a calibration set is rated whole",
+    ),
+    (
+        "reference_threshold needs a calibration set",
+        _set(("measures", JUDGED, "calibration_set"), _DELETE),
+        f"measures.{JUDGED}.reference_threshold",
+        "only a calibration_set has",
+    ),
+    (
+        "the calibration set is the one the study hashed",
+        _set(("measures", JUDGED, "calibration_set", "sha256"), "0" * 64),
+        f"measures.{JUDGED}.calibration_set.sha256",
+        "the file changed since the study named it",
+    ),
+    (
+        "the calibration set exists",
+        _set(("measures", JUDGED, "calibration_set", "path"), "data/calibration/nope.jsonl"),
+        f"measures.{JUDGED}.calibration_set.path",
+        "does not exist",
     ),
     (
         "computed needs a metric",
