@@ -70,7 +70,8 @@ class JudgedMeasure(Strict):
     description: str = ""
 
 
-def _repeats(values) -> list[Any]:
+def repeats(values) -> list[Any]:
+    """The values that occur more than once, in order of their second occurrence."""
     seen, repeated = set(), []
     for value in values:
         if value in seen and value not in repeated:
@@ -90,7 +91,7 @@ def judged_problems(roles: dict[str, str], measure: JudgedMeasure, where: str) -
             f"judged measure '{measure.id}' needs at least 2 raters (agreement cannot be computed from one); "
             f"got {len(panel.raters)}",
         )
-    for rater in _repeats(panel.raters):
+    for rater in repeats(panel.raters):
         add("rater_panel.raters", f"rater '{rater}' appears more than once")
     for rater in panel.raters:
         if not rater.startswith(RATER_PREFIX):
@@ -105,7 +106,7 @@ def judged_problems(roles: dict[str, str], measure: JudgedMeasure, where: str) -
             )
     if panel.min_raters > len(panel.raters):
         add("rater_panel.min_raters", f"min_raters {panel.min_raters} exceeds the {len(panel.raters)} rater(s) named")
-    for value in _repeats(measure.scale):
+    for value in repeats(measure.scale):
         add("scale", f"scale value {value!r} appears more than once")
     if measure.level in ("ordinal", "interval") and not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in measure.scale

@@ -25,6 +25,7 @@ from protocols.study.panel import (
     RaterSettings,
     calibration_problems,
     judged_problems,
+    repeats,
 )
 
 SCHEMA_VERSION = 1
@@ -234,15 +235,6 @@ def _find(items, key: str, what: str):
     raise LCAError(f"no {what} '{key}'; known: {', '.join(i.id for i in items)}")
 
 
-def _repeats(values) -> list[str]:
-    seen, repeated = set(), []
-    for value in values:
-        if value in seen and value not in repeated:
-            repeated.append(value)
-        seen.add(value)
-    return repeated
-
-
 def study_problems(study: Study) -> list[tuple[str, str]]:
     """Every broken rule that reads only the document, as (field, message), in document order."""
     problems: list[tuple[str, str]] = []
@@ -255,7 +247,7 @@ def study_problems(study: Study) -> list[tuple[str, str]]:
         ("measures", [m.id for m in study.measures]),
         ("predictions", [p.id for p in study.predictions]),
     ):
-        for value in _repeats(values):
+        for value in repeats(values):
             add(field, f"'{value}' appears more than once")
 
     conditions = set(study.conditions)
@@ -287,7 +279,7 @@ def study_problems(study: Study) -> list[tuple[str, str]]:
         if hypothesis.id not in tested:
             add(f"hypotheses.{i}.id", f"hypothesis '{hypothesis.id}' has no prediction, so nothing could refute it")
     for field, values in (("seeds", study.seeds), ("analysis.groups", study.analysis.groups)):
-        for value in _repeats(values):
+        for value in repeats(values):
             add(field, f"'{value}' appears more than once")
     return problems
 
