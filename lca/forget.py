@@ -286,26 +286,40 @@ def is_tombstone(entry: TranscriptEntry) -> bool:
     return isinstance(entry.meta.get("forgotten"), dict) and entry.content == ""
 
 
-def select(substrate: Any, request: ForgetRequest) -> list[TranscriptEntry]:
+@dataclass(frozen=True)
+class Selection:
+    """What a request forgets: the entries it selects (whose texts are forgotten, by ``prints``) and the handoffs
+    resting on them (tombstoned too, but the other turns a handoff quoted are not forgotten with it)."""
+
+    selected: tuple[TranscriptEntry, ...]
+    resting: tuple[TranscriptEntry, ...]
+    prints: Prints
+
+    @property
+    def entries(self) -> tuple[TranscriptEntry, ...]:
+        return self.selected + self.resting
+
+
+def select(substrate: Any, request: ForgetRequest) -> Selection:
     """The entries a request forgets, and the handoffs resting on them (citing or repeating one)."""
     from lca.handoff import handoff_pointers
 
-    chosen = [e for e in substrate.transcript.iter_entries() if not is_tombstone(e) and request.selects(e)]
-    keys = {f"{e.session_id}#{e.id}" for e in chosen}
+    selected = tuple(e for e in substrate.transcript.iter_entries() if not is_tombstone(e) and request.selects(e))
+    keys = {f"{e.session_id}#{e.id}" for e in selected}
     prints = Prints()
-    for entry in chosen:
+    for entry in selected:
         prints.add(entry.content)
+    resting = []
     for entry in substrate.transcript.entries_of_kind(EntryKind.HANDOFF):
         if is_tombstone(entry) or f"{entry.session_id}#{entry.id}" in keys:
             continue
         try:
-            cites = set(handoff_pointers(entry)) & keys
+            cites = bool(set(handoff_pointers(entry)) & keys)
         except (ValueError, KeyError, TypeError, AttributeError):
-            cites = set()
+            cites = False
         if cites or (prints and prints.holds(entry.content)):
-            chosen.append(entry)
-            keys.add(f"{entry.session_id}#{entry.id}")
-    return chosen
+            resting.append(entry)
+    return Selection(selected, tuple(resting), prints)
 
 
 def forget(
@@ -321,15 +335,13 @@ def forget(
             f"{layout.root}: a {record.state} store cannot forget (its authority is elsewhere): forget on the "
             "agent's own store, then export and import again"
         )
-    chosen = select(substrate, request)
-    if not chosen:
+    selection = select(substrate, request)
+    if not selection.selected:
         raise ForgetError("nothing matches the request (tombstones are not selected again)")
     at = (now or datetime.now().astimezone()).isoformat(timespec="seconds")
-    keys = {f"{e.session_id}#{e.id}" for e in chosen}
-    prints = Prints()
-    for entry in chosen:
-        prints.add(entry.content)
-    stones = [tombstone(e, by=by, why=why, at=at) for e in chosen]
+    keys = {f"{e.session_id}#{e.id}" for e in selection.entries}
+    prints = selection.prints
+    stones = [tombstone(e, by=by, why=why, at=at) for e in selection.entries]
     summary = tuple(
         {"session": s.session_id, "entry": s.id, "removed_sha256": s.meta["forgotten"]["removed_sha256"]}
         for s in stones
@@ -339,7 +351,7 @@ def forget(
     with substrate.writer_lock():
         for session_id in sorted({s.session_id for s in stones}):
             _rewrite_session(substrate.transcript.session_path(session_id), {s.id: s for s in stones}, prints)
-        _record_fingerprints(layout, chosen, at)
+        _record_fingerprints(layout, selection.selected, at)
         removed = _remove_memory(substrate, keys, prints)
         rewritten = [
             p.relative_to(layout.root).as_posix() for p in _derived_files(layout) if _rewrite_derived(p, prints)
@@ -380,7 +392,7 @@ def _rewrite_session(path: Path, stones: dict[str, TranscriptEntry], prints: Pri
     fsync_dir(path.parent)
 
 
-def _record_fingerprints(layout: StoreLayout, entries: list[TranscriptEntry], at: str) -> None:
+def _record_fingerprints(layout: StoreLayout, entries: Iterable[TranscriptEntry], at: str) -> None:
     layout.events.mkdir(parents=True, exist_ok=True)
     with open(layout.events / FINGERPRINTS, "a", encoding="utf-8") as handle:
         for entry in entries:
@@ -423,8 +435,9 @@ def _remove_quarantined(layout: StoreLayout, prints: Prints) -> int:
 
 
 # ---- health -----------------------------------------------------------------------------------------------
-def recorded_prints(layout: StoreLayout) -> Prints:
-    prints = Prints()
+def recorded_prints(layout: StoreLayout) -> tuple[Prints, int]:
+    """The fingerprints of every forgotten text, and how many texts were forgotten (one record each)."""
+    prints, count = Prints(), 0
     path = layout.events / FINGERPRINTS
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -432,19 +445,18 @@ def recorded_prints(layout: StoreLayout) -> Prints:
                 prints.add_recorded(json.loads(line))
             except (ValueError, TypeError, AttributeError):
                 continue
-    return prints
+            count += 1
+    return prints, count
 
 
 def forgotten_check(layout: StoreLayout, catalog_texts: Iterable[str] = ()) -> HealthCheck:
     """Whether any derived store holds a forgotten text again (by the recorded fingerprints); a store that
     forgot nothing pays nothing."""
-    path = layout.events / FINGERPRINTS
-    tombstones = len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0
-    prints = recorded_prints(layout)
+    prints, forgotten = recorded_prints(layout)
     if not prints:
-        return HealthCheck("forgotten", HealthStatus.OK, "nothing was forgotten", {"tombstones": tombstones})
+        return HealthCheck("forgotten", HealthStatus.OK, "nothing was forgotten", {"forgotten": forgotten})
     holders = derived_holders(layout, prints, catalog_texts)
-    data = {"tombstones": tombstones, "holders": holders}
+    data = {"forgotten": forgotten, "holders": holders}
     if holders:
         return HealthCheck(
             "forgotten",
@@ -454,5 +466,5 @@ def forgotten_check(layout: StoreLayout, catalog_texts: Iterable[str] = ()) -> H
             data,
         )
     return HealthCheck(
-        "forgotten", HealthStatus.OK, f"{tombstones} tombstone(s); no derived store holds a forgotten text", data
+        "forgotten", HealthStatus.OK, f"{forgotten} forgotten text(s); no derived store holds one again", data
     )

@@ -149,3 +149,28 @@ def test_fingerprints_match_windows_and_short_texts_only_whole():
     assert len(fingerprints(TEXT)["windows"]) == len(TEXT.split()) - 4
     assert fingerprints("yes")["windows"] == [] and len(fingerprints("yes")["whole"]) == 1
     assert fingerprints("") == {"windows": [], "whole": []}
+
+
+def test_a_handoff_resting_on_a_forgotten_turn_goes_without_taking_the_kept_turns_it_quoted(tmp_path):
+    """The handoff is tombstoned with the turn it cites; the other turns it quoted stay everywhere they were."""
+    kept = "the staging database listens on port 6543 from now on"
+    with open_store(tmp_path / "store") as s:
+        s.append([make_entry("s", 1, kept), make_entry("s", 2, TEXT)])
+        items = [{"text": f"User: {kept}", "pointers": ["s#s:1"]}, {"text": f"User: {TEXT}", "pointers": ["s#s:2"]}]
+        s.append([make_entry("h", 1, json.dumps({"items": items, "recent_tail": []}), kind=EntryKind.HANDOFF)])
+        record = MemoryRecord(
+            id="staging-port",
+            type=MemoryType.FACT,
+            created=datetime(2026, 1, 1),
+            authority=Authority.REVIEWED,
+            privacy=Privacy.PRIVATE,
+            sources=(TranscriptSpan(session="s", entries=("s:1",)),),
+        )
+        s.memory.write(record, kept)
+        s.ingest()
+        report = s.forget(ForgetRequest(entries=("s#s:2",)), by="ana", why="asked")
+        assert {t["entry"] for t in report.tombstones} == {"s:2", "h:1"} and report.memory_files_removed == ()
+        assert "staging-port" in s.memory_files()
+        check = s.health().check("forgotten")
+        assert check.status.value == "ok", check.data  # the kept turn, indexed again, is not a forgotten text
+        assert occurrences(tmp_path / "store") == []
