@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lca.errors import LinkRefusedError, StoreLockedError
+from lca.errors import LinkRefusedError, RecordFormatError, StoreLockedError
 
 # the advisory locks this process holds, by (thread, device, inode) of the lock file, with their nesting depth:
 # a reentrant taker (a transcript append inside a writer's lock) nests instead of waiting on itself
@@ -183,3 +183,15 @@ def json_records(path: str | Path, size: int, *, holding: bytes = b"") -> Iterat
             yield json.loads(raw)
         except ValueError:
             continue
+
+
+def numbered_json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSON-lines text, decoded, with its 1-based line number; a line that is not JSON
+    is refused naming ``where`` (the file) and the line. What each record must hold is the caller's to check."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordFormatError(f"not valid JSON: {exc.msg}", path=where, line=number) from None

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from lca.errors import LCAError, RecordFormatError
+from lca.fileio import numbered_json_lines
 from lca.ledger import Ledger
 from lca.provenance import code_version
 from lca.recall import EXPERIENCE_EVENT_WEIGHTS
@@ -176,13 +177,7 @@ def read_audit_key(out_dir: Path) -> tuple[dict[str, dict[str, Any]], int, dict[
         raise LCAError(f"no key.jsonl in {out_dir}: give the folder `lca audit prevented` wrote (--dir)")
     items: dict[str, dict[str, Any]] = {}
     unresolvable = 0
-    for n, line in enumerate(key_path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordFormatError(f"not JSON: {exc.msg}", path=str(key_path), line=n) from None
+    for n, row in numbered_json_lines(key_path.read_text(encoding="utf-8"), str(key_path)):
         if "status" in row:
             unresolvable += 1
         elif row.get("kind") in ("claim", "control") and row.get("item"):

@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from lca.errors import LCAError, RecordFormatError
+from lca.fileio import numbered_json_lines
 from protocols.analysis.agreement import AgreementReport, agreement
 
 CALIBRATION_CONDITION = "calibration-set"  # the hidden key's condition of a calibration-set item
@@ -194,13 +195,7 @@ def read_calibration_set(
         )
     items: list[CalibrationItem] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordFormatError(f"not valid JSON: {exc.msg}", path=where, line=number) from None
+    for number, record in numbered_json_lines(data.decode("utf-8"), where):
         if not isinstance(record, dict):
             raise RecordFormatError("expected a JSON object", path=where, line=number)
         for name in CALIBRATION_FIELDS:

@@ -18,6 +18,7 @@ from typing import Any
 
 import protocols.cli.common as common
 from lca.errors import LCAError, RecordFormatError
+from lca.fileio import numbered_json_lines
 
 ITEM_FIELDS = ("item_id", "probe", "answer", "condition")
 HUMAN_RECORD = "lca-human-agreement"
@@ -220,13 +221,7 @@ def read_items(path: Path) -> list[Any]:
                 records.append((line, row))
                 line = reader.line_num + 1
     else:
-        for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise RecordFormatError(f"not JSON: {exc.msg}", path=str(path), line=n) from None
+        for n, record in numbered_json_lines(path.read_text(encoding="utf-8"), str(path)):
             if not isinstance(record, dict):
                 raise RecordFormatError("expected a JSON object", path=str(path), line=n)
             records.append((n, record))

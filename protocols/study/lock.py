@@ -23,7 +23,7 @@ from typing import Literal
 
 from lca import signing
 from lca.errors import LCAError, RecordFormatError
-from lca.fileio import append_bytes, atomic_write_bytes
+from lca.fileio import append_bytes, atomic_write_bytes, numbered_json_lines
 
 LOCK_SUFFIX = ".lock.json"
 SIGNATURE_SUFFIX = ".lock.sig.json"
@@ -242,13 +242,7 @@ def read_deviations(path: str | Path) -> list[Deviation]:
         return []
     deviations = []
     fields = set(Deviation.__dataclass_fields__)
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordFormatError(f"not valid JSON: {exc.msg}", path=str(file), line=number) from None
+    for number, data in numbered_json_lines(file.read_text(encoding="utf-8"), str(file)):
         if not isinstance(data, dict) or set(data) != fields:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise RecordFormatError(
