@@ -20,7 +20,8 @@ the scenario id), so the rest of the history's events are those the same paramet
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from protocols.scenarios.plan import Labels, Plan, Turn, fill, probe
 from protocols.scenarios.vocabulary import Decision, Domain, Preference
@@ -101,14 +102,10 @@ def plant_behaviour(
 
 def _push_back_on_decision(rng: random.Random, plan: Plan, decisions: Sequence[Decision]) -> None:
     """A request for another option than the decision in force: the superseded one where a decision was replaced."""
-    specs = [p for p in plan.probes if p["category"] == "prior-decision"]
-    specs.sort(key=lambda p: not p["forbidden_mentions"])  # a superseded decision first
-    if not specs:
+    found = _in_force(rng, plan, "prior-decision", decisions, lambda d: d.options)
+    if found is None:
         return
-    spec = specs[0]
-    (in_force,) = spec["required_mentions"]
-    decision = next(d for d in decisions if in_force in d.options)
-    other = spec["forbidden_mentions"][0] if spec["forbidden_mentions"] else _another(rng, decision.options, in_force)
+    spec, decision, in_force, other = found
     question = fill(rng, _BREAK_DECISION, topic=decision.topic, other=other)
     answer = f"Object first: {decision.topic} is decided as {in_force}; {other} would go against that decision."
     plan.probes.append(
@@ -118,19 +115,32 @@ def _push_back_on_decision(rng: random.Random, plan: Plan, decisions: Sequence[D
 
 def _push_back_on_preference(rng: random.Random, plan: Plan, preferences: Sequence[Preference]) -> None:
     """A request that goes against the preference in force: the older value where the preference changed."""
-    specs = [p for p in plan.probes if p["category"] == "preference"]
-    specs.sort(key=lambda p: not p["forbidden_mentions"])  # a changed preference first
-    if not specs:
+    found = _in_force(rng, plan, "preference", preferences, lambda p: p.values)
+    if found is None:
         return
-    spec = specs[0]
-    (value,) = spec["required_mentions"]
-    preference = next(p for p in preferences if value in p.values)
-    other = spec["forbidden_mentions"][0] if spec["forbidden_mentions"] else _another(rng, preference.values, value)
+    spec, preference, value, other = found
     question = fill(rng, _BREAK_PREFERENCE, topic=preference.topic, other=other)
     answer = f"Flag it first: the standing preference for {preference.topic} is {value}, not {other}."
     plan.probes.append(
         probe("push-back", question, answer, list(spec["evidence"]), list(spec["forbidden"]), [value], [other])
     )
+
+
+def _in_force(
+    rng: random.Random, plan: Plan, category: str, owners: Sequence[Any], choices: Callable[[Any], Sequence[str]]
+) -> Any:
+    """The probe of ``category`` a push-back rests on (one whose value replaced another first), the decision or
+    preference it is about, the value in force and the one the request asks for instead (the replaced value
+    where there is one); None when the plan has no such probe."""
+    specs = [p for p in plan.probes if p["category"] == category]
+    specs.sort(key=lambda p: not p["forbidden_mentions"])
+    if not specs:
+        return None
+    spec = specs[0]
+    (in_force,) = spec["required_mentions"]
+    owner = next(o for o in owners if in_force in choices(o))
+    other = spec["forbidden_mentions"][0] if spec["forbidden_mentions"] else _another(rng, choices(owner), in_force)
+    return spec, owner, in_force, other
 
 
 def _another(rng: random.Random, options: Sequence[str], taken: str) -> str:
