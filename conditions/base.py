@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from lca.continuation import ContinuationSignals
 from lca.errors import LCAError
@@ -163,6 +163,7 @@ class Condition:
 
     name: ClassVar[str] = ""
     uses_roles: ClassVar[tuple[str, ...]] = ()
+    home_name: str  # optional: the working folder's name when it is not ``name`` (unset by default)
 
     def __init__(self, budget_tokens: int = 1200) -> None:
         self.budget_tokens = budget_tokens
@@ -174,7 +175,7 @@ class Condition:
     def get_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def set_params(self, **params: Any) -> Condition:
+    def set_params(self, **params: Any) -> Self:
         """Change parameters by name (validated like ``build_condition``: every name is checked before
         anything is set); they take effect at the next ``reset()``. Returns the condition itself."""
         check_params(type(self), params)
@@ -182,7 +183,7 @@ class Condition:
             setattr(self, name, value)
         return self
 
-    def attach(self, runtime: ConditionRuntime) -> Condition:
+    def attach(self, runtime: ConditionRuntime) -> Self:
         self.runtime = runtime
         return self
 

@@ -85,6 +85,8 @@ def _injected(number: int, item: ScoredCandidate, memory_files, transcript=None)
 
 
 class _SubstrateCondition(Condition):
+    current_session: str | None  # the session being ingested; unset until the first ``ingest``
+
     def reset(self) -> None:
         self.close()
         super().reset()
@@ -361,7 +363,7 @@ class FullLCA(_SubstrateCondition):
         for name, text in self.runtime.identity.items():
             if text and text.strip():
                 store.write(name, text, approver="scenario")  # the scenario's author stands behind them
-        self.cycles = []
+        self.cycles: list[dict[str, Any]] = []  # per consolidation cycle: its counts
         self.handoffs: list[dict] = []  # per session end: how its handoff was built and how many items it has
         self.current_session = None
 

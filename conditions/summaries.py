@@ -44,6 +44,8 @@ def windows(lines: Sequence[str], tokens: int) -> list[list[str]]:
 
 
 class _SummaryBase(Condition):
+    window_tokens: int  # each summary step reads at most this many tokens of transcript
+
     def _summarize(self, previous: str, lines: Sequence[str], *, max_tokens: int) -> str:
         """Fold lines into the summary one window at a time (the context of a small local model is short)."""
         summarizer = self.runtime.generator("summarizer")
