@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -169,12 +170,11 @@ def judged_status(run: StudyRun, measure: JudgedMeasure) -> JudgedStatus:
     """The calibration the runner recorded (``ratings/<id>.agreement.json``); when only the ratings are there,
     alpha is computed here from them (and says so); with neither, the measure is ``missing``."""
     record = run.agreement.get(measure.id)
-    base = {"measure": measure.id, "level": measure.level, "threshold": measure.agreement_threshold}
+    status = partial(JudgedStatus, measure=measure.id, level=measure.level, threshold=measure.agreement_threshold)
     if record is not None:
         passes = bool(record.get("passes")) and not bool(record.get("refused"))
         ci = record.get("alpha_ci") or (None, None)
-        return JudgedStatus(
-            **base,
+        return status(
             state="passed" if passes else "refused",
             alpha=finite(record.get("alpha")),
             alpha_ci=(finite(ci[0]), finite(ci[1])),
@@ -191,7 +191,7 @@ def judged_status(run: StudyRun, measure: JudgedMeasure) -> JudgedStatus:
         )
     ratings = run.ratings.get(measure.id)
     if ratings is None:
-        return JudgedStatus(**base, state="missing", reason="the run holds no ratings of this measure")
+        return status(state="missing", reason="the run holds no ratings of this measure")
     if "phase" in ratings.columns and (ratings["phase"] == "calibration").any():
         ratings = ratings[ratings["phase"] == "calibration"]  # the gate is the calibration set's agreement
     values = rating_values(ratings, measure)
@@ -207,10 +207,9 @@ def judged_status(run: StudyRun, measure: JudgedMeasure) -> JudgedStatus:
             frame, measure.level, measure.agreement_threshold, measure=measure.id, scale=list(measure.scale)
         )
     except LCAError as exc:
-        return JudgedStatus(**base, state="refused", reason=f"agreement could not be computed: {exc}")
+        return status(state="refused", reason=f"agreement could not be computed: {exc}")
     data = report.to_dict()
-    return JudgedStatus(
-        **base,
+    return status(
         state="passed" if report.passes else "refused",
         alpha=finite(report.alpha),
         alpha_ci=(finite(report.alpha_ci[0]), finite(report.alpha_ci[1])),
@@ -266,12 +265,15 @@ def _paired(
     return wide.iloc[:, 0], wide.iloc[:, 1], None
 
 
-def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFrame, judged: Mapping[str, JudgedStatus]):
+def evaluate_prediction(
+    study: Study, prediction: Prediction, frame: pd.DataFrame, judged: Mapping[str, JudgedStatus]
+) -> PredictionOutcome:
     """The prediction's test before correction (its verdict is set by ``decide``)."""
     measure = study.measure(prediction.measure)
     conditions = study.prediction_conditions(prediction)
     threshold = prediction.min_effect if prediction.kind == "superiority" else prediction.margin
-    base = dict(
+    outcome = partial(
+        PredictionOutcome,
         id=prediction.id,
         hypothesis=prediction.hypothesis,
         measure=prediction.measure,
@@ -287,11 +289,11 @@ def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFram
         armed = study.measure(measure_id)
         refused = _not_coded(judged.get(armed.id)) if isinstance(armed, JudgedMeasure) else None
         if refused:
-            return PredictionOutcome(**base, verdict=NOT_TESTED, reason=refused)
+            return outcome(verdict=NOT_TESTED, reason=refused)
     a, b = conditions
     x, y, missing = _paired(frame, study, arms, conditions)
     if missing:
-        return PredictionOutcome(**base, verdict=NOT_TESTED, reason=missing)
+        return outcome(verdict=NOT_TESTED, reason=missing)
     both = x.notna() & y.notna()
     means = {a: float(x[both].mean()) if both.any() else math.nan, b: float(y[both].mean()) if both.any() else math.nan}
     boot = study.analysis.bootstrap
@@ -303,11 +305,10 @@ def evaluate_prediction(study: Study, prediction: Prediction, frame: pd.DataFram
         else:
             result = paired_continuous(x, y, "bootstrap", resamples=boot.resamples, seed=boot.seed)
     except StatisticsInputError as exc:
-        return PredictionOutcome(**base, verdict=NOT_TESTED, reason=str(exc), means=means)
+        return outcome(verdict=NOT_TESTED, reason=str(exc), means=means)
     sign = -1.0 if prediction.kind == "superiority" and measure.direction == "lower" else 1.0
     low, high = sorted((sign * result.ci_low, sign * result.ci_high))
-    return PredictionOutcome(
-        **base,
+    return outcome(
         verdict=INCONCLUSIVE,
         reason="",
         result=result,
@@ -395,9 +396,9 @@ def evaluate_predictions(
     raw = [evaluate_prediction(study, p, frame, judged) for p in study.predictions]
     out = list(raw)
     for role in ("primary", "secondary"):
-        members = [i for i, o in enumerate(raw) if o.role == role and o.result is not None]
-        adjusted = correct([raw[i].result.p_value for i in members], study.analysis.correction)
-        for i, p in zip(members, adjusted):
+        tested = {i: o.result for i, o in enumerate(raw) if o.role == role and o.result is not None}
+        adjusted = correct([result.p_value for result in tested.values()], study.analysis.correction)
+        for i, p in zip(tested, adjusted):
             out[i] = replace(raw[i], p_adjusted=p)
     return tuple(decide(o, study.analysis.alpha) for o in out)
 

@@ -34,12 +34,15 @@ def provenance(run: StudyRun) -> dict[str, Any]:
     embedder, dataset hashes, code versions) so a manifest gap is visible and filled where a log knows."""
     m = run.manifest
     headers = [h for hs in run.logs.values() for h in hs]
-    from_logs = {
+    embedders = sorted({h.embedder for h in headers if h.embedder})
+    code_versions = sorted({h.code_version for h in headers if h.code_version})
+    datasets = sorted({(h.protocol, h.dataset or "", h.dataset_sha256 or "") for h in headers})
+    from_logs: dict[str, list[str] | list[tuple[str, str, str]]] = {
         "models": sorted({h.model for h in headers}),
         "model_roles": sorted({f"{k}={v}" for h in headers for k, v in h.model_roles.items()}),
-        "embedders": sorted({h.embedder for h in headers if h.embedder}),
-        "code_versions": sorted({h.code_version for h in headers if h.code_version}),
-        "datasets": sorted({(h.protocol, h.dataset or "", h.dataset_sha256 or "") for h in headers}),
+        "embedders": embedders,
+        "code_versions": code_versions,
+        "datasets": datasets,
     }
     return {
         "study_id": run.study_id,
@@ -56,11 +59,11 @@ def provenance(run: StudyRun) -> dict[str, Any]:
         "started_at": m.get("started_at"),
         "finished_at": m.get("finished_at"),
         "wall_seconds": m.get("wall_seconds"),
-        "code_revision": m.get("code_revision") or (from_logs["code_versions"] or [None])[0],
+        "code_revision": m.get("code_revision") or (code_versions[0] if code_versions else None),
         "models": m.get("models") or {"agent": run.study.models.agent, "roles": dict(run.study.models.roles)},
         "model_files": m.get("model_files") or {},
-        "embedder_id": m.get("embedder_id") or ", ".join(from_logs["embedders"]) or None,
-        "datasets": m.get("datasets") or [{"protocol": p, "file": f, "sha256": s} for p, f, s in from_logs["datasets"]],
+        "embedder_id": m.get("embedder_id") or ", ".join(embedders) or None,
+        "datasets": m.get("datasets") or [{"protocol": p, "file": f, "sha256": s} for p, f, s in datasets],
         "calibration_sets": m.get("calibration_sets") or [],
         "seeds": m.get("seeds") or list(run.study.seeds),
         "packages": m.get("packages") or (headers[0].packages if headers else {}),
