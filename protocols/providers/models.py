@@ -226,7 +226,7 @@ class InspectRoleGenerator:
 
         def send(turns: Sequence[Mapping[str, str]], changes: Mapping[str, Any], probing: bool):
             chat = [kinds[m["role"]](content=m["content"]) for m in turns]
-            asked = config.merge(GenerateConfig(**changes, **({"max_retries": 0} if probing else {})))
+            asked = config.merge(GenerateConfig(**changes, max_retries=0 if probing else None))
             future = asyncio.run_coroutine_threadsafe(self.model.generate(chat, config=asked), self.loop)
             output = future.result()
             if output.error:

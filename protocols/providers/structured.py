@@ -157,8 +157,10 @@ def schema_error(text: str, schema: Mapping[str, Any]) -> str | None:
         body = body[len("json") :].strip() if body.lower().startswith("json") else body
     try:
         value = json.loads(body)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return f"not JSON ({exc.msg} at character {exc.pos})" if body else "an empty reply"
+    except ValueError as exc:  # parsed, but a value Python refuses (an integer past its digit limit)
+        return f"not JSON ({exc})"
     try:
         validator_class = jsonschema.validators.validator_for(schema)
         error = jsonschema.exceptions.best_match(validator_class(dict(schema)).iter_errors(value))

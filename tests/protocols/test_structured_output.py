@@ -207,6 +207,7 @@ def test_a_call_without_a_schema_is_sent_as_it_is():
         ('{"reasoning": "x", "supported": "yes", "contradicts": "none", "verdict": "accept"}', "is not of type"),
         ('{"reasoning": "x", "supported": true, "contradicts": "fact-x", "verdict": "accept"}', "contradicts"),
         (VALID[:-1] + ', "extra": 1}', "Additional properties"),
+        ("1" * 5000, "not JSON"),  # a plain ValueError from json.loads (no .msg): it once raised AttributeError
     ],
 )
 def test_schema_error_names_what_is_wrong(text, expected):
