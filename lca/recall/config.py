@@ -1,71 +1,24 @@
-"""Recall's declared settings: the resonance weights and everything else a recall is configured by."""
+"""Recall's declared settings: the resonance weights (``lca.recall.resonance``) and everything else a recall is
+configured by."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from lca.errors import RecordFormatError
 from lca.params import ParameterError
 from lca.recall.floor import FLOOR_MODES
+from lca.recall.resonance import TERMS, ResonanceWeights
+from lca.recall.terms import DEFAULT_AUTHORITY
 from lca.recall_log import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from lca.retrieval.config import RetrievalConfig
 
-DEFAULT_AUTHORITY = {
-    "memory:approved": 1.0,
-    "memory:reviewed": 0.8,
-    "memory:unreviewed": 0.6,
-    "memory:inferred": 0.4,
-    "transcript": 0.5,
-    "summary": 0.3,
-}
-
-
-TERMS = ("similarity", "experience", "temporal", "authority", "task", "activation", "risk")
-
-
-@dataclass(frozen=True)
-class ResonanceWeights:
-    """alpha..lambda of the resonance score; any may be set to zero to ablate its term."""
-
-    similarity: float = 1.0  # alpha
-    experience: float = 0.05  # beta
-    temporal: float = 0.05  # gamma
-    authority: float = 0.05  # delta
-    task: float = 0.05  # epsilon
-    activation: float = 0.0  # zeta: living-memory base-level activation, off unless the variant asks
-    risk: float = 1.0  # lambda
-
-    def __post_init__(self) -> None:
-        for name in TERMS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise RecordFormatError(f"weight must be a number, got {value!r}", field=name)
-            if not math.isfinite(value) or value < 0:
-                raise RecordFormatError(f"weight must be finite and >= 0, got {value!r}", field=name)
-
-    @property
-    def tilt_bound(self) -> float:
-        """The most E, T, A, Q and activation together can add to a candidate's score."""
-        return self.experience + self.temporal + self.authority + self.task + self.activation
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> ResonanceWeights:
-        unknown = set(data) - set(TERMS)
-        if unknown:
-            raise RecordFormatError(
-                f"unknown term(s) {sorted(unknown)}; known: {', '.join(TERMS)}", path=source, field=sorted(unknown)[0]
-            )
-        try:
-            return cls(**{k: data[k] for k in data})
-        except RecordFormatError as exc:
-            raise RecordFormatError(exc.reason, path=source, field=exc.field) from None
-
-    def with_overrides(self, overrides: Mapping[str, float]) -> ResonanceWeights:
-        return ResonanceWeights.from_mapping({**asdict(self), **overrides})
+# the resonance terms and their weights are declared in lca.recall.resonance; named here too, beside the settings
+__all__ = ["DEFAULT_AUTHORITY", "POLICIES", "TERMS", "RecallConfig", "ResonanceWeights"]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from lca.activation import WILDCARD_MODES, Access, activation_term, base_level_activation, query_shape, ucb_bonus
+from lca.activation import WILDCARD_MODES, Access, query_shape, ucb_bonus
 from lca.errors import EmbeddingFailedError
 from lca.recall.config import RecallConfig
 from lca.recall.floor import (
@@ -26,20 +26,15 @@ from lca.recall.floor import (
 )
 from lca.recall.pairing import FLOOR_REASON, inherit_from_replies, pair_corrections
 from lca.recall.records import RecallContext, RecallResult, ScoredCandidate, log_record
+from lca.recall.resonance import CandidateFacts, TermScope, term_columns
+from lca.recall.scoring import CandidateReading, scored_candidates
 from lca.recall.shown import elsewhere, excerpt, exchange_prompts, item_label, term_stems, trim
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
-    HELD_FOR_HISTORY,
     age_days,
     asks_for_agent_words,
-    authority_term,
-    experience_term,
     replies_to_replaced,
-    resonance_score,
-    risk_term,
-    similarity_terms,
-    task_term,
-    temporal_term,
+    risk_reasons,
 )
 from lca.recall.tokens import TokenTally
 from lca.recall_log import RecallLog
@@ -237,26 +232,31 @@ class Recaller:
         anchor = query_anchor(context.query, as_of) if cfg.date_anchor else None
         self._query_terms = term_stems(context.query) if cfg.excerpts else frozenset()
         vectors = index.vectors_for_hits(hits)
-        similarity = similarity_terms([h.score for h in hits])
         memories = self.memory_files()
         experience = self.experience()
         markers = context.task_markers()
         weights = cfg.weights
         uses_history = weights.activation > 0 or cfg.wildcard_mode != "precision"
         history = self.retrievals.by_target() if self.retrievals is not None and uses_history else {}
-        now_s = time.time()
-        authority_table = {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})}
+        scope = TermScope(  # what every candidate's terms are read against (lca.recall.resonance)
+            weights,
+            cfg.half_life_days,
+            {**DEFAULT_AUTHORITY, **(cfg.authority_table or {})},
+            context.exact_wording,
+            markers,
+            history if uses_history else None,
+            time.time(),
+        )
         as_of_utc = as_utc(as_of)
         stale = replies_to_replaced(self.corrections, self.reply_to, self.agent_turns) if cfg.turn_supersession else {}
         replaced_turns = self.replacements() if cfg.turn_supersession and self.replacements is not None else {}
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S
-        below = f"< {floor.describe()})"  # the floor's account, made once: every refused candidate quotes it
-        out: list[ScoredCandidate] = []
-        shown = set(context.shown)
+        facts: list[CandidateFacts] = []  # what each term reads of a candidate
+        seen: list[CandidateReading] = []  # ... and what its refusal and its record read
         scoped = bool(markers) or context.public_channel  # where the turn is asked matters: read where each was said
-        for hit, s in zip(hits, similarity, strict=True):
+        for hit in hits:
             key = hit.pointer.key()
             cosine = float(vectors[hit.chunk_id] @ qvec) if qvec is not None else float("nan")
             if hit.dense_score is not None:  # the chunk's best dense key: one of its sentences, if the store keys them
@@ -313,72 +313,33 @@ class Recaller:
                     said_in = elsewhere(meta, context)
             if context.project and context.project.lower() in tags:
                 self._in_project.add(hit.chunk_id)
-            e = experience_term(counts)
-            # ablating E (weight 0) also removes its modulation of T: no learned signal leaks through
-            t = temporal_term(
-                age_days(hit.timestamp, as_of_utc),
-                e if weights.experience > 0 else 0.5,
-                half_life_days=cfg.half_life_days,
-            )
-            a = authority_term(authority_key, exact_wording=context.exact_wording, table=authority_table)
-            q = task_term(tags, markers)
-            # a credential is redacted, not refused: the candidate keeps the risk term's reason and its K. The
-            # index's search shows only redacted text (lca.index.redaction), the one recall shows or logs
-            text = hit.text
-            k, reasons = risk_term(
-                private_in_public=private_in_public,
-                secret=holds_redaction(text),
-                superseded=superseded,
-                expired=expired,
-                about_history=context.about_history,
-                conflict=conflict,
-                outside_role=outside_role,
-                answers_replaced=answers_replaced,
-                answers_superseded=answers_superseded,
-                possibly_replaced=possibly_replaced,
-                agent_words=agent,
-            )
-            act = 0.0
-            if uses_history:
-                act = activation_term(base_level_activation(history.get(key, []), now_s))
-            terms = {
-                "similarity": s,
-                "experience": e,
-                "temporal": t,
-                "authority": a,
-                "task": q,
-                "activation": act,
-                "risk": k,
-            }
-            score = resonance_score(terms, weights)
-            why_not = None
-            if "private in a public channel" in reasons:
-                why_not = f"policy filter: {', '.join(reasons)}"
-            elif cfg.project_filter and (said_in or "").startswith("project "):  # off by default: a label, and Q
-                why_not = f"policy filter: said in another {(said_in or '').split(',')[0]} (project_filter)"
-            elif HELD_FOR_HISTORY & set(reasons):
-                why_not = f"policy filter: {', '.join(reasons)} (ask about history to see it)"
-            elif source_type == "transcript" and f"{hit.pointer.session_id}#{hit.pointer.entry_id}" in shown:
-                why_not = "already in the context: shown whole outside recall (RecallContext.shown)"
-            elif not clears:
-                why_not = f"{FLOOR_REASON} (cosine {cosine:.3f} {below}"
-            out.append(
-                ScoredCandidate(
-                    hit.chunk_id,
+            facts.append(
+                CandidateFacts(
                     key,
-                    source_type,
+                    hit.score,
+                    counts,
+                    age_days(hit.timestamp, as_of_utc),
                     authority_key,
-                    text,
-                    hit.timestamp,
-                    cosine,
-                    terms,
-                    score,
-                    tuple(reasons),
-                    why_not=why_not,
-                    marker=marker,
-                    said_in=said_in,
+                    tags,
+                    risk_reasons(
+                        private_in_public=private_in_public,
+                        # a credential is redacted, not refused: the candidate keeps the risk term's reason and its K.
+                        # The index's search shows only redacted text (lca.index.redaction), the one recall shows or logs
+                        secret=holds_redaction(hit.text),
+                        superseded=superseded,
+                        expired=expired,
+                        about_history=context.about_history,
+                        conflict=conflict,
+                        outside_role=outside_role,
+                        answers_replaced=answers_replaced,
+                        answers_superseded=answers_superseded,
+                        possibly_replaced=possibly_replaced,
+                    ),
+                    agent,
                 )
             )
+            seen.append(CandidateReading(hit, source_type, cosine, clears, marker, said_in))
+        out = scored_candidates(facts, seen, term_columns(facts, scope), cfg, context, f"< {floor.describe()})")
         if cfg.correction_pairing and self.corrections is not None:
             out = pair_corrections(
                 out, self.corrections(), weights.risk, lambda c: self._clears_floor(c.cosine, c.timestamp, anchor)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from lca.derived import derived_message, derived_text
-from lca.recall.config import TERMS, ResonanceWeights
+from lca.recall.resonance import RESONANCE_TERMS, ResonanceWeights
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -61,7 +61,8 @@ class ScoredCandidate:
     said_in: str | None = None  # where the turn was said, when not where recall was asked ("project harbour-st")
 
     def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
-        return {name: (-1 if name == "risk" else 1) * getattr(weights, name) * self.terms[name] for name in TERMS}
+        """What each term added to the score (a penalty's is negative)."""
+        return {t.name: t.sign * getattr(weights, t.name) * self.terms[t.name] for t in RESONANCE_TERMS}
 
 
 @dataclass(frozen=True)

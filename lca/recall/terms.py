@@ -1,4 +1,4 @@
-"""The resonance terms, each its own function in [0, 1], and the score that weighs them."""
+"""The resonance terms, each its own function in [0, 1] (the table that weighs them: ``lca.recall.resonance``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from datetime import datetime
 from functools import lru_cache
 
 from lca.errors import RecordFormatError
-from lca.recall.config import DEFAULT_AUTHORITY, ResonanceWeights
 from lca.types import as_utc
+
+DEFAULT_AUTHORITY = {
+    "memory:approved": 1.0,
+    "memory:reviewed": 0.8,
+    "memory:unreviewed": 0.6,
+    "memory:inferred": 0.4,
+    "transcript": 0.5,
+    "summary": 0.3,
+}
 
 
 # ---- the terms -------------------------------------------------------------------------
@@ -107,6 +115,36 @@ def risk_term(
     (the plan built on a count that was later corrected).
     ``agent_words`` is the K of a turn the agent wrote (0: not such a turn, or the query asks for it): its own
     restatement of what the user said, where its errors would come back as history (``RecallConfig.agent_turn_risk``)."""
+    reasons = risk_reasons(
+        private_in_public=private_in_public,
+        secret=secret,
+        superseded=superseded,
+        expired=expired,
+        about_history=about_history,
+        conflict=conflict,
+        outside_role=outside_role,
+        answers_replaced=answers_replaced,
+        answers_superseded=answers_superseded,
+        possibly_replaced=possibly_replaced,
+    )
+    return risk_level(reasons, agent_words), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
+
+
+def risk_reasons(
+    *,
+    private_in_public: bool,
+    secret: bool,
+    superseded: bool,
+    expired: bool,
+    about_history: bool,
+    conflict: bool = False,
+    outside_role: bool = False,
+    answers_replaced: bool = False,
+    answers_superseded: bool = False,
+    possibly_replaced: bool = False,
+) -> list[str]:
+    """The policy risks a candidate carries (``risk_term``), the agent's own words aside: they decide K, and the
+    policy filters read them whatever K's weight."""
     reasons = []
     if secret:
         reasons.append("secret or credential")
@@ -124,10 +162,15 @@ def risk_term(
         reasons.append(ANSWERS_SUPERSEDED)
     if possibly_replaced and not about_history:
         reasons.append(POSSIBLY_REPLACED)
+    return reasons
+
+
+def risk_level(reasons: Sequence[str], agent_words: float) -> float:
+    """K from ``risk_reasons``: 1 for a secret, a private item in a public channel or one held for history; 0.5
+    for any other reason; else the K of the agent's own words (0: none)."""
     if reasons:
-        hard = {"secret or credential", "private in a public channel", *HELD_FOR_HISTORY}
-        return (1.0 if hard & set(reasons) else 0.5), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
-    return (agent_words, [AGENT_WORDS]) if agent_words > 0 else (0.0, [])
+        return 1.0 if _HARD_RISKS.intersection(reasons) else 0.5
+    return agent_words if agent_words > 0 else 0.0
 
 
 def replies_to_replaced(
@@ -161,6 +204,7 @@ POSSIBLY_REPLACED = (
 )
 # the reasons a policy filter holds a turn back until a question asks about history (K maximal with each)
 HELD_FOR_HISTORY = frozenset({"superseded", "expired", ANSWERS_SUPERSEDED})
+_HARD_RISKS = frozenset({"secret or credential", "private in a public channel", *HELD_FOR_HISTORY})  # K maximal
 _ASKS_FOR_AGENT_WORDS = re.compile(  # the question is about what the agent said: its turns are the evidence
     r"\b(?:you (?:said|told|suggested|recommended|mentioned|proposed|advised|wrote|drafted|gave|listed|explained|"
     r"described|shared|provided|offered|came up with|pointed out|called|named|warned)|"
@@ -175,19 +219,6 @@ def asks_for_agent_words(query: str) -> bool:
     """Whether ``query`` asks what the agent itself said ("what did you suggest", "the list you gave me", "your
     recommendation"): then the agent's turns are the evidence and carry no risk for being its own."""
     return bool(_ASKS_FOR_AGENT_WORDS.search(query))
-
-
-def resonance_score(terms: Mapping[str, float], weights: ResonanceWeights) -> float:
-    """R = alpha*S + beta*E + gamma*T + delta*A + epsilon*Q - lambda*K."""
-    return (
-        weights.similarity * terms["similarity"]
-        + weights.experience * terms["experience"]
-        + weights.temporal * terms["temporal"]
-        + weights.authority * terms["authority"]
-        + weights.task * terms["task"]
-        + weights.activation * terms.get("activation", 0.0)
-        - weights.risk * terms["risk"]
-    )
 
 
 def age_days(timestamp: str | None, as_of_utc: datetime) -> float | None:
