@@ -49,7 +49,7 @@ def fake_embedder() -> FakeHashingEmbedder:
 
 @pytest.fixture(scope="session")
 def data_root() -> Path | None:
-    from protocols.data_paths import data_roots
+    from protocols.evals.data_paths import data_roots
 
     for root in data_roots():
         if (root / "locomo" / "locomo10.json").exists():

@@ -1,5 +1,6 @@
 """The import layers: protocols -> conditions -> lca, and lca free of inspect_ai; no import cycle
-anywhere (lazy imports included); no module too long to read; every lca module placed in a layer."""
+anywhere (lazy imports included); no module too long to read; every module of lca and of protocols placed in a
+layer of its package's contract."""
 
 from __future__ import annotations
 
@@ -190,14 +191,15 @@ def test_the_length_check_counts_lines(tmp_path):
     assert long_modules(tmp_path, ("pkg",), 3) == {"pkg/long.py": 4}
 
 
-# ---- lca's own layers ---------------------------------------------------------------------------
-def test_every_lca_module_is_placed_in_a_layer():
+# ---- the layers inside lca and inside protocols -------------------------------------------------
+@pytest.mark.parametrize("container", ["lca", "protocols"])
+def test_every_module_is_placed_in_a_layer(container):
     """The layers contract only constrains the modules it names: a new module must be given a place."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
-    (contract,) = [c for c in config["contracts"] if c.get("containers") == ["lca"]]
+    (contract,) = [c for c in config["contracts"] if c.get("containers") == [container]]
     placed = {name.strip() for layer in contract["layers"] for name in layer.replace(":", "|").split("|")}
-    modules = {p.stem for p in (REPO / "lca").glob("*.py") if p.stem != "__init__"} | {
-        p.parent.name for p in (REPO / "lca").glob("*/__init__.py")
+    modules = {p.stem for p in (REPO / container).glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in (REPO / container).glob("*/__init__.py")
     }
-    assert modules - placed == set(), f"add to the lca layers contract in pyproject.toml: {modules - placed}"
-    assert placed - modules == set(), f"no such lca module: {placed - modules}"
+    assert modules - placed == set(), f"add to the {container} layers contract in pyproject.toml: {modules - placed}"
+    assert placed - modules == set(), f"no such {container} module: {placed - modules}"

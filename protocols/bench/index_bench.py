@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _find_data(given: str | None) -> Path | None:
     """The LongMemEval_S dev file, or None after saying on stderr where it was looked for."""
-    from protocols.data_paths import DATA_ENV, data_roots, find_data_file
+    from protocols.evals.data_paths import DATA_ENV, data_roots, find_data_file
 
     data = find_data_file("longmemeval_s_dev", given)
     if data is None:

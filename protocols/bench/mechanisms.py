@@ -140,7 +140,7 @@ def gold_held(row: Mapping[str, Any]) -> int:
 
 
 def run_case(case: MechanismCase, scenarios: Mapping[str, Any], make_runtime: Callable) -> dict[str, Any]:
-    from protocols.bench.probes import replay_probe
+    from protocols.harness.substrate import replay_probe
 
     scenario = scenarios.get(case.scenario)
     if scenario is None:
@@ -216,11 +216,11 @@ def run_mechanisms_bench(args: argparse.Namespace) -> int:
         known = ", ".join(c.mechanism for c in CASES)
         print(f"lca bench mechanisms: --only names no case; known: {known}", file=sys.stderr)
         return 2
-    from protocols.bench.probes import _runtime_factory
     from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.harness.substrate import runtime_factory
 
     args.summarizer = "none"  # substrate level: no model writes memories or handoffs
-    make, embedder, _ = _runtime_factory(args)
+    make, embedder, _ = runtime_factory(args)
     started = time.perf_counter()
     measured = measure(path, cases, make)
     rows = measured["rows"]

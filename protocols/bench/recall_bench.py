@@ -63,7 +63,7 @@ def run_recall_bench(args) -> int:
         loadavg,
         write_result,
     )
-    from protocols.data_paths import find_data_file
+    from protocols.evals.data_paths import find_data_file
 
     started = time.perf_counter()
     work = Path(args.work)

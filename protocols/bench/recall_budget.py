@@ -2,7 +2,7 @@
 
 Protocol 6 of issue 18 at the substrate level (the real embedder, no agent model): every probe of a scenario
 file is replayed through each condition variant (``full-lca[policy=fixed-k]``, ``[policy=adaptive]``,
-``[policy=none]``, each resonance term zeroed) with ``protocols.bench.probes.replay_probe``, as the harness
+``[policy=none]``, each resonance term zeroed) with ``protocols.harness.substrate.replay_probe``, as the harness
 replays it, and the injected context is checked against the probe's gold
 (``protocols.evals.recall_budget.scorer``): its evidence turns in, its forbidden turns out. Per variant: the
 share of probes meeting both (the frontier's y), injected tokens per probe (its x), recall latency p50 / p95,
@@ -163,8 +163,8 @@ def measure(
 ) -> dict[str, Any]:
     """Every probe of one scenario file through every variant: per-variant figures, and one row per probe holding
     every variant's outcome on it (so variants are compared on the same probes)."""
-    from protocols.bench.probes import evidence_of, replay_probe
     from protocols.harness.scenario import load_scenarios
+    from protocols.harness.substrate import evidence_of, replay_probe
 
     scenarios, digest = load_scenarios(path)
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
@@ -351,8 +351,8 @@ def run_recall_budget_bench(args: argparse.Namespace) -> int:
     except (LCAError, ValueError) as exc:  # an unknown condition, parameter or policy: refused before loading
         print(f"lca bench recall-budget: {exc}", file=sys.stderr)
         return 2
-    from protocols.bench import probes
     from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
+    from protocols.harness import substrate
 
     scratch = None
     if not args.cache:  # document embeddings shared across variants; queries are never cached, so latency is fair
@@ -360,7 +360,7 @@ def run_recall_budget_bench(args: argparse.Namespace) -> int:
         args.cache = scratch
     args.summarizer = "none"  # substrate level: no model writes memories or handoffs
     try:
-        make, embedder, _ = probes._runtime_factory(args)
+        make, embedder, _ = substrate.runtime_factory(args)
         load_before, started = loadavg(), time.perf_counter()
         measured = [measure(path, variants, make, limit=args.limit) for path in files]
         wall = time.perf_counter() - started

@@ -148,7 +148,7 @@ def run_redaction_bench(args: argparse.Namespace) -> int:
     from lca.importers import load_official_json
     from lca.secrets import detector_fingerprint, maintained_plugins
     from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
-    from protocols.data_paths import find_data_file
+    from protocols.evals.data_paths import find_data_file
 
     started = time.perf_counter()
     wanted = args.only or ["locomo", "longmemeval"]

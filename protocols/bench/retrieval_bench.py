@@ -1,7 +1,8 @@
 """``lca bench retrieval``: the product's ranking scored by the benchmarks' own retrieval metrics, no LLM.
 
-Every retriever asks a real store built through the importers (one per LongMemEval haystack, one per LoCoMo
-conversation; ``protocols.bench.retrieval.stores``):
+The datasets, their files, options (LongMemEval's ``--roles``), rows and targets are the registered dataset
+plug-ins' (``protocols.evals.datasets``). Every retriever asks a real store built through the importers (one per
+LongMemEval haystack, one per LoCoMo conversation; ``protocols.bench.retrieval.stores``):
 - ``bm25`` and ``dense``: the store's plain lexical and dense search (the baselines);
 - ``hybrid``: ``IndexStore.search`` under a ``RetrievalConfig`` (``lca.retrieval``): the dataset's file
   beside its task (``protocols/evals/<dataset>/retrieval.yaml``, or ``--config FILE``), then ``--fusion``,
@@ -45,10 +46,12 @@ from protocols.bench.retrieval.config import (
     grid_variants,
     with_assignments,
 )
+from protocols.evals.dataset_plugin import RetrievalSpec
+from protocols.evals.datasets import dataset_plugin, options_by_flag, retrieval_datasets, retrieval_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", choices=["longmemeval", "locomo"], required=True)
+    parser.add_argument("--dataset", choices=list(retrieval_datasets()), required=True)
     parser.add_argument("--data", help="the official file (plain, .gz or .xz) or a folder holding it")
     parser.add_argument("--retriever", choices=list(RETRIEVERS), default="hybrid")
     parser.add_argument("--config", help="a RetrievalConfig YAML file instead of the dataset's retrieval.yaml")
@@ -68,13 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="build the stores with sentence keys (each sentence of a multi-sentence chunk also a dense key) or "
         "without; default: as the dataset's retrieval.yaml says (its sentence_keys), and off for bm25 and dense",
     )
-    parser.add_argument(
-        "--roles",
-        choices=["all", "user"],
-        default="all",
-        help="LongMemEval: build each store from every turn (default, as an agent's store holds them) or from the "
-        "user turns alone (the official retrieval units)",
-    )
+    for option, _ in options_by_flag("retrieval").values():  # the options only some datasets read (--roles)
+        option.add_to(parser)
     parser.add_argument(
         "--ablate",
         action="store_true",
@@ -88,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hybrid or resonance: every combination of these values (names as --set takes); writes "
         "<out>-grid.json (LoCoMo: with the held-out figure)",
     )
-    parser.add_argument("--limit", type=int, help="first N questions (LongMemEval) or conversations (LoCoMo)")
+    counted = " or ".join(f"{p.retrieval.records} ({p.title})" for p in retrieval_datasets().values() if p.retrieval)
+    parser.add_argument("--limit", type=int, help=f"first N {counted}")
     parser.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
     parser.add_argument("--out", default="results/bench/{dataset}-{retriever}{units}.json")
     parser.add_argument("--quiet", action="store_true")
@@ -112,8 +111,12 @@ def checked_config(args) -> AskedConfig:
     config = with_assignments(AskedConfig(ranking, recall), getattr(args, "set", None), resonance=resonance)
     if getattr(args, "limit", None) is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, not {args.limit}")
-    if getattr(args, "roles", "all") != "all" and args.dataset != "longmemeval":
-        raise ValueError("--roles applies to LongMemEval (both LoCoMo speakers are users)")
+    for option, readers in options_by_flag("retrieval").values():
+        if option.given(args) and args.dataset not in [p.name for p in readers]:
+            raise ValueError(
+                f"{option.flag} applies to {' and '.join(p.title for p in readers)}, not "
+                f"{dataset_plugin(args.dataset).title}"
+            )
     if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever not in ("hybrid", "resonance"):
         raise ValueError(
             "--ablate and --grid vary the hybrid's RetrievalConfig (and recall's settings): they need --retriever "
@@ -141,9 +144,13 @@ def out_path(args) -> Path:
     return path if path.suffix == ".json" else path.with_name(f"{path.name}.json")
 
 
-def held_out(per_variant: dict[str, dict[str, Any]], metric: str = "recall@5") -> dict[str, Any]:
-    """Leave one conversation out: each conversation scored under the variant best on the others."""
-    samples = sorted({row["sample_id"] for report in per_variant.values() for row in report["per_item"]})
+def held_out(per_variant: dict[str, dict[str, Any]], spec: RetrievalSpec) -> dict[str, Any]:
+    """Leave one group out (the dataset's ``HeldOut``; LoCoMo's group is a conversation): each group scored
+    under the variant best on the others."""
+    if spec.held_out is None:
+        raise ValueError("the dataset declares no held-out figure")
+    group, metric, rows_key = spec.held_out.group, spec.held_out.metric, spec.rows
+    samples = sorted({row[group] for report in per_variant.values() for row in report[rows_key]})
 
     def mean(rows):
         return sum(r[metric] for r in rows) / len(rows) if rows else 0.0
@@ -152,16 +159,16 @@ def held_out(per_variant: dict[str, dict[str, Any]], metric: str = "recall@5") -
     for sample in samples:
         best = max(
             per_variant,
-            key=lambda name: mean([r for r in per_variant[name]["per_item"] if r["sample_id"] != sample]),
+            key=lambda name: mean([r for r in per_variant[name][rows_key] if r[group] != sample]),
         )
         chosen[sample] = best
-        rows += [r for r in per_variant[best]["per_item"] if r["sample_id"] == sample]
-    fitted = max(per_variant, key=lambda name: per_variant[name]["overall"][metric])
+        rows += [r for r in per_variant[best][rows_key] if r[group] == sample]
+    fitted = max(per_variant, key=lambda name: per_variant[name][spec.held_out.summary][metric])
     return {
         "metric": metric,
         "held_out": mean(rows),
         "chosen_per_conversation": chosen,
-        "fitted": per_variant[fitted]["overall"][metric],
+        "fitted": per_variant[fitted][spec.held_out.summary][metric],
         "fitted_variant": fitted,
     }
 
@@ -228,10 +235,11 @@ def run_retrieval_bench(args) -> int:
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.index.embedding_cache import CachedEmbedder
     from protocols.bench.result import build_provenance, dataset_provenance
-    from protocols.bench.retrieval.report import DATASETS, write_report
-    from protocols.data_paths import find_data_file
+    from protocols.bench.retrieval.report import write_report
+    from protocols.evals.data_paths import find_data_file
 
-    path = find_data_file(DATASETS[args.dataset], args.data)
+    file = retrieval_spec(args.dataset).file  # the eval.yaml dataset: where it is found, and its pinned sha256
+    path = find_data_file(file, args.data)
     if path is None:
         raise FileNotFoundError(
             f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
@@ -249,7 +257,7 @@ def run_retrieval_bench(args) -> int:
     def records(reports: dict[str, dict[str, Any]], partial: dict[str, Any] | None = None) -> list[tuple[Path, Any]]:
         provenance = build_provenance(
             embedder_id=embedder.embedder_id,
-            datasets=[dataset_provenance(path, DATASETS[args.dataset])],
+            datasets=[dataset_provenance(path, file)],
             seeds={},
             wall_seconds=time.perf_counter() - started,
             extra={"embedding_cache": {"hits": embedder.hits, "misses": embedder.misses, "path": str(embedder.path)}},
@@ -291,8 +299,7 @@ def run_records(args, reports, configs, run_config: dict[str, Any], provenance) 
         written.append((out.with_name(f"{out.stem}-ablation.json"), ablation))
     if args.grid:
         grid_config = run_config | {"grid": list(args.grid)}
-        locomo = args.dataset == "locomo"
-        grid = _comparison("grid", "grid ", reports, configs, grid_config, provenance, leave_one_out=locomo)
+        grid = _comparison("grid", "grid ", reports, configs, grid_config, provenance, dataset=args.dataset)
         written.append((out.with_name(f"{out.stem}-grid.json"), grid))
     return written
 
@@ -306,7 +313,7 @@ def run_record_config(args, config: AskedConfig) -> dict[str, Any]:
         "retrieval_config": config.retrieval.to_dict(),
         "sentence_keys": config.retrieval.sentence_keys,
         "window_keys": config.retrieval.window_keys,
-        "roles": args.roles,
+        **{option.dest: getattr(args, option.dest) for option, _ in options_by_flag("retrieval").values()},  # roles
         "limit": args.limit,
     }
     if args.retriever == "resonance":
@@ -329,9 +336,9 @@ def bench_recall_config(config: AskedConfig | None = None, pool: int = 100) -> d
     return recall
 
 
-def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance, *, leave_one_out: bool = False):
+def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance, *, dataset: str | None = None):
     """The ablation's or the grid's record (``kind``): the variants asked as ``<prefix><name>`` against the
-    default, with the leave-one-conversation-out figure over them when ``leave_one_out``."""
+    default, with the leave-one-group-out figure over them when ``dataset`` (a grid's) declares one (LoCoMo)."""
     from protocols.bench.retrieval.report import comparison_result
 
     variants = {
@@ -339,7 +346,10 @@ def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance
         for key, report in reports.items()
         if key.startswith(prefix)
     }
-    loco = held_out({name: report for name, (_, report) in variants.items()}) if leave_one_out else None
+    spec = retrieval_spec(dataset) if dataset is not None else None
+    loco = None
+    if spec is not None and spec.held_out is not None:
+        loco = held_out({name: report for name, (_, report) in variants.items()}, spec)
     return comparison_result(
         kind, reports["default"], variants, config=run_config, provenance=provenance, held_out=loco
     )
@@ -348,11 +358,12 @@ def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance
 def _run(
     args, path: Path, embedder, workdir: Path, progress: Callable, configs, *, checkpoint: Callable | None = None
 ) -> dict[str, dict[str, Any]]:
-    from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
+    """The dataset's run through its retrieval adapter, with the options it declares (LongMemEval's ``roles``)."""
+    from protocols.bench.retrieval.runners import run_dataset
 
-    options: dict[str, Any] = {"roles": args.roles} if args.dataset == "longmemeval" else {}
-    runner = run_locomo if args.dataset == "locomo" else run_longmemeval
-    return runner(
+    options = {option.keyword: getattr(args, option.dest) for option in retrieval_spec(args.dataset).options}
+    return run_dataset(
+        args.dataset,
         path,
         args.retriever,
         embedder=embedder,

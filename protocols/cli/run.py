@@ -24,7 +24,7 @@ from pathlib import Path
 
 import protocols.cli.common as common
 from lca.errors import LCAError
-from protocols.cli.planning import (  # noqa: F401  (re-exported: the names lca run has always had)
+from protocols.harness.planning import (  # noqa: F401  (re-exported: the names lca run has always had)
     PARAMS_TASK_ARG,
     RUN_ROLES,
     SHARED_FLAGS,

@@ -3,7 +3,7 @@
 Adding a protocol touches only its folder: ``eval.yaml`` (validated by :class:`ProtocolMetadata`,
 unknown fields refused naming the file and field), ``README.md`` with the required sections, the
 task module the metadata names, and ``dataset.py``. Nothing else lists protocols or their data
-files: the CLI, ``protocols.data_paths`` and the contract test all ask this registry.
+files: the CLI, ``protocols.evals.data_paths`` and the contract test all ask this registry.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def model_files(models: Iterable[str], cache_file: Path) -> dict[str, str]:
 
 def served_models(entries: Iterable[Mapping[str, Any]], raters: Mapping[str, Any]) -> dict[str, list[str]]:
     """Per model string of the run, the model names its API answered with: from every task's logged model
-    events (``protocols.cli.planning.served_models``) and from the raters' generators (their ``structured``
+    events (``protocols.harness.planning.served_models``) and from the raters' generators (their ``structured``
     counts keep the names of their schema calls). A hosted model is named by its string in ``models``; this
     says which model answered there (a server's alias, an Ollama tag, a vLLM served-model-name)."""
     served: dict[str, set[str]] = {}

@@ -126,7 +126,7 @@ def judged_problems(roles: dict[str, str], measure: JudgedMeasure, where: str) -
 def calibration_path(value: str) -> Path:
     """A calibration set's file: absolute, or relative to the working directory when it is there, else to the
     repository (studies name files repository-relative)."""
-    from protocols.data_paths import REPO
+    from protocols.evals.data_paths import REPO
 
     path = Path(value).expanduser()
     if path.is_absolute() or path.exists():

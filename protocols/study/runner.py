@@ -4,7 +4,7 @@ The document fixes the design (conditions, models, protocols, limits, seeds, mea
 cannot change it; only where data and results live and how progress shows. A study that is not locked (or was
 edited since its lock) is refused unless the run is marked exploratory, and then the console, ``run.json``
 and every eval log say so. Everything is checked before anything runs: the document, its lock, every task's
-arguments (``protocols.cli.planning.plan_tasks``, the same checks as ``lca run PROTOCOL``), the models and the
+arguments (``protocols.harness.planning.plan_tasks``, the same checks as ``lca run PROTOCOL``), the models and the
 data. A benchmark file that is missing is replaced by the protocol's fixture only with a ``data_missing``
 deviation, never silently. Judged measures are rated after their protocol ran: blind raters (``rater_*``
 roles, each with its own prompt and decoding settings) rate the measure's calibration set first (its
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import LCAError
-from protocols.data_paths import REPO, find_data_file
+from protocols.evals.data_paths import REPO, find_data_file
 from protocols.study import manifest as mf
 from protocols.study.judging import rate_judged, write_ratings
 from protocols.study.lock import Deviation, lock_signature, read_deviations, record_deviation, require_locked
@@ -63,7 +63,7 @@ class ProtocolPlan:
     run: ProtocolRun
     conditions: tuple[str, ...]
     task_fn: Any
-    planned: tuple[Any, ...]  # protocols.cli.planning.PlannedTask, every argument checked
+    planned: tuple[Any, ...]  # protocols.harness.planning.PlannedTask, every argument checked
     data: DataChoice
     task_args: tuple[str, ...]
 
@@ -150,8 +150,8 @@ def _arg_text(value: Any) -> str:
 def plan_protocol(study: Study, run: ProtocolRun, explicit_data: str | None) -> ProtocolPlan:
     """One protocol's tasks, checked as ``lca run PROTOCOL`` checks them (``plan_tasks``): its conditions, the
     study's arguments, the data file and the study's first seed where the task takes a seed."""
-    from protocols.cli.planning import plan_tasks, task_parameter_types
     from protocols.evals import protocol_metadata, protocol_task
+    from protocols.harness.planning import plan_tasks, task_parameter_types
 
     task_fn = protocol_task(run.name)
     meta = protocol_metadata(run.name)
@@ -168,7 +168,7 @@ def plan_protocol(study: Study, run: ProtocolRun, explicit_data: str | None) -> 
 
 def agent_roles(study: Study) -> dict[str, str]:
     """The roles the conditions use (summarizer, reviewer, grader); rater roles never reach a task."""
-    from protocols.cli.planning import RUN_ROLES
+    from protocols.harness.planning import RUN_ROLES
 
     return {role: model for role, model in study.models.roles.items() if role in RUN_ROLES}
 
@@ -382,7 +382,7 @@ class StudyRunner:
     def _run_protocol(self, plan: ProtocolPlan, run_dir: Path, run_id: str) -> tuple[dict[str, Any], list[str]]:
         from inspect_ai import eval_set
 
-        from protocols.cli.planning import task_summary
+        from protocols.harness.planning import task_summary
 
         name = plan.run.name
         entry = self._protocol_entry(plan, run_dir)

@@ -444,7 +444,7 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                     f"no '{measure.metric}'; it reports: {', '.join(metrics)}",
                 )
             )
-    from protocols.cli.planning import RUN_ROLES
+    from protocols.harness.planning import RUN_ROLES
 
     agent_roles = set(RUN_ROLES)  # the conditions' roles and the migrated agent of the migration protocol
     for role in study.models.roles:

@@ -15,8 +15,8 @@ import pytest
 import protocols.harness.solvers as solvers
 from lca.errors import LCAError, RecordFormatError
 from lca.importers import file_sha256
-from protocols.data_paths import data_roots, find_data_file
 from protocols.evals import ProtocolRegistry, available_protocols, protocol_metadata, protocol_task
+from protocols.evals.data_paths import data_roots, find_data_file
 from protocols.evals.registry import README_SECTIONS, REPO
 from tests.fakes import FakeHashingEmbedder
 from tests.protocols.test_harness import fake_agent

@@ -154,10 +154,10 @@ def test_the_plot_is_written(measured, tmp_path):
 
 
 def test_the_command_writes_the_record_table_and_plot(tmp_path, monkeypatch):
-    from protocols.bench import probes
     from protocols.bench.result import BenchmarkResult
+    from protocols.harness import substrate
 
-    monkeypatch.setattr(probes, "_runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
+    monkeypatch.setattr(substrate, "runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
     out = tmp_path / "recall-budget.json"
     bench = benchmark("recall-budget")
     argv = ["--scenarios", str(FIXTURE), "--scenarios", str(FIXTURE), "--variants", THREE, "--limit", "2"]

@@ -14,9 +14,9 @@ import pytest
 from conditions import ConditionRuntime
 from lca.ledger import key_terms
 from lca.secrets import contains_secret
-from protocols.bench.probes import replay_probe
 from protocols.cli import main
 from protocols.harness.scenario import Scenario, load_scenarios, scenario_history
+from protocols.harness.substrate import replay_probe
 from protocols.scenarios import CATEGORIES, DENSITIES, generate, write_set
 from protocols.scenarios.card import card_markdown, card_paths, data_card, scenario_lines
 from protocols.scenarios.domains import DOMAINS

@@ -11,7 +11,7 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.solver import generate
 
-from protocols.cli.planning import task_summary
+from protocols.harness.planning import task_summary
 from protocols.providers.structured import StructuredStats
 from protocols.study.manifest import served_models
 

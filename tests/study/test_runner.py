@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import protocols.data_paths as data_paths
+import protocols.evals.data_paths as data_paths
 import protocols.harness.solvers as solvers
 from protocols import cli
 from protocols.study import StudyNotLockedError, file_sha256, lock_study, read_deviations

@@ -1,5 +1,5 @@
 """The compaction protocol's substrate figures without an agent model: each probe of a scenario file through
-each condition with ``protocols.bench.probes.replay_probe`` (the harness's replay, the real embedder), read at the
+each condition with ``protocols.harness.substrate.replay_probe`` (the harness's replay, the real embedder), read at the
 pointer level from the injected items:
 
 - constraint probes: how many of the constraint turns (the probe's evidence) are not among the injected pointers;
@@ -59,8 +59,8 @@ def measure(
     path: Path | str, conditions: Mapping[str, Mapping[str, Any]], make_runtime, *, limit: int | None = None
 ) -> dict[str, Any]:
     """Every probe through every condition (``replay_probe``): rows and figures per condition."""
-    from protocols.bench.probes import replay_probe
     from protocols.harness.scenario import load_scenarios
+    from protocols.harness.substrate import replay_probe
 
     scenarios, digest = load_scenarios(path)
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
@@ -78,7 +78,7 @@ def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from protocols.bench.probes import _runtime_factory, condition_params
+    from protocols.harness.substrate import condition_params, runtime_factory
 
     parser = argparse.ArgumentParser(prog="python -m protocols.evals.compaction.substrate", description=__doc__)
     parser.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS))
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         params[name].setdefault("budget_tokens", args.budget)
     if "full-lca" in params and args.summarizer == "none":
         params["full-lca"].setdefault("consolidate", 0)
-    make, _, _ = _runtime_factory(args)
+    make, _, _ = runtime_factory(args)
     result = measure(args.scenarios, params, make, limit=args.limit)
     print(f"compaction, substrate level (pointers), no agent model; budget {args.budget} tokens; {result['file']}")
     for name, block in result["conditions"].items():

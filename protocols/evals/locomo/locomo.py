@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from inspect_ai import Task, task
 
-from protocols.data_paths import find_data_file
+from protocols.evals.data_paths import find_data_file
 from protocols.evals.locomo.dataset import CATEGORY_NAMES, locomo_samples
 from protocols.evals.locomo.scorer import locomo_qa
 from protocols.evals.registry import folder_metadata, folder_recall_weights, folder_retrieval

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from inspect_ai import Task, task
 
-from protocols.data_paths import find_data_file
+from protocols.evals.data_paths import find_data_file
 from protocols.evals.longmemeval.dataset import longmemeval_samples
 from protocols.evals.longmemeval.scorer import longmemeval_judge
 from protocols.evals.registry import folder_metadata, folder_recall_weights, folder_retrieval

@@ -137,7 +137,7 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
 
 
 def test_index_bench_says_where_it_looked_when_the_dataset_is_missing(tmp_path, monkeypatch, capsys):
-    import protocols.data_paths as data_paths
+    import protocols.evals.data_paths as data_paths
     from protocols.bench import benchmark
 
     monkeypatch.setattr(data_paths, "find_data_file", lambda name, given=None: None)

@@ -10,7 +10,8 @@ import pytest
 
 from conditions import ConditionRuntime
 from protocols.bench import benchmark
-from protocols.bench.probes import condition_params, measure
+from protocols.bench.probes import measure
+from protocols.harness.substrate import condition_params
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 
 SCENARIO = {
@@ -98,10 +99,10 @@ def test_the_command_refuses_a_missing_file_and_a_bad_parameter(tmp_path, capsys
 
 
 def test_the_command_writes_a_benchmark_result_with_its_checks_and_rows(scenario_file, tmp_path, monkeypatch):
-    from protocols.bench import probes
     from protocols.bench.result import BenchmarkResult
+    from protocols.harness import substrate
 
-    monkeypatch.setattr(probes, "_runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
+    monkeypatch.setattr(substrate, "runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
     out = tmp_path / "probes.json"
     bench = benchmark("probes")
     args = bench.parser().parse_args(["--scenarios", str(scenario_file), "--out", str(out)])

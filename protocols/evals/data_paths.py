@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 DATA_ENV = "LCA_DATA"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def data_roots(explicit: str | Path | None = None) -> list[Path]:
