@@ -15,7 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -24,7 +24,8 @@ from scipy.stats import binomtest
 
 from lca.errors import LCAError
 
-LEVELS = ("nominal", "ordinal", "interval")
+Level = Literal["nominal", "ordinal", "interval"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval")
 DEFAULT_THRESHOLD = 0.667  # Krippendorff's lowest conceivable limit for tentative conclusions
 REQUIRED_COLUMNS = ("item", "rater", "value")
 
@@ -116,8 +117,7 @@ def agreement(
     ``condition`` for the lean; a NaN value is a missing rating). ``scale`` (the measure's values, ordered for
     ordinal and interval) is passed to alpha as its value domain and refuses values outside it; ``reference``
     is the rater whose signed difference from the others orients the lean (default: the first by name)."""
-    if level not in LEVELS:
-        raise LCAError(f"level '{level}' is not one of {', '.join(LEVELS)}")
+    level = _known_level(level)
     if not 0 < threshold <= 1:
         raise LCAError(f"threshold {threshold} must be in (0, 1]")
     if resamples < 0:
@@ -163,6 +163,13 @@ def agreement(
 
 
 # ---- input ------------------------------------------------------------------------------------------
+def _known_level(level: str) -> Level:
+    for known in LEVELS:
+        if level == known:
+            return known
+    raise LCAError(f"level '{level}' is not one of {', '.join(LEVELS)}")
+
+
 def _checked(ratings: pd.DataFrame, level: str, scale: Sequence[Any] | None) -> pd.DataFrame:
     missing = [c for c in REQUIRED_COLUMNS if c not in ratings.columns]
     if missing:
@@ -226,7 +233,7 @@ def _matrix(pairable: dict[str, dict[str, Any]], raters: list[str], domain: list
 
 
 # ---- alpha ------------------------------------------------------------------------------------------
-def _alpha(matrix: np.ndarray, level: str, domain: list[Any]) -> float:
+def _alpha(matrix: np.ndarray, level: Level, domain: list[Any]) -> float:
     """Krippendorff's alpha, NaN when undefined (fewer than one pairable item, or a single value seen)."""
     seen = matrix[~np.isnan(matrix)]
     if matrix.shape[1] == 0 or len(np.unique(seen)) < 2:
@@ -236,7 +243,7 @@ def _alpha(matrix: np.ndarray, level: str, domain: list[Any]) -> float:
         return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level, value_domain=value_domain))
 
 
-def _bootstrap(matrix: np.ndarray, level: str, domain: list[Any], resamples: int, seed: int):
+def _bootstrap(matrix: np.ndarray, level: Level, domain: list[Any], resamples: int, seed: int):
     """Percentile interval of alpha over items resampled with replacement; resamples where alpha is undefined
     (every drawn value alike) are counted, not imputed."""
     n = matrix.shape[1]

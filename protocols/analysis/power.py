@@ -7,6 +7,7 @@ chi-square from there), which statsmodels does not offer; TOST uses the usual sh
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import stats as sps
@@ -94,7 +95,7 @@ def sample_size_paired(effect: float, sd: float, alpha: float = 0.05, power: flo
     return int(math.ceil(float(np.squeeze(n))))
 
 
-def _smallest_n(power_at, target: float, start: int) -> int:
+def _smallest_n(power_at: Callable[[int], float], target: float, start: float) -> int:
     """Smallest n >= 2 whose power reaches the target, searched upward from below a first guess (exact
     power is saw-toothed in n, so the first n reaching it is taken, as a pre-registration should)."""
     n = max(2, int(start))

@@ -16,6 +16,7 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -221,15 +222,17 @@ def _ask(
 ) -> str:
     """With the JSON schema where the generator takes one (constrained decoding), else without it; at the
     rater's own temperature, seed (else the run's) and token limit."""
-    settings = {
-        "max_tokens": decoding.max_tokens,
-        "temperature": decoding.temperature,
-        "seed": seed if decoding.seed is None else decoding.seed,
-    }
+    ask = partial(
+        generator.generate,
+        messages,
+        max_tokens=decoding.max_tokens,
+        temperature=decoding.temperature,
+        seed=seed if decoding.seed is None else decoding.seed,
+    )
     try:
-        return generator.generate(messages, json_schema=schema, **settings)
+        return ask(json_schema=schema)
     except TypeError:
-        return generator.generate(messages, **settings)
+        return ask()
 
 
 def rate_with_models(
@@ -249,6 +252,7 @@ def rate_with_models(
     blind = blind_items(items, seed)
     schema = panel.schema()
     rows = []
+    problem: str | None  # why the rating is missing; None when the reply was read
     for rater in panel.raters:
         generator = generators[rater]
         for item in blind.order_for(rater):
