@@ -87,6 +87,25 @@ def _injected(number: int, item: ScoredCandidate, memory_files, transcript=None)
 class _SubstrateCondition(Condition):
     current_session: str | None  # the session being ingested; unset until the first ``ingest``
 
+    def __init__(
+        self,
+        budget_tokens: int,
+        floor: float,
+        resume_turns: int,
+        exchanges: int,
+        excerpts: int,
+        agent_turn_risk: float,
+        reply_inheritance: float,
+    ) -> None:
+        """The recall parameters both substrate conditions take (their defaults are each condition's own)."""
+        self.budget_tokens = budget_tokens
+        self.floor = floor
+        self.resume_turns = resume_turns
+        self.exchanges = exchanges
+        self.excerpts = excerpts
+        self.agent_turn_risk = agent_turn_risk
+        self.reply_inheritance = reply_inheritance
+
     def reset(self) -> None:
         self.close()
         super().reset()
@@ -161,6 +180,18 @@ class _SubstrateCondition(Condition):
     def recall_config(self) -> RecallConfig:
         raise NotImplementedError
 
+    def _recall_settings(self) -> dict[str, Any]:
+        """The recall parameters both substrate conditions take, as ``RecallConfig`` fields."""
+        return {
+            "floor": self.floor,
+            "token_budget": self.budget_tokens,
+            "resume_turns": self.resume_turns,
+            "exchanges": bool(self.exchanges),
+            "excerpts": bool(self.excerpts),
+            "agent_turn_risk": self.agent_turn_risk,
+            "reply_inheritance": self.reply_inheritance,
+        }
+
     def recall_context(self, probe: Probe) -> RecallContext:
         """The turn as a host serves it: where it is asked (role, project, channel; a public channel turns on
         the private-in-public rule), the continuation signals, and for a follow-up whether the previous
@@ -230,14 +261,8 @@ class TranscriptRecall(_SubstrateCondition):
         agent_turn_risk: float = 0.1,
         reply_inheritance: float = 0.0,
     ) -> None:
-        self.budget_tokens = budget_tokens
+        super().__init__(budget_tokens, floor, resume_turns, exchanges, excerpts, agent_turn_risk, reply_inheritance)
         self.k = k
-        self.floor = floor
-        self.resume_turns = resume_turns
-        self.exchanges = exchanges
-        self.excerpts = excerpts
-        self.agent_turn_risk = agent_turn_risk
-        self.reply_inheritance = reply_inheritance
 
     def recall_config(self) -> RecallConfig:
         weights = ResonanceWeights(
@@ -245,16 +270,10 @@ class TranscriptRecall(_SubstrateCondition):
         )
         return RecallConfig(
             weights=weights,
-            floor=self.floor,
             memory_quota=0,
             transcript_quota=self.k,
-            token_budget=self.budget_tokens,
-            resume_turns=self.resume_turns,
             turn_supersession=False,  # the verbatim transcript alone: no ledger of which turns were superseded
-            exchanges=bool(self.exchanges),
-            excerpts=bool(self.excerpts),
-            agent_turn_risk=self.agent_turn_risk,
-            reply_inheritance=self.reply_inheritance,
+            **self._recall_settings(),
         )
 
     def build_context(self, probe: Probe) -> ContextPacket:
@@ -307,7 +326,7 @@ class FullLCA(_SubstrateCondition):
         infer_events: int = 1,
         infer_replacements: int = 1,
     ) -> None:
-        self.budget_tokens = budget_tokens
+        super().__init__(budget_tokens, floor, resume_turns, exchanges, excerpts, agent_turn_risk, reply_inheritance)
         self.policy = policy
         self.weights = weights
         self.infer_events = infer_events
@@ -316,17 +335,11 @@ class FullLCA(_SubstrateCondition):
         self.verify = verify
         self.consolidate = consolidate
         self.approver = approver
-        self.floor = floor
         self.window_tokens = window_tokens
         self.mmr_lambda = mmr_lambda
         self.handoff = handoff
-        self.resume_turns = resume_turns
         self.handoff_tail = handoff_tail
         self.carry = carry
-        self.exchanges = exchanges
-        self.excerpts = excerpts
-        self.agent_turn_risk = agent_turn_risk
-        self.reply_inheritance = reply_inheritance
 
     def recall_config(self) -> RecallConfig:
         runtime = getattr(self, "runtime", None)  # unattached (a parameter check): recall's defaults
@@ -337,15 +350,9 @@ class FullLCA(_SubstrateCondition):
         return RecallConfig(
             weights=weights,
             policy=self.policy,
-            floor=self.floor,
-            token_budget=self.budget_tokens,
             wildcard_mode="balanced" if self.living_memory else "precision",
             mmr_lambda=self.mmr_lambda,
-            resume_turns=self.resume_turns,
-            exchanges=bool(self.exchanges),
-            excerpts=bool(self.excerpts),
-            agent_turn_risk=self.agent_turn_risk,
-            reply_inheritance=self.reply_inheritance,
+            **self._recall_settings(),
         )
 
     def ingest(self, session: Session) -> None:
