@@ -145,6 +145,34 @@ def _checked(
     return entry
 
 
+class _SessionTurns:
+    """One benchmark session's turns as an importer reads them: each numbered in its session, chained to the turn
+    before it, checked against the transcript's write rules (a refusal names the source field) and remembered by
+    where it came from."""
+
+    def __init__(self, session_id: str, *, path: Path, record: str, max_bytes: int | None) -> None:
+        self.session_id = session_id
+        self.path, self.record, self.max_bytes = path, record, max_bytes
+        self.entries: list[TranscriptEntry] = []
+        self.origins: dict[str, str] = {}
+
+    def add(self, position: int, item: str, fields: Mapping[str, str], **entry: Any) -> None:
+        """The turn at ``position`` of its session, read from ``item`` (``fields``: as ``_checked``)."""
+        parent = self.entries[-1].id if self.entries else None
+        turn = TranscriptEntry(
+            id=f"{self.session_id}:{position + 1}", session_id=self.session_id, parent_id=parent, **entry
+        )
+        checked = _checked(turn, path=self.path, record=self.record, item=item, fields=fields, max_bytes=self.max_bytes)
+        self.entries.append(checked)
+        self.origins[turn.id] = f"{self.record}, {item}"
+
+    def close(self, sessions: list[ImportedSession], report: ImportReport) -> None:
+        """The session joins the import's sessions and its counts."""
+        sessions.append(ImportedSession(self.session_id, tuple(self.entries), self.origins))
+        report.sessions += 1
+        report.entries += len(self.entries)
+
+
 def _is_id(value: Any) -> bool:
     """An id in a benchmark file: a string or an integer (never a bool, a float or a structure)."""
     return isinstance(value, str | int) and not isinstance(value, bool)
@@ -232,10 +260,9 @@ def import_locomo(
             else:
                 timestamp = str(raw_date)
                 report.repaired["locomo_unparsed_session_date"] += 1
-            session_id = f"locomo:{sample_id}:session_{number}"
-            entries: list[TranscriptEntry] = []
-            origins: dict[str, str] = {}
-            parent = None
+            session = _SessionTurns(
+                f"locomo:{sample_id}:session_{number}", path=path, record=where, max_bytes=max_entry_bytes
+            )
             for position, turn in enumerate(turns):
                 item = f"conversation.session_{number}[{position}]"
                 if not isinstance(turn, dict):
@@ -249,18 +276,6 @@ def import_locomo(
                         raise refuse(f"must be a string, got {type(value).__name__}", f"{item}.{name}", where)
                 meta = {k: v for k, v in turn.items() if k not in ("speaker", "text")}
                 meta["session_date_time"] = raw_date
-                entry = TranscriptEntry(
-                    id=f"{session_id}:{position + 1}",
-                    session_id=session_id,
-                    agent_id=f"locomo:{sample_id}",
-                    kind=EntryKind.USER_TURN,
-                    timestamp=timestamp,
-                    content=turn["text"],
-                    channel="locomo",
-                    parent_id=parent,
-                    author=turn.get("speaker"),
-                    meta=meta,
-                )
                 fields = {
                     "content": f"{item}.text",
                     "author": f"{item}.speaker",
@@ -270,14 +285,19 @@ def import_locomo(
                     "agent_id": "sample_id",
                     "id": "sample_id",
                 }
-                entries.append(
-                    _checked(entry, path=path, record=where, item=item, fields=fields, max_bytes=max_entry_bytes)
+                session.add(
+                    position,
+                    item,
+                    fields,
+                    agent_id=f"locomo:{sample_id}",
+                    kind=EntryKind.USER_TURN,
+                    timestamp=timestamp,
+                    content=turn["text"],
+                    channel="locomo",
+                    author=turn.get("speaker"),
+                    meta=meta,
                 )
-                origins[entry.id] = f"{where}, {item}"
-                parent = entry.id
-            sessions.append(ImportedSession(session_id, tuple(entries), origins))
-            report.sessions += 1
-            report.entries += len(entries)
+            session.close(sessions, report)
     if wanted is not None and not wanted <= seen_samples:
         missing = ", ".join(sorted(wanted - seen_samples))
         raise RecordFormatError(
@@ -417,9 +437,7 @@ def import_longmemeval(
                 timestamp = str(raw_date)
             else:
                 timestamp = _iso(moment)
-            entries: list[TranscriptEntry] = []
-            origins: dict[str, str] = {}
-            parent = None
+            session = _SessionTurns(session_id, path=path, record=where, max_bytes=max_entry_bytes)
             for position, turn in enumerate(turns):
                 item = f"haystack_sessions[{i}][{position}]"
                 if not isinstance(turn, dict):
@@ -439,18 +457,6 @@ def import_longmemeval(
                 }
                 if "has_answer" in turn:
                     meta["has_answer"] = bool(turn["has_answer"])
-                entry = TranscriptEntry(
-                    id=f"{session_id}:{position + 1}",
-                    session_id=session_id,
-                    agent_id="longmemeval",
-                    kind=EntryKind.USER_TURN if role == "user" else EntryKind.ASSISTANT_TURN,
-                    timestamp=timestamp,
-                    content=turn["content"],
-                    channel="longmemeval",
-                    parent_id=parent,
-                    author=role,
-                    meta=meta,
-                )
                 fields = {
                     "content": f"{item}.content",
                     "meta.session_date": f"haystack_dates[{i}]",
@@ -460,14 +466,19 @@ def import_longmemeval(
                     "meta.turn_id": f"haystack_session_ids[{i}]",
                     "meta.haystack_session_id": f"haystack_session_ids[{i}]",
                 }
-                entries.append(
-                    _checked(entry, path=path, record=where, item=item, fields=fields, max_bytes=max_entry_bytes)
+                session.add(
+                    position,
+                    item,
+                    fields,
+                    agent_id="longmemeval",
+                    kind=EntryKind.USER_TURN if role == "user" else EntryKind.ASSISTANT_TURN,
+                    timestamp=timestamp,
+                    content=turn["content"],
+                    channel="longmemeval",
+                    author=role,
+                    meta=meta,
                 )
-                origins[entry.id] = f"{where}, {item}"
-                parent = entry.id
-            sessions.append(ImportedSession(session_id, tuple(entries), origins))
-            report.sessions += 1
-            report.entries += len(entries)
+            session.close(sessions, report)
     if wanted is not None and not wanted <= seen_questions:
         missing = ", ".join(sorted(wanted - seen_questions)[:5])
         raise RecordFormatError(f"no question with id {missing}", path=str(path), field="question_id")

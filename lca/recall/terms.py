@@ -94,39 +94,15 @@ def task_term(item_tags: set[str], context_tags: set[str]) -> float:
     return len(item_tags & context_tags) / len(context_tags)
 
 
-def risk_term(
-    *,
-    private_in_public: bool,
-    secret: bool,
-    superseded: bool,
-    expired: bool,
-    about_history: bool,
-    conflict: bool = False,
-    outside_role: bool = False,
-    answers_replaced: bool = False,
-    answers_superseded: bool = False,
-    possibly_replaced: bool = False,
-    agent_words: float = 0.0,
-) -> tuple[float, list[str]]:
-    """K in [0, 1] and the reasons: a secret or a private fact in a public channel is maximal risk;
-    a superseded or expired memory is maximal unless the query is about history. A reply to a decision a later one
-    superseded is maximal too: it is about the replaced decision ("Hartley Lofts is a sound choice"). A reply to a
-    detail an explicit event corrected is penalized, not filtered: it likely restates the detail, and may hold more
-    (the plan built on a count that was later corrected).
+def risk_term(*, agent_words: float = 0.0, **flags: bool) -> tuple[float, list[str]]:
+    """K in [0, 1] and the reasons, from the flags of ``risk_reasons``: a secret or a private fact in a public channel
+    is maximal risk; a superseded or expired memory is maximal unless the query is about history. A reply to a
+    decision a later one superseded is maximal too: it is about the replaced decision ("Hartley Lofts is a sound
+    choice"). A reply to a detail an explicit event corrected is penalized, not filtered: it likely restates the
+    detail, and may hold more (the plan built on a count that was later corrected).
     ``agent_words`` is the K of a turn the agent wrote (0: not such a turn, or the query asks for it): its own
     restatement of what the user said, where its errors would come back as history (``RecallConfig.agent_turn_risk``)."""
-    reasons = risk_reasons(
-        private_in_public=private_in_public,
-        secret=secret,
-        superseded=superseded,
-        expired=expired,
-        about_history=about_history,
-        conflict=conflict,
-        outside_role=outside_role,
-        answers_replaced=answers_replaced,
-        answers_superseded=answers_superseded,
-        possibly_replaced=possibly_replaced,
-    )
+    reasons = risk_reasons(**flags)
     return risk_level(reasons, agent_words), reasons + ([AGENT_WORDS] if agent_words > 0 else [])
 
 
