@@ -19,19 +19,21 @@ from lca.params import ParameterError
 from lca.recall import RecallContext
 from lca.retrieval import RetrievalConfig
 from lca.substrate import Substrate
-from protocols.bench.result import BenchmarkResult
 from protocols.bench.retrieval.config import AskedConfig, dataset_config, grid_variants
-from protocols.bench.retrieval.runners import run_locomo, run_longmemeval
+from protocols.bench.retrieval.runners import run_dataset
 from protocols.bench.retrieval.stores import HaystackStore
 from protocols.bench.retrieval_bench import add_arguments, held_out
+from protocols.evals.benchmark import BenchmarkResult
+from protocols.evals.datasets import retrieval_spec
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "data" / "fixtures" / "locomo_fixture.json"
 
 
-def run(runner, path, retriever, tmp_path, configs=None, **kw):
-    return runner(
+def run(dataset, path, retriever, tmp_path, configs=None, **kw):
+    return run_dataset(
+        dataset,
         path,
         retriever,
         embedder=FakeHashingEmbedder(max_input_tokens=200),
@@ -145,7 +147,7 @@ def locomo_record() -> dict:
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid", "resonance"])
 def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path, retriever):
     configs = {"default": AskedConfig(dataset_config("longmemeval")), "rrf": AskedConfig(RetrievalConfig())}
-    reports = run(run_longmemeval, lme_file(tmp_path), retriever, tmp_path, configs)
+    reports = run("longmemeval", lme_file(tmp_path), retriever, tmp_path, configs)
     report = reports["default"]
     assert report["strict"]["n"] == 2 and report["lenient"]["n"] == 2 and report["questions"] == 3
     # BM25 retrieves only turns sharing a term: "cook" never meets "made a risotto"
@@ -157,12 +159,12 @@ def test_longmemeval_retrieval_finds_the_evidence_and_drops_abstention(tmp_path,
     if retriever in ("bm25", "hybrid"):
         assert rows[0]["retrieved"][0] == "answer_rex_3"  # "My dog Rex is a beagle" (turn 3 of its session)
     assert set(reports) == {"default", "rrf"} and reports["rrf"]["questions"] == 3
-    users = run(run_longmemeval, lme_file(tmp_path), retriever, tmp_path, configs, roles="user")["default"]
+    users = run("longmemeval", lme_file(tmp_path), retriever, tmp_path, configs, roles="user")["default"]
     assert users["strict"]["n"] == 2 and [r["question_id"] for r in users["per_question"]][0] == "q1"
 
 
 def test_locomo_retrieval_on_the_committed_fixture(tmp_path):
-    report = run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
+    report = run("locomo", FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
     assert report["items"] == 3 and report["overall"]["recall@25"] == 1.0
     assert set(report["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
     row = report["per_item"][0]
@@ -180,14 +182,14 @@ def test_locomo_questions_are_asked_when_their_conversation_ends(tmp_path, monke
         return rank(self, query, retriever, as_of=as_of, config=config)
 
     monkeypatch.setattr(HaystackStore, "rank", spy)
-    run(run_locomo, FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})
+    run("locomo", FIXTURE, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})
     assert len(asked) == 3 and set(asked) == {datetime(2024, 3, 21, 18, 45)}  # session 2 of the fixture
 
 
 def test_locomo_recall_counts_evidence_ids_that_name_no_turn(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([locomo_record()]))
-    report = run(run_locomo, path, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
+    report = run("locomo", path, "hybrid", tmp_path, {"default": AskedConfig(dataset_config("locomo"))})["default"]
     assert report["items"] == 3
     assert report["unparsed_evidence_ids"] == 2  # "D9:99" names no turn, "D" is malformed; both counted
     assert report["repaired_evidence_ids"] == {"locomo_evidence_id_rewritten": 1, "locomo_evidence_split": 1}
@@ -386,7 +388,7 @@ def test_held_out_scores_each_conversation_under_the_variant_best_on_the_others(
         "a": report([("c1", 1.0), ("c2", 0.0), ("c3", 0.0)]),
         "b": report([("c1", 0.0), ("c2", 0.5), ("c3", 0.5)]),
     }
-    loco = held_out(variants)
+    loco = held_out(variants, retrieval_spec("locomo"))
     # c1 held out: b is best on c2+c3 (0.5 vs 0) -> c1 scores 0; c2 held out: a (0.5) = b (0.25)? a wins -> 0
     assert loco["chosen_per_conversation"] == {"c1": "b", "c2": "a", "c3": "a"}
     assert loco["held_out"] == pytest.approx(0.0) and loco["fitted"] == pytest.approx(1 / 3)

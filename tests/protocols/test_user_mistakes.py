@@ -374,7 +374,7 @@ def locomo_file(tmp_path: Path, conversations: int = 2) -> Path:
 def test_the_retrieval_progress_counts_questions_not_conversations(tmp_path):
     from lca.retrieval import RetrievalConfig
     from protocols.bench.retrieval.config import AskedConfig
-    from protocols.bench.retrieval.runners import run_locomo
+    from protocols.bench.retrieval.runners import run_dataset
 
     path = locomo_file(tmp_path)
     seen: list[int] = []
@@ -385,7 +385,8 @@ def test_the_retrieval_progress_counts_questions_not_conversations(tmp_path):
         return questions
 
     checkpoints = []
-    report = run_locomo(
+    report = run_dataset(
+        "locomo",
         path,
         "hybrid",
         embedder=FakeHashingEmbedder(max_input_tokens=200),
@@ -414,7 +415,7 @@ def fake_model(monkeypatch) -> None:
 def test_an_interrupted_ablation_keeps_the_conversations_that_finished(tmp_path, monkeypatch, capsys):
     import protocols.bench.retrieval.runners as runners
     import protocols.bench.retrieval_bench as retrieval_bench
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     fake_model(monkeypatch)
     monkeypatch.setattr(retrieval_bench, "CHECKPOINT_SECONDS", 0.0)

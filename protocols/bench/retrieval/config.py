@@ -13,30 +13,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import product
-from pathlib import Path
 from typing import Any
 
 from lca.params import ParameterError, coerce, split_assignment
 from lca.retrieval.config import INDEX_FIELDS, RETRIEVAL_FIELDS, RetrievalConfig
+from protocols.evals.datasets import dataset_plugin
+from protocols.evals.registry import folder_recall_weights, folder_retrieval
 
 RETRIEVERS = ("bm25", "dense", "hybrid", "resonance")
-EVALS = Path(__file__).resolve().parents[2] / "evals"
 
 
 def dataset_config(dataset: str) -> RetrievalConfig:
     """The dataset's retrieval settings, chosen on its dev split: its task folder's ``retrieval.yaml``, which
     the task's substrate conditions rank by too (the store's defaults where no file is)."""
-    from protocols.evals.registry import folder_retrieval
-
-    return folder_retrieval(EVALS / dataset) or RetrievalConfig()
+    return folder_retrieval(dataset_plugin(dataset).folder) or RetrievalConfig()
 
 
 def dataset_recall(dataset: str) -> dict[str, float]:
     """The dataset's resonance weights, as ``weights.TERM`` assignments: its task folder's ``recall.yaml``,
     which the task's full-lca condition recalls by too (recall's defaults where no file is)."""
-    from protocols.evals.registry import folder_recall_weights
-
-    return {f"weights.{term}": value for term, value in folder_recall_weights(EVALS / dataset).items()}
+    return {f"weights.{t}": value for t, value in folder_recall_weights(dataset_plugin(dataset).folder).items()}
 
 
 def recall_fields() -> dict[str, str]:

@@ -11,19 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.result import BenchmarkResult, Provenance, write_result
+from protocols.evals.benchmark import BenchmarkResult, Provenance, write_result
+from protocols.evals.dataset_plugin import metric_value
+from protocols.evals.datasets import retrieval_datasets, retrieval_spec
 
-DATASETS = {"longmemeval": "longmemeval_s_dev", "locomo": "locomo"}  # the eval.yaml names that pin each file
-ROWS = {"longmemeval": "per_question", "locomo": "per_item"}  # the report's per-question rows, per dataset
-# the issue's targets: a check's name, where its figure is in a run's metrics, and the floor it must reach
-TARGETS: dict[str, dict[str, tuple[tuple[str, ...], float]]] = {
-    "longmemeval": {
-        "session recall_any@5 (strict)": (("strict", "session", "recall_any@5"), 0.97),
-        "session recall_all@5 (lenient)": (("lenient", "session", "recall_all@5"), 0.88),
-    },
-    "locomo": {"recall@5 (dialog turns)": (("overall", "recall@5"), 0.78)},
-}
-HELD_OUT = "recall@5 (dialog turns), leave one conversation out"  # the LoCoMo grid's check
+# each dataset's targets (the issue's): a check's name, where its figure is in a run's metrics, the floor it must reach
+TARGETS = {name: dict(retrieval_spec(name).targets) for name in retrieval_datasets()}
+HELD_OUT = getattr(retrieval_spec("locomo").held_out, "check", "")  # the LoCoMo grid's check, which the figures quote
 
 
 def check(value: float | None, target: float) -> dict[str, Any]:
@@ -32,45 +26,33 @@ def check(value: float | None, target: float) -> dict[str, Any]:
 
 
 def checks(metrics: Mapping[str, Any], dataset: str) -> dict[str, dict[str, Any]]:
-    """The issue's targets for ``dataset`` against a run's summary figures."""
-    out = {}
-    for name, (path, target) in TARGETS[dataset].items():
-        value: Any = metrics
-        for key in path:
-            value = value.get(key) if isinstance(value, Mapping) else None
-        out[name] = check(value, target)
-    return out
+    """The dataset's targets (its ``RetrievalSpec.targets``) against a run's summary figures."""
+    return {
+        name: check(metric_value(metrics, path), target)
+        for name, (path, target) in retrieval_spec(dataset).targets.items()
+    }
 
 
 def run_result(report: Mapping[str, Any], *, config: Mapping[str, Any], provenance: Provenance) -> BenchmarkResult:
-    """One run's record: its summary figures as ``metrics``, its per-question (LongMemEval) or per-item
-    (LoCoMo) rows as ``rows``, the targets as ``checks``."""
+    """One run's record: its summary figures as ``metrics``, its per-question rows (the summary's
+    ``RetrievalSpec.rows``: LongMemEval's ``per_question``, LoCoMo's ``per_item``) as ``rows``, the targets as
+    ``checks``."""
     dataset = config["dataset"]
-    metrics = {name: value for name, value in report.items() if name != ROWS[dataset]}
+    rows = retrieval_spec(dataset).rows
+    metrics = {name: value for name, value in report.items() if name != rows}
     return BenchmarkResult(
         benchmark="retrieval",
         metrics=metrics,
         checks=checks(metrics, dataset),
         config=dict(config),
-        rows=tuple(report[ROWS[dataset]]),
+        rows=tuple(report[rows]),
         provenance=provenance,
     )
 
 
 def headline(report: Mapping[str, Any], dataset: str) -> dict[str, float]:
     """The figures an ablation table compares: the headline figures at k=5 and their @10 companions."""
-    if dataset == "longmemeval":
-        return {
-            "recall_any@5 (strict)": report["strict"]["session"]["recall_any@5"],
-            "recall_all@5 (lenient)": report["lenient"]["session"]["recall_all@5"],
-            "ndcg_any@5 (strict)": report["strict"]["session"]["ndcg_any@5"],
-            "recall_all@10 (lenient)": report["lenient"]["session"]["recall_all@10"],
-        }
-    return {
-        "recall@5": report["overall"]["recall@5"],
-        "recall@10": report["overall"]["recall@10"],
-        "recall@5 (categories 1-4)": report["categories_1_to_4"]["recall@5"],
-    }
+    return retrieval_spec(dataset).adapter_class().headline(report)
 
 
 def comparison_result(
@@ -84,8 +66,8 @@ def comparison_result(
 ) -> BenchmarkResult:
     """An ablation's or a grid's record (``kind``): the default's headline figures and each variant's with
     their change (``variants``: name -> (its RetrievalConfig as a dict, its report)); each variant's full
-    RetrievalConfig under ``config["variants"]``. A LoCoMo grid's leave-one-conversation-out figure
-    (``held_out``) is in ``metrics`` and checked against the run's target."""
+    RetrievalConfig under ``config["variants"]``. A grid's leave-one-group-out figure (``held_out``, LoCoMo's
+    leave one conversation out) is in ``metrics`` and checked against its target (the dataset's ``HeldOut``)."""
     dataset = config["dataset"]
     base = headline(default, dataset)
     compared = {}
@@ -94,9 +76,10 @@ def comparison_result(
         compared[name] = {"metrics": figures, "delta": {n: figures[n] - base[n] for n in base}}
     metrics: dict[str, Any] = {"default": base, "variants": compared}
     found = {}
-    if held_out is not None:
+    spec = retrieval_spec(dataset)
+    if held_out is not None and spec.held_out is not None:
         metrics["leave_one_conversation_out"] = dict(held_out)
-        found[HELD_OUT] = check(held_out["held_out"], TARGETS["locomo"]["recall@5 (dialog turns)"][1])
+        found[spec.held_out.check] = check(held_out["held_out"], spec.targets[spec.held_out.target][1])
     return BenchmarkResult(
         benchmark=f"retrieval-{kind}",
         metrics=metrics,
@@ -190,54 +173,11 @@ def ablation_table(
 
 
 def markdown_table(result: BenchmarkResult) -> str:
-    """One run's figures: LongMemEval's session and turn tables and its question types, or LoCoMo's recall@k
-    per category; then the targets, PASS or FAIL; then timings."""
+    """One run's figures as its dataset's adapter tables them (LongMemEval's session and turn tables and its
+    question types, LoCoMo's recall@k per category); then the targets, PASS or FAIL; then timings."""
     report, dataset = result.metrics, result.config["dataset"]
     lines = [*_heading(result, result.config["retriever"]), ""]
-    if dataset == "longmemeval":
-        strict, lenient = report["strict"], report["lenient"]
-        lines += [
-            "| convention | n | recall_any@5 | recall_all@5 | ndcg_any@5 | recall_any@10 | recall_all@10 |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for name, table in (("session, strict", strict), ("session, lenient", lenient)):
-            s = table["session"]
-            lines.append(
-                f"| {name} | {table['n']} | {s['recall_any@5']:.4f} | {s['recall_all@5']:.4f} | "
-                f"{s['ndcg_any@5']:.4f} | {s['recall_any@10']:.4f} | {s['recall_all@10']:.4f} |"
-            )
-        t = strict["turn"]
-        lines.append(
-            f"| turn, strict | {strict['n']} | {t['recall_any@5']:.4f} | {t['recall_all@5']:.4f} | "
-            f"{t['ndcg_any@5']:.4f} | {t['recall_any@10']:.4f} | {t['recall_all@10']:.4f} |"
-        )
-        lines += [
-            "",
-            "| question type (strict) | n | session recall_any@5 | session recall_all@5 |",
-            "| --- | --- | --- | --- |",
-        ]
-        for qtype, table in report["by_question_type"].items():
-            if table["n"]:
-                lines.append(
-                    f"| {qtype} | {table['n']} | {table['session']['recall_any@5']:.4f} | "
-                    f"{table['session']['recall_all@5']:.4f} |"
-                )
-    else:
-        lines += [
-            "| units: dialog turns | n | recall@1 | recall@5 | recall@10 | recall@25 |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        for name, table in [
-            ("all categories", report["overall"]),
-            ("categories 1-4", report["categories_1_to_4"]),
-            *report["by_category"].items(),
-        ]:
-            if table["n"]:
-                lines.append(
-                    f"| {name} | {table['n']} | "
-                    + " | ".join(f"{table[f'recall@{k}']:.4f}" for k in (1, 5, 10, 25))
-                    + " |"
-                )
+    lines += retrieval_spec(dataset).adapter_class().table(report)
     lines += _checks_table(result)
     sec, prov = report.get("seconds_per_question", {}), result.provenance
     if sec:

@@ -107,12 +107,3 @@ def _entries(entry_ids) -> list[str]:
         if entry_id is not None and entry_id not in seen:
             seen[entry_id] = None
     return list(seen)
-
-
-def sessions_by(sessions: Sequence[ImportedSession], key) -> dict[str, list[ImportedSession]]:
-    """Imported sessions grouped by ``key(session_id)`` (a question id, a conversation's sample id), in order
-    (the importer has already given a session id repeated within a haystack its own ``~N`` name)."""
-    out: dict[str, list[ImportedSession]] = {}
-    for session in sessions:
-        out.setdefault(key(session.session_id), []).append(session)
-    return out
