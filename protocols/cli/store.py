@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import protocols.cli.common as common
+from protocols.evals.datasets import DATASETS, options_by_flag
 
 SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
 
@@ -16,7 +17,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import sys
 
     from lca.errors import LCAError
-    from lca.importers import import_locomo, import_longmemeval, import_transcript_jsonl
+    from lca.importers import import_transcript_jsonl
     from lca.types import DEFAULT_MAX_ENTRY_BYTES
 
     # the file is read and checked before the store is opened: a refused file leaves the store untouched
@@ -25,20 +26,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if max_entry_bytes is not None and max_entry_bytes < 1:
         raise LCAError(f"--max-entry-bytes must be at least 1, not {max_entry_bytes}")
     max_entry_bytes = max_entry_bytes or DEFAULT_MAX_ENTRY_BYTES
-    common.at_least(args.limit, 1, flag="--limit")
+    for option, _ in options_by_flag("import").values():
+        if option.minimum is not None:
+            common.at_least(getattr(args, option.dest), option.minimum, flag=option.flag)
     refuse_other_formats_options(args)
     if args.path is not None:
-        if args.format == "locomo":
-            sessions, imported = import_locomo(
-                args.path, sample_ids=args.sample or None, max_entry_bytes=max_entry_bytes
-            )
-        elif args.format == "longmemeval":
-            sessions, imported = import_longmemeval(
-                args.path,
-                question_ids=args.question or None,
-                share_sessions=args.share_sessions,
-                limit=args.limit,
-                max_entry_bytes=max_entry_bytes,
+        if args.format in DATASETS:  # a benchmark file, through its dataset's importer and the options it reads
+            sessions, imported = DATASETS[args.format].import_file(
+                args.path, max_entry_bytes=max_entry_bytes, options=vars(args)
             )
         else:
             sessions, imported, rejected = import_transcript_jsonl(args.path, max_entry_bytes=max_entry_bytes)
@@ -76,23 +71,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 0 if not out["index"]["failed_chunks"] and not out["problems"] else 1
 
 
-# the options that only one import format reads: given with another format, they would be ignored silently
-FORMAT_OPTIONS = {
-    "sample": "locomo",
-    "question": "longmemeval",
-    "limit": "longmemeval",
-    "share_sessions": "longmemeval",
-}
-
-
 def refuse_other_formats_options(args: argparse.Namespace) -> None:
-    """Refuse an option of one import format given with another (or with no file to import)."""
+    """Refuse an option that only some import formats read (``DatasetPlugin.import_options``) given with another
+    format, or with no file to import: it would be ignored silently."""
     from lca.errors import LCAError
 
-    for option, fmt in FORMAT_OPTIONS.items():
-        if getattr(args, option, None) and (args.path is None or args.format != fmt):
-            flag = "--" + option.replace("_", "-")
-            raise LCAError(f"{flag} applies to importing a file with --format {fmt}, not --format {args.format}")
+    for option, readers in options_by_flag("import").values():
+        formats = [plugin.name for plugin in readers]
+        if option.given(args) and (args.path is None or args.format not in formats):
+            raise LCAError(
+                f"{option.flag} applies to importing a file with --format {' or '.join(formats)}, "
+                f"not --format {args.format}"
+            )
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -357,18 +347,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["transcript", "locomo", "longmemeval"],
+        choices=["transcript", *DATASETS],
         default="transcript",
         help="the file's format (default: transcript, our JSONL wire format)",
     )
-    p.add_argument("--sample", action="append", help="LoCoMo sample_id to import (repeatable; default all)")
-    p.add_argument("--question", action="append", help="LongMemEval question_id to import (repeatable)")
-    p.add_argument("--limit", type=int, help="LongMemEval: import the first N questions")
-    p.add_argument(
-        "--share-sessions",
-        action="store_true",
-        help="LongMemEval: import each distinct haystack session once, not once per question",
-    )
+    for option, _ in options_by_flag("import").values():  # each benchmark format's own (--sample, --question, ...)
+        option.add_to(p)
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ingest, creates_store=True)  # the one store command that creates a store
