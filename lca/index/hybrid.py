@@ -3,6 +3,7 @@ candidate pool and its neighbours), the query's facts, one ranking, the hits wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
@@ -20,31 +21,31 @@ from lca.types import SearchHit
 
 
 class SearchedStore(Protocol):
-    """What a hybrid search reads of an ``IndexStore`` (named here so this module need not import it)."""
+    """What a hybrid search reads of an ``IndexStore``, all of it public and read-only (named here so this module
+    need not import it)."""
 
     catalog_: Catalog
-    _text_facts: TextFacts
+    text_facts: TextFacts
 
     @property
     def vectors(self) -> FaissVectorIndex: ...
 
-    def _structure(self) -> StoreStructure: ...
+    def structure(self) -> StoreStructure: ...
 
-    def _embed_query(self, query: str) -> np.ndarray: ...
+    def lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray: ...
 
-    def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray: ...
+    def has_keys(self) -> bool: ...
 
-    def _has_keys(self) -> bool: ...
+    def window_norms(self, config: RetrievalConfig) -> np.ndarray: ...
 
-    def _window_norms(self, config: RetrievalConfig) -> np.ndarray: ...
+    def store_text(self) -> StoreText: ...
 
-    def _store_text(self) -> StoreText: ...
-
-    def _lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray: ...
+    def lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray: ...
 
 
 def hybrid_search(
     index: SearchedStore,
+    embed: Callable[[str], np.ndarray],
     query: str,
     k: int,
     pool: int | None,
@@ -52,7 +53,9 @@ def hybrid_search(
     as_of: datetime | None,
     config: RetrievalConfig,
 ) -> list[SearchHit]:
-    structure = index._structure()
+    """The top ``k`` hits of ``index`` for ``query`` under ``config``; ``embed``: the store's query embedder (a
+    query that cannot be embedded fails the search)."""
+    structure = index.structure()
     if not len(structure) or k <= 0:
         return []
     pool = pool or max(config.pool, k)
@@ -62,13 +65,13 @@ def hybrid_search(
         if config.speaker_weight or config.anchor_weight or config.when_weight or config.now_weight
         else QueryFacts()
     )
-    qvec = index._embed_query(query) if query_vector is None else query_vector
+    qvec = embed(query) if query_vector is None else query_vector
     if not config.names_in_dense_query:
         named = named_speakers(query, structure.speakers)
         if named:
-            qvec = index._embed_query(without_names(query, named) or query)
-    lexical_all = index._lexical_scores(query, structure)
-    keyed = index._has_keys() and config.sentences
+            qvec = embed(without_names(query, named) or query)
+    lexical_all = index.lexical_scores(query, structure)
+    keyed = index.has_keys() and config.sentences
     if whole_store(config, len(structure), index.vectors.approximate):
         positions = np.argsort(structure.tiebreak)  # chunk-id order: ties fall by chunk id
 
@@ -104,8 +107,8 @@ def hybrid_search(
                 best[missing] = index.vectors.reconstruct(structure.own_vector[positions[missing]]) @ vector
             return best
 
-    facts_of_text = index._text_facts
-    text = index._store_text() if config.reads_text else None
+    facts_of_text = index.text_facts
+    text = index.store_text() if config.reads_text else None
 
     def refeed(top_candidates: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The feedback round's dense scores (the query moved towards the top candidates) and BM25 scores (the
@@ -118,12 +121,12 @@ def hybrid_search(
         if config.lexical_feedback_weight and text is not None:
             terms = facts_of_text.feedback_terms(text, query, top, config.feedback_terms)
             if terms:
-                added = index._lexical_of_terms(terms, structure)[positions]
+                added = index.lexical_of_terms(terms, structure)[positions]
                 lexical = lexical_all[positions] + config.lexical_feedback_weight * added
         return dense, lexical
 
     windows = config.context_weight and config.fusion == "z"
-    norms = index._window_norms(config) if windows else None
+    norms = index.window_norms(config) if windows else None
     window_lexical = facts_of_text.window_lexical(text, query, config) if windows and text else None
     told = facts_of_text.tells_time(text, positions) if text and config.when_weight and facts.asks_when else None
     phrase = facts_of_text.phrase_matches(text, query) if text and config.phrase_weight else None

@@ -128,7 +128,7 @@ class IndexStore:
         self._maps: tuple | None = None
         self._structure_cache: tuple[str, StoreStructure] | None = None
         self._norms_cache: tuple[tuple[str, int, int], np.ndarray] | None = None
-        self._text_facts = TextFacts()
+        self.text_facts = TextFacts()
         self._models: dict[str, int] = {}
         self._models_checked: str | None = "unchecked"
 
@@ -242,7 +242,8 @@ class IndexStore:
             if progress:
                 progress(len(batch))
         if self.retrieval.window_keys and result.new_chunks:
-            written = write_window_keys(self, {c.pointer.session_id for c in todo if c.pointer.session_id}, set(unique))
+            sessions = {c.pointer.session_id for c in todo if c.pointer.session_id}
+            written = write_window_keys(self, sessions, set(unique), self._embed_fail_closed)
             self._vectors_dirty |= bool(written.embedded)
             result.embedded_texts += written.embedded
             result.failed_window_keys += written.failed
@@ -408,11 +409,11 @@ class IndexStore:
 
     def chunk_count(self) -> int:
         """How many chunks the store holds (from the cached structure, so cheap on the search path)."""
-        return len(self._structure())
+        return len(self.structure())
 
     def chunks_before(self, chunk_ids: Iterable[str]) -> dict[str, str]:
         """Each chunk's chunk indexed right before it in its session, of another entry (``StoreStructure``)."""
-        return self._structure().chunks_before(chunk_ids)
+        return self.structure().chunks_before(chunk_ids)
 
     def table_sizes(self) -> dict[str, dict[str, int]]:
         """Bytes on disk and payload of each catalog table and index (needs SQLite's ``dbstat``)."""
@@ -462,7 +463,7 @@ class IndexStore:
             cached = self._maps = (generation, by_vector, by_row, keyed)
         return cached[1], cached[2]
 
-    def _has_keys(self) -> bool:
+    def has_keys(self) -> bool:
         """Whether some chunk owns more than one vector (sentence or window keys): a dense search reads deeper."""
         self._row_maps()
         return bool(self._maps and self._maps[3])
@@ -481,7 +482,7 @@ class IndexStore:
         ids = np.asarray([stored.get(h.chunk_id, vector_id_for(text_digest(h.text))) for h in hits], dtype=np.int64)
         return dict(zip((h.chunk_id for h in hits), self.vectors.reconstruct(ids), strict=True))  # one batched read
 
-    def _structure(self) -> StoreStructure:
+    def structure(self) -> StoreStructure:
         """What the catalog knows of every chunk, per catalog generation (one scan when it moves)."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
         cached = self._structure_cache
@@ -492,10 +493,10 @@ class IndexStore:
             cached = self._structure_cache = (generation, built)
         return cached[1]
 
-    def _window_norms(self, config: RetrievalConfig) -> np.ndarray:
+    def window_norms(self, config: RetrievalConfig) -> np.ndarray:
         """Per chunk, the norm of its context window's summed vector (``lca.retrieval.signals``), per catalog
         generation and window: one bulk read of the stored vectors when either changes."""
-        structure = self._structure()
+        structure = self.structure()
         key = (self.catalog_.get_meta("chunks_generation") or "", config.context_before, config.context_after)
         if self._norms_cache is None or self._norms_cache[0] != key:
             matrix, ids = self.vectors.stored()
@@ -505,12 +506,12 @@ class IndexStore:
             self._norms_cache = (key, norms)
         return self._norms_cache[1]
 
-    def _store_text(self) -> StoreText:
+    def store_text(self) -> StoreText:
         """The store's texts as this search sees them, for ``TextFacts`` (its per-generation caches)."""
         generation = self.catalog_.get_meta("chunks_generation") or ""
-        return StoreText(self.catalog_, self.lexical, self._structure(), generation)
+        return StoreText(self.catalog_, self.lexical, self.structure(), generation)
 
-    def _lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray:
+    def lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray:
         """BM25 of every chunk for a query of these term ids, in the structure's row order."""
         return self._in_structure_order(self.lexical.term_scores(terms), structure)
 
@@ -533,16 +534,15 @@ class IndexStore:
             raise ValueError(f"mode must be hybrid, dense or lexical, not {mode!r}")
         self._require_embedder()
         if mode == "hybrid":
-            return shown(
-                self.catalog_, hybrid_search(self, query, k, pool, query_vector, as_of, config or self.retrieval)
-            )
+            hits = hybrid_search(self, self._embed_query, query, k, pool, query_vector, as_of, config or self.retrieval)
+            return shown(self.catalog_, hits)
         pool = pool or max(self.pool, k)
         by_vector, by_row = self._row_maps()
         dense: list[tuple[float, int]] = []
         if mode == "dense" and len(self.vectors):
             qvec = self._embed_query(query) if query_vector is None else query_vector
             # with sentence keys a chunk may own several vectors: search deeper, keep each row's best
-            scores, ids = self.vectors.search(qvec, pool * 3 if self._has_keys() else pool)
+            scores, ids = self.vectors.search(qvec, pool * 3 if self.has_keys() else pool)
             seen: set[int] = set()
             for score, vid in zip(scores.tolist(), ids.tolist()):
                 for row, _ in by_vector.get(vid, ()):
@@ -578,7 +578,7 @@ class IndexStore:
             )
         return shown(self.catalog_, hits)
 
-    def _lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray:
+    def lexical_scores(self, query: str, structure: StoreStructure) -> np.ndarray:
         """BM25 of every chunk, in the structure's row order."""
         return self._in_structure_order(self.lexical.all_scores(query), structure)
 

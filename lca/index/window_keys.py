@@ -36,8 +36,6 @@ class WindowKeyedStore(Protocol):
     @property
     def vectors(self) -> FaissVectorIndex: ...
 
-    def _embed_fail_closed(self, items: list[tuple[str, str]]) -> tuple[dict[str, np.ndarray], dict[str, str]]: ...
-
 
 @dataclass(frozen=True)
 class WindowKeyWrite:
@@ -122,8 +120,11 @@ def refresh_window_keys(
     return WindowKeyWrite(written, len(vectors), failed)
 
 
-def write_window_keys(store: WindowKeyedStore, sessions: set[str], new_chunks: set[str]) -> WindowKeyWrite:
-    """``refresh_window_keys`` in one catalog transaction of ``store``, counted in its counters."""
+def write_window_keys(
+    store: WindowKeyedStore, sessions: set[str], new_chunks: set[str], embed: EmbedFn
+) -> WindowKeyWrite:
+    """``refresh_window_keys`` in one catalog transaction of ``store``, counted in its counters; ``embed``: the
+    store's own, which holds back what fails rather than storing a bad vector."""
     catalog = store.catalog_
     catalog.begin()
     try:
@@ -134,7 +135,7 @@ def write_window_keys(store: WindowKeyedStore, sessions: set[str], new_chunks: s
             store.retrieval.window_key_before,
             store.retrieval.window_key_after,
             store.embedder,
-            store._embed_fail_closed,
+            embed,
             store.vectors.add,
             catalog.embedder_code(store.embedder.embedder_id),
         )

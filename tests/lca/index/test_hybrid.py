@@ -89,7 +89,7 @@ def test_the_speaker_a_query_names_gains_and_leaves_the_embedded_query(tmp_path)
     with store_of(tmp_path, dialog()) as s:
         named = RetrievalConfig(fusion="z", anchor_weight=0, feedback_weight=0, bm25_weight=0.5, speaker_weight=2.0)
         ranked = entries_of(s.index.search(query, k=5, config=named))
-        assert s.index._structure().speakers == ["Ana", "Ben"]
+        assert s.index.structure().speakers == ["Ana", "Ben"]
         assert all(e in ("s1:1", "s1:3", "s2:2") for e in ranked[:3])  # Ana's turns first
         both = entries_of(s.index.search("Did Ana or Ben buy shoes?", k=5, config=named))
         assert both == entries_of(s.index.search("Did Ana or Ben buy shoes?", k=5, config=Z))  # two named: no act
@@ -156,7 +156,7 @@ def test_the_window_signal_reads_the_stores_term_counts(tmp_path):
     with store_of(tmp_path, dialog()) as s:
         ranked = entries_of(s.index.search("concert midnight", k=5, config=config))
         assert ranked[:2] == ["s1:2", "s1:1"]
-        window = s.index._text_facts.window_lexical(s.index._store_text(), "concert midnight", config)
+        window = s.index.text_facts.window_lexical(s.index.store_text(), "concert midnight", config)
         assert window.argmax() == 1 and window[3] == window[4] == 0.0  # s2's turns hold neither word
 
 

@@ -145,10 +145,10 @@ def test_lexical_feedback_adds_the_top_turns_most_distinctive_terms_to_the_bm25_
     with Substrate(tmp_path, embedder=FakeHashingEmbedder(dimension=256, max_input_tokens=200)) as s:
         s.append(turns)
         index = s.index
-        text = index._store_text()
+        text = index.store_text()
         query = "which surf club did I join"
         first = int(np.flatnonzero(text.structure.rows == text.structure.rows.min())[0])  # s1:1, the top turn
-        terms = index._text_facts.feedback_terms(text, query, np.array([first]), 2)
+        terms = index.text_facts.feedback_terms(text, query, np.array([first]), 2)
         words = {index.lexical.tokenizer_.word_to_id[w] for w in ("ericeira", "harbour")}
         assert set(terms) == words  # the query's own terms (surf, club, join) are never added
         plain = PLAIN.with_overrides(["feedback_depth=1"])
