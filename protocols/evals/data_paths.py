@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from protocols.evals.registry import DatasetFile, dataset_file
+
 DATA_ENV = "LCA_DATA"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,14 +35,17 @@ def _match(root: Path, pattern: str) -> Path | None:
 
 def find_data_file(name: str, explicit: str | Path | None = None) -> Path | None:
     """A benchmark file by its dataset name (``locomo``, ``longmemeval_s_dev``, ``longmemeval_oracle``:
-    any ``datasets[].name`` of an ``eval.yaml``), or the explicit path itself when it is a file.
+    any ``datasets[].name`` of an ``eval.yaml``), or the explicit path itself when it is a file."""
+    return locate_data_file(dataset_file(name), explicit)
+
+
+def locate_data_file(declared: DatasetFile, explicit: str | Path | None = None) -> Path | None:
+    """The file an ``eval.yaml`` declares (its known name under the data roots or the repository), or the
+    explicit path itself when it is a file.
 
     An explicit path is never second-guessed: if it is neither the file nor a folder
     holding it, the answer is an error naming it, not a silent fall-back elsewhere.
     """
-    from protocols.evals.registry import dataset_file
-
-    declared = dataset_file(name)
     roots = [REPO] if declared.location == "repository" else data_roots()
     if explicit:
         path = Path(explicit)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lca.importers import ImportedSession, ImportReport
+from protocols.evals.data_paths import locate_data_file
 from protocols.evals.registry import REPO, ProtocolMetadata, folder_metadata
 
 TOP_IDS = 10  # the retrieved unit ids a retrieval row keeps
@@ -203,6 +204,11 @@ class DatasetPlugin:
     def fixture(self) -> Path:
         """The small hand-written file in this format the contract tests run on (``eval.yaml``'s ``fixture``)."""
         return REPO / self.metadata.fixture
+
+    def find_file(self, dataset: str, explicit: str | Path | None = None) -> Path | None:
+        """The file of one of its ``eval.yaml`` datasets: ``explicit`` (``--data``: the file or a folder holding
+        it), else under ``$LCA_DATA`` or ``../shared/data`` (``protocols.evals.data_paths``)."""
+        return locate_data_file(self.metadata.dataset(dataset), explicit)
 
     def import_file(
         self, path: Path | str, *, max_entry_bytes: int | None, options: Mapping[str, Any] | None = None
