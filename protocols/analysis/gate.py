@@ -92,7 +92,7 @@ class RaterIdentity:
 
 
 def model_identities(
-    panel: Any, models: Mapping[str, str], seed: int, model_files: Mapping[str, str] | None = None
+    panel: Any, models: Mapping[str, str | None], seed: int, model_files: Mapping[str, str] | None = None
 ) -> dict[str, RaterIdentity]:
     """The identity of each rater of an LLM panel (``protocols.analysis.raters.RaterPanel``): its model string
     (``models``: rater -> model), the GGUF sha256 of a local model (``model_files``: model -> sha256), its

@@ -8,7 +8,7 @@ signals read off the conversation (``lca.continuation``), never the gold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -82,7 +82,8 @@ def with_replacements(packet: ContextPacket, condition: Condition) -> ContextPac
 
     if not isinstance(packet, ContextPacket):  # a stand-in condition's packet: nothing to add to
         return packet
-    events = getattr(condition, "replacement_events", tuple)()  # a stand-in that is no Condition knows of none
+    # a stand-in that is no Condition knows of none
+    events: Sequence[Any] = getattr(condition, "replacement_events", tuple)()
     inferred = [[e.of, e.by, e.confidence] for e in events if e.origin == "inferred"]
     acting = dict(getattr(condition, "replaced_turns", dict)())
     notes = {**packet.notes, "replaced_turns": acting, "inferred_events": inferred}

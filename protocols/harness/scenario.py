@@ -305,7 +305,11 @@ class Scenario(_Record):
             for n, turn in enumerate(session.turns, 1):
                 if turn.event is not None and turn.event.type in REPLACING_TYPES and turn.event.of is not None:
                     by = EvidenceRef(session=session.id, turn=n)
-                    event = {"type": turn.event.type, "of": self.pointer(turn.event.of), "by": self.pointer(by)}
+                    event: dict[str, Any] = {
+                        "type": turn.event.type,
+                        "of": self.pointer(turn.event.of),
+                        "by": self.pointer(by),
+                    }
                     found.append(((order[session.id], n), {**event, "labelled": True}))
         for gold in self.gold_events:
             event = {"type": gold.type, "of": self.pointer(gold.of), "by": self.pointer(gold.by), "labelled": False}

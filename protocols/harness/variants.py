@@ -77,7 +77,9 @@ def parse_variant(text: str) -> Variant:
 
 def split_conditions(text: str) -> list[str]:
     """The comma-separated entries of ``--conditions``, a comma inside brackets belonging to its entry."""
-    entries, depth, current = [], 0, []
+    entries: list[str] = []
+    current: list[str] = []  # the characters of the entry being read
+    depth = 0
     for char in text:
         if char == "," and depth == 0:
             entries.append("".join(current))

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lca.errors import LCAError
 from protocols.evals.data_paths import REPO, find_data_file
@@ -37,6 +37,9 @@ from protocols.study.lock import Deviation, lock_signature, read_deviations, rec
 from protocols.study.panel import analysis_panel, load_calibration_set
 from protocols.study.rubrics import judged_items
 from protocols.study.schema import JudgedMeasure, ProtocolRun, Study, load_study
+
+if TYPE_CHECKING:
+    from inspect_ai.util import DisplayType  # inspect_ai is imported where a run starts: it is slow to load
 
 STUDY_SUFFIXES = (".yaml", ".yml")
 DEFAULT_OUT = "results/studies"
@@ -206,7 +209,7 @@ class StudyRunner:
         exploratory: bool = False,
         data: str | None = None,
         out: str | Path = DEFAULT_OUT,
-        display: str = "rich",
+        display: DisplayType = "rich",
         retry_attempts: int = 0,
         rater_factory: RaterFactory | None = None,
         model_factory: Callable[[str], Any] | None = None,
@@ -466,6 +469,7 @@ class StudyRunner:
             mark = "ok" if check.passes else "FAILS"
             self.echo(f"[{self.study.id}] {measure.id}: gate {check.name}: {mark}: {check.detail}")
         if result.refused:
+            assert result.reason is not None  # a refused coding always says why (rate_judged)
             return self._refuse(measure, json_path, result, result.reason, len(result.calibration), len(result.coded))
         mf.write_json(
             json_path, self._agreement_data(measure, result, None, len(result.calibration), len(result.coded))

@@ -278,8 +278,8 @@ def study_problems(study: Study) -> list[tuple[str, str]]:
     for i, hypothesis in enumerate(study.hypotheses):
         if hypothesis.id not in tested:
             add(f"hypotheses.{i}.id", f"hypothesis '{hypothesis.id}' has no prediction, so nothing could refute it")
-    for field, values in (("seeds", study.seeds), ("analysis.groups", study.analysis.groups)):
-        for value in repeats(values):
+    for field, listed in (("seeds", study.seeds), ("analysis.groups", study.analysis.groups)):
+        for value in repeats(listed):
             add(field, f"'{value}' appears more than once")
     return problems
 
@@ -409,13 +409,13 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
         if run.name not in known:
             problems.append((f"protocols.{i}.name", f"unknown protocol '{run.name}'; known: {', '.join(known)}"))
             continue
-        metadata[run.name] = meta = registry.metadata(run.name)
+        metadata[run.name] = registered = registry.metadata(run.name)
         for arg in run.args:
-            if arg not in meta.config:
+            if arg not in registered.config:
                 problems.append(
                     (
                         f"protocols.{i}.args.{arg}",
-                        f"protocol '{run.name}' takes no parameter '{arg}'; it takes: {', '.join(meta.config)}",
+                        f"protocol '{run.name}' takes no parameter '{arg}'; it takes: {', '.join(registered.config)}",
                     )
                 )
     for i, measure in enumerate(study.measures):
