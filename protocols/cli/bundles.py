@@ -121,7 +121,8 @@ def cmd_authority(args: argparse.Namespace) -> int:
 
     root = common.checked_store_path(args)
     record = read_authority(root)
-    data = {"store": str(root), "authority": record.to_dict() if record else None, "refusals": fencing_refusals(root)}
+    refusals = fencing_refusals(root)
+    data = {"store": str(root), "authority": record.to_dict() if record else None, "refusals": refusals}
     if args.json:
         print(json.dumps(data, indent=2))
     elif record is None:
@@ -132,7 +133,7 @@ def cmd_authority(args: argparse.Namespace) -> int:
             common.show(f"  authority went to {record.successor}")
         for item in record.descent:
             common.show(f"  descends from {item}")
-        common.show(f"  {len(data['refusals'])} refused append(s) logged")
+        common.show(f"  {len(refusals)} refused append(s) logged")
     return 0
 
 

@@ -23,7 +23,7 @@ def _generator(model: str | None, *, threads: int | None, seed: int, timeout: fl
     fails here, with the provider's message, rather than mid-cycle) and called through inspect."""
     from protocols.providers.models import is_local, text_generator
 
-    if is_local(model):
+    if model is None or is_local(model):  # no model string: the default local model
         return text_generator(model or "", role=role, n_threads=threads, seed=seed, timeout_s=timeout)
     return text_generator(model, role=role)
 
