@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 DEFAULT_SCENARIOS = (SCENARIO_DIR / "continuity-v1.jsonl", SCENARIO_DIR / "continuity-recall-v1.jsonl")
@@ -219,7 +219,7 @@ def run_consolidation_bench(args: argparse.Namespace) -> int:
         closer = getattr(generator, "close", None)
         if closer is not None:
             closer()
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, jsonable, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, jsonable, write_result
 
     totals = getattr(generator, "totals", None)
     result = BenchmarkResult(

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 THRESHOLDS = (0.5, 0.65, 0.8, 0.85, 0.9)
 
@@ -152,7 +152,7 @@ def fit_model(files: Sequence[tuple[Path, str, list[Any]]]) -> tuple[Any, dict[s
 def run_events_bench(args: argparse.Namespace) -> int:
     from lca.change_detector import ChangeModel
     from lca.recall import RecallConfig
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     paths = [Path(p) for p in args.scenarios]
     missing = [str(p) for p in paths if not p.exists()]

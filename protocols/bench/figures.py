@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lca.errors import LCAError
-from protocols.bench.result import BenchmarkResult
 from protocols.bench.retrieval.report import HELD_OUT, TARGETS, store_conditions
+from protocols.evals.benchmark import BenchmarkResult
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path("results/examples")

@@ -17,10 +17,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 if TYPE_CHECKING:
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,7 +146,7 @@ def _gini(values: list[int]) -> float:
 def record(simulated: dict[str, Any], provenance) -> BenchmarkResult:
     """A simulation's output as a ``BenchmarkResult``: the figures and wildcard count as metrics, the
     simulation's parameters as config."""
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     return BenchmarkResult(
         benchmark="gravity-well",
@@ -157,7 +157,7 @@ def record(simulated: dict[str, Any], provenance) -> BenchmarkResult:
 
 
 def run_gravity_well_bench(args) -> int:
-    from protocols.bench.result import build_provenance, write_result
+    from protocols.evals.benchmark import build_provenance, write_result
 
     started = time.perf_counter()
     simulated = simulate(queries=args.queries, records=args.records, seed=args.seed)

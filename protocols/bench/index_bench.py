@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from protocols.bench.index import DEFAULT_WORK
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +99,7 @@ def run_index_bench(args) -> int:
     from protocols.bench.index.latency import measure_latency, open_reader
     from protocols.bench.index.report import print_table, record
     from protocols.bench.index.sizes import measure_sizes
-    from protocols.bench.result import loadavg, write_result
+    from protocols.evals.benchmark import loadavg, write_result
 
     started = time.perf_counter()
     work = Path(args.work) if args.work else DEFAULT_WORK

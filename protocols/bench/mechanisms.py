@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 SCENARIO_FOLDER = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 DEFAULT_SCENARIOS = SCENARIO_FOLDER / "mechanisms-v2.jsonl"
@@ -216,7 +216,7 @@ def run_mechanisms_bench(args: argparse.Namespace) -> int:
         known = ", ".join(c.mechanism for c in CASES)
         print(f"lca bench mechanisms: --only names no case; known: {known}", file=sys.stderr)
         return 2
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
     from protocols.harness.substrate import runtime_factory
 
     args.summarizer = "none"  # substrate level: no model writes memories or handoffs

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 from protocols.harness import substrate
 from protocols.harness.substrate import condition_params, replay_probe
 
@@ -207,7 +207,7 @@ def run_probes_bench(args: argparse.Namespace) -> int:
     make, embedder, generators = substrate.runtime_factory(args)
     started = time.perf_counter()
     measured = [measure(path, params, make, limit=args.limit, labels=args.labels, seed=args.seed) for path in files]
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     summarizer = next(iter(generators.values())).model_id if generators else None
     result = BenchmarkResult(

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 TARGETS = {"recall_over_search_p50": 1.5, "recall_p95_ms": 50.0}
 SEED = 7  # the order search and recall take within each query
@@ -55,7 +55,7 @@ def run_recall_bench(args) -> int:
     from lca.recall import RecallConfig, RecallContext
     from lca.substrate import Substrate
     from protocols.bench.gravity_well import simulate
-    from protocols.bench.result import (
+    from protocols.evals.benchmark import (
         BenchmarkResult,
         build_provenance,
         dataset_provenance,

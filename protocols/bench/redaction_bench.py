@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
 CONTEXT = 60  # characters of redacted text kept on each side of a finding's marker
 
@@ -147,7 +147,7 @@ def run_redaction_bench(args: argparse.Namespace) -> int:
     from lca.errors import LCAError
     from lca.importers import load_official_json
     from lca.secrets import detector_fingerprint, maintained_plugins
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
     from protocols.evals.data_paths import find_data_file
 
     started = time.perf_counter()

@@ -1,63 +1,50 @@
-"""The benchmark registry: every module of ``protocols.bench`` that exports ``BENCHMARK`` is one ``lca bench``
-subcommand, so adding a benchmark is adding a module and the command line needs no edit.
+"""The benchmark registry: every module that exports ``BENCHMARK`` is one ``lca bench`` subcommand, so adding a
+benchmark is adding a module and the command line needs no edit. The modules are the top-level ones of
+``protocols.bench`` and, for a protocol's own substrate-level bench, ``bench.py`` in its folder
+(``protocols/evals/<name>/bench.py``), so a reader of one protocol folder sees the whole protocol.
 
-Discovery imports each top-level module of the package (helper packages such as ``protocols.bench.index`` are
-skipped), so a benchmark module keeps its heavy imports (numpy, torch, faiss) inside its functions.
+Discovery imports each of those modules (helper packages such as ``protocols.bench.index`` are skipped), so a
+benchmark module keeps its heavy imports (numpy, torch, faiss, inspect_ai) inside its functions, and a protocol
+folder holding a bench keeps its ``__init__`` free of the task (which imports inspect_ai).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pkgutil
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from functools import lru_cache
 
+from protocols.evals.benchmark import Benchmark
+from protocols.evals.registry import REGISTRY, ProtocolRegistry
+
 PACKAGE = "protocols.bench"
-_NAME = re.compile(r"[a-z][a-z0-9-]*")
+PROTOCOL_BENCH = "bench"  # the module of a protocol folder that holds the protocol's own bench
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    """One benchmark as ``lca bench <name>`` runs it.
-
-    ``help`` is the one-line argparse help of the subcommand (argparse expands it with ``%``, so a literal
-    percent sign is written ``%%``); ``description`` is the longer text ``lca bench <name> --help`` shows.
-    ``add_arguments`` adds the benchmark's options to its subparser; ``run`` takes the parsed arguments and
-    returns the process exit code (0 on success, 2 for an unusable option or a missing input). A benchmark writes
-    its run as a ``protocols.bench.result.BenchmarkResult`` through ``write_result``.
-    """
-
-    name: str
-    help: str
-    description: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-    def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(f"a benchmark name is lowercase letters, digits and '-', not {self.name!r}")
-
-    def parser(self, prog: str | None = None) -> argparse.ArgumentParser:
-        """A stand-alone parser with this benchmark's arguments (for tests and scripts)."""
-        parser = argparse.ArgumentParser(prog=prog or f"lca bench {self.name}", description=self.description)
-        self.add_arguments(parser)
-        return parser
+def protocol_bench_modules(registry: ProtocolRegistry = REGISTRY) -> list[str]:
+    """The ``bench`` module of every protocol folder that holds one, by protocol name."""
+    return [
+        f"{registry.package}.{name}.{PROTOCOL_BENCH}"
+        for name, folder in registry.folders().items()
+        if (folder / f"{PROTOCOL_BENCH}.py").is_file()
+    ]
 
 
-def discover(package: str = PACKAGE) -> dict[str, Benchmark]:
-    """Every ``BENCHMARK`` exported by a top-level module of ``package``, by name, in name order.
+def discover(package: str = PACKAGE, *, also: Iterable[str] = ()) -> dict[str, Benchmark]:
+    """Every ``BENCHMARK`` exported by a top-level module of ``package`` or by one of the modules ``also`` names, by
+    name, in name order.
 
     Two modules exporting the same name are refused (one would silently shadow the other), and so is a
     ``BENCHMARK`` that is not a ``Benchmark``."""
     root = importlib.import_module(package)
+    modules = [
+        f"{package}.{info.name}"
+        for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name)
+        if not (info.ispkg or info.name.startswith("_") or info.name == "registry")
+    ]
     found: dict[str, tuple[Benchmark, str]] = {}
-    for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
-        if info.ispkg or info.name.startswith("_") or info.name == "registry":
-            continue
-        module_name = f"{package}.{info.name}"
+    for module_name in [*modules, *also]:
         exported = getattr(importlib.import_module(module_name), "BENCHMARK", None)
         if exported is None:
             continue
@@ -73,7 +60,7 @@ def discover(package: str = PACKAGE) -> dict[str, Benchmark]:
 
 @lru_cache(maxsize=1)
 def _registered() -> dict[str, Benchmark]:
-    return discover(PACKAGE)
+    return discover(PACKAGE, also=protocol_bench_modules())
 
 
 def available_benchmarks() -> list[str]:

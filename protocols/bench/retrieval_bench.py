@@ -37,7 +37,6 @@ from typing import Any
 
 from lca.params import ParameterError
 from lca.retrieval import RetrievalConfig
-from protocols.bench.registry import Benchmark
 from protocols.bench.retrieval.config import (
     RETRIEVERS,
     AskedConfig,
@@ -46,6 +45,7 @@ from protocols.bench.retrieval.config import (
     grid_variants,
     with_assignments,
 )
+from protocols.evals.benchmark import Benchmark
 from protocols.evals.dataset_plugin import RetrievalSpec
 from protocols.evals.datasets import dataset_plugin, options_by_flag, retrieval_datasets, retrieval_spec
 
@@ -201,7 +201,7 @@ class PartialRecords:
 
     def write(self) -> list[Path]:
         from lca.fileio import atomic_write_bytes
-        from protocols.bench.result import write_result
+        from protocols.evals.benchmark import write_result
 
         if self.latest is None:
             return []
@@ -234,12 +234,11 @@ def run_retrieval_bench(args) -> int:
 
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.index.embedding_cache import CachedEmbedder
-    from protocols.bench.result import build_provenance, dataset_provenance
     from protocols.bench.retrieval.report import write_report
-    from protocols.evals.data_paths import find_data_file
+    from protocols.evals.benchmark import build_provenance, dataset_provenance
 
     file = retrieval_spec(args.dataset).file  # the eval.yaml dataset: where it is found, and its pinned sha256
-    path = find_data_file(file, args.data)
+    path = dataset_plugin(args.dataset).find_file(file, args.data)
     if path is None:
         raise FileNotFoundError(
             f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
@@ -327,8 +326,8 @@ def bench_recall_config(config: AskedConfig | None = None, pool: int = 100) -> d
     """The RecallConfig the resonance retriever asks each store's recall with (``HaystackStore.recall_config``)
     for a store of ``pool`` chunks or more, with the run's recall settings; a smaller store's pool is its
     number of chunks. Its ``retrieval`` is left out: the record's ``retrieval_config`` is it."""
-    from protocols.bench.result import jsonable
     from protocols.bench.retrieval.config import recall_config_for
+    from protocols.evals.benchmark import jsonable
 
     base = recall_config_for(pool)
     recall = jsonable(config.recall_config(base) if config is not None else base)

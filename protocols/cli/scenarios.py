@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
         "longitudinal",
         help="write a seeded longitudinal set for domain imprinting and its data card",
         description="Write identical agents' in-domain histories cut into epochs, with the same novel cases from every "
-        "domain at each checkpoint (protocols/scenarios/longitudinal.py), and its data card beside it.",
+        "domain at each checkpoint (protocols/evals/domain_imprinting/scenarios.py), and its data card beside it.",
     )
     lo.add_argument("--seed", type=int, required=True)
     lo.add_argument(
@@ -102,7 +102,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_longitudinal(args: argparse.Namespace) -> int:
-    from protocols.scenarios.longitudinal import Parameters, write_set
+    from protocols.evals.domain_imprinting.scenarios import Parameters, write_set
 
     params = Parameters(
         seed=args.seed,

@@ -1,4 +1,4 @@
-"""The lessons a domain teaches over sustained work, for the longitudinal generator (protocols/scenarios/longitudinal.py).
+"""The lessons a domain teaches over sustained work, for the longitudinal generator (protocols/evals/domain_imprinting/scenarios.py).
 
 A lesson is what an agent can carry from one piece of work to the next in its domain: a recurring mistake the user
 corrects (a domain's ``Correction``) or a decision the user approved (a domain's ``Decision``). Each lesson has the

@@ -12,6 +12,7 @@ import protocols.harness.solvers as solvers
 from conditions import ConditionRuntime, Probe, Session, build_condition
 from conditions.base import render_items
 from conditions.checks import contract_history
+from protocols.evals.compaction.bench import figures, pointer_measures
 from protocols.evals.compaction.compaction import RESUME_FOLLOW_UPS
 from protocols.evals.compaction.compaction import compaction as compaction_task
 from protocols.evals.compaction.dataset import DEFAULT_SCENARIOS
@@ -24,7 +25,6 @@ from protocols.evals.compaction.scorer import (
     thread_in_context,
     turns_to_resume,
 )
-from protocols.evals.compaction.substrate import figures, pointer_measures
 from protocols.harness.scenario import load_scenarios
 from tests.fakes import FakeHashingEmbedder
 
@@ -106,6 +106,27 @@ def test_pointer_level_figures_count_missing_constraint_turns_and_uncorrected_mi
     assert pointer_measures(rows[2]) == {"repeated_mistakes": 0.0}  # injected with its correction
     out = figures(rows)
     assert out["repeated_mistakes"] == 0.5 and out["resume_context"] == 0.0 and out["probes"]["repeated_mistakes"] == 2
+
+
+def test_the_substrate_run_is_the_bench_plug_in_of_the_folder(tmp_path, monkeypatch, capsys):
+    """``lca bench compaction`` is found in the protocol's folder and writes one BenchmarkResult."""
+    import protocols.evals.compaction.bench as compaction_bench
+    from protocols.bench import benchmark
+    from protocols.evals.benchmark import BenchmarkResult
+
+    def fake_runtime(workdir: Path, identity) -> ConditionRuntime:
+        return ConditionRuntime(workdir=workdir, embedder=FakeHashingEmbedder(), identity=identity)
+
+    monkeypatch.setattr(compaction_bench, "runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
+    bench = benchmark("compaction")
+    assert bench is compaction_bench.BENCHMARK
+    out = tmp_path / "compaction.json"
+    args = bench.parser().parse_args(["--conditions", "truncation,transcript-recall", "--limit", "2", "--out", str(out)])
+    assert bench.run(args) == 0
+    result = BenchmarkResult.read(out)
+    assert result.benchmark == "compaction" and set(result.metrics) == {"truncation", "transcript-recall"}
+    assert result.config["budget_tokens"] == 600 and len(result.rows) == 4
+    assert "transcript-recall" in capsys.readouterr().out
 
 
 # ---- the truncation condition -----------------------------------------------------------------------------

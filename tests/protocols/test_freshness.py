@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lca.errors import RecordFormatError
-from protocols.bench.freshness import BENCHMARK, summarize
+from protocols.evals.freshness.bench import BENCHMARK, summarize
 from protocols.evals.freshness.dataset import DEFAULT_FAULTS, freshness_samples
 from protocols.evals.freshness.faults import FaultSpec, OversizeRejectingEmbedder, load_faults, run_fault, table
 from tests.fakes import FakeHashingEmbedder
@@ -167,7 +167,7 @@ def test_the_task_runs_with_mockllm_and_reports_detection_without_calling_the_mo
 
 
 def test_the_bench_names_the_protocols_fault_file():
-    from protocols.bench.freshness import DEFAULT_FAULTS as BENCH
+    from protocols.evals.freshness.bench import DEFAULT_FAULTS as BENCH
     from protocols.evals.freshness.dataset import DEFAULT_FAULTS
 
     assert BENCH == DEFAULT_FAULTS and BENCH.exists()

@@ -1,4 +1,4 @@
-"""The longitudinal generator for domain imprinting (protocols/scenarios/longitudinal.py): deterministic bytes,
+"""The longitudinal generator for domain imprinting (protocols/evals/domain_imprinting/scenarios.py): deterministic bytes,
 histories that load and grow as prefixes checkpoint by checkpoint, gold that points at the turns that teach each
 lesson (in-domain only), novel cases that never name their right value and are the same for every agent, bad
 parameters refused, and committed sets equal to a regeneration with their cards' parameters."""
@@ -13,10 +13,7 @@ import pytest
 
 from lca.ledger import key_terms
 from protocols.cli import main
-from protocols.harness.scenario import Scenario, load_scenarios
-from protocols.scenarios.card import card_paths, scenario_lines
-from protocols.scenarios.lessons import FRESH_PROJECTS, check_vocabulary
-from protocols.scenarios.longitudinal import (
+from protocols.evals.domain_imprinting.scenarios import (
     Parameters,
     card_markdown,
     generate,
@@ -25,6 +22,9 @@ from protocols.scenarios.longitudinal import (
     parse_scenario_id,
     set_card,
 )
+from protocols.harness.scenario import Scenario, load_scenarios
+from protocols.scenarios.card import card_paths, scenario_lines
+from protocols.scenarios.lessons import FRESH_PROJECTS, check_vocabulary
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = [

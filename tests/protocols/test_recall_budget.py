@@ -12,7 +12,7 @@ import pytest
 from conditions import ConditionRuntime
 from lca.errors import LCAError
 from protocols.bench import benchmark
-from protocols.bench.recall_budget import (
+from protocols.evals.recall_budget.bench import (
     POLICY_VARIANTS,
     against_baseline,
     default_variants,
@@ -154,7 +154,7 @@ def test_the_plot_is_written(measured, tmp_path):
 
 
 def test_the_command_writes_the_record_table_and_plot(tmp_path, monkeypatch):
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
     from protocols.harness import substrate
 
     monkeypatch.setattr(substrate, "runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))
@@ -177,7 +177,7 @@ def test_the_command_writes_the_record_table_and_plot(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_real_embedder_on_the_mechanism_scenarios(tmp_path):
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     out = tmp_path / "recall-budget.json"
     bench = benchmark("recall-budget")

@@ -12,7 +12,7 @@ from typing import Any
 
 from protocols.bench.index import QUIET_OTHER_CORES, SEED, SEQUENTIAL_OPS, TOP_K, WARMUP_QUERIES
 from protocols.bench.index.instruments import CpuWatch, one_blas_thread, summary
-from protocols.bench.result import loadavg
+from protocols.evals.benchmark import loadavg
 
 Op = Callable[[str, Any], None]
 COMPONENT_OPS = ("query_embedding", "faiss_search", "bm25_search", "catalog_fetch")

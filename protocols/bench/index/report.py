@@ -1,5 +1,5 @@
 """The index benchmark's verdicts and output: the checks against the targets, the run as a ``BenchmarkResult``
-(provenance from the shared builder in ``protocols.bench.result``) and the table printed on the terminal."""
+(provenance from the shared builder in ``protocols.evals.benchmark``) and the table printed on the terminal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from protocols.bench.index import SEED, TARGETS
 from protocols.bench.index.sizes import bytes_beyond_text
-from protocols.bench.result import BenchmarkResult
+from protocols.evals.benchmark import BenchmarkResult
 
 VECTOR_STORAGE = "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors"
 
@@ -71,7 +71,7 @@ def record(
 ) -> BenchmarkResult:
     """The run as a ``BenchmarkResult``: the measured sections as ``metrics`` (keys as before the record), the
     checks, the arguments and targets as ``config``, and the shared provenance plus the index's own extras."""
-    from protocols.bench.result import build_provenance, dataset_provenance
+    from protocols.evals.benchmark import build_provenance, dataset_provenance
 
     latency = sections["latency"]
     return BenchmarkResult(

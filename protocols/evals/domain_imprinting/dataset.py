@@ -1,5 +1,5 @@
 """Domain imprinting's samples: one per (agent, checkpoint, novel case) of a longitudinal scenario file
-(``protocols/scenarios/longitudinal.py``), each carrying the agent's history up to the checkpoint and the gold in
+(``protocols/evals/domain_imprinting/scenarios.py``), each carrying the agent's history up to the checkpoint and the gold in
 metadata as every scenario protocol does, plus ``imprinting``: the agent's domain, the checkpoint, the case's domain
 and lesson and whether the case is in the agent's domain, read from the scenario and probe ids (a file of other
 scenarios is refused naming the first id that does not fit)."""
@@ -11,8 +11,8 @@ from typing import Any
 
 from lca.errors import RecordFormatError
 from lca.params import ParameterError
+from protocols.evals.domain_imprinting.scenarios import parse_probe_id, parse_scenario_id
 from protocols.harness.scenario import scenario_samples
-from protocols.scenarios.longitudinal import parse_probe_id, parse_scenario_id
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "imprinting-v1.jsonl"

@@ -13,7 +13,7 @@ import pytest
 from lca.consolidation import ConsolidationConfig
 from protocols.bench import benchmark
 from protocols.bench import consolidation_bench as bench
-from protocols.bench.result import BenchmarkResult
+from protocols.evals.benchmark import BenchmarkResult
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 
 SCENARIO = {

@@ -12,9 +12,9 @@ import pytest
 
 from lca.errors import LCAError
 from protocols.bench.figures import EXAMPLES, FIGURES, render
-from protocols.bench.result import BenchmarkResult
 from protocols.bench.retrieval.report import HELD_OUT, TARGETS, check
 from protocols.cli import main
+from protocols.evals.benchmark import BenchmarkResult
 
 REPO = Path(__file__).resolve().parents[3]
 # figures whose result files come from real runs not committed yet (the documents quote them once they are)

@@ -13,10 +13,10 @@ import pytest
 
 from conditions import ConditionRuntime
 from protocols.bench import benchmark
-from protocols.bench.imprinting import arm_params, leaves_no_trace, measure, spearman, timelines
+from protocols.evals.domain_imprinting.bench import arm_params, leaves_no_trace, measure, spearman, timelines
+from protocols.evals.domain_imprinting.scenarios import Parameters, generate
 from protocols.harness.scenario import Scenario
 from protocols.scenarios.card import scenario_lines
-from protocols.scenarios.longitudinal import Parameters, generate
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -116,7 +116,7 @@ def test_spearman_is_none_where_a_side_is_constant():
 
 
 def test_the_command_writes_the_record_table_and_plot(small, tmp_path, monkeypatch, capsys):
-    import protocols.bench.imprinting as bench
+    import protocols.evals.domain_imprinting.bench as bench
 
     def fake_factory(args, with_model):
         embedder = FakeHashingEmbedder()

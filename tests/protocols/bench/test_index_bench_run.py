@@ -85,7 +85,7 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
         ]
     )
     assert bench.run(args) == 0
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     record = BenchmarkResult.read(out)
     assert record.benchmark == "index" and record.all_pass is not None
@@ -153,7 +153,7 @@ def test_index_bench_says_where_it_looked_when_the_dataset_is_missing(tmp_path, 
 
 def test_recall_bench_writes_its_record_on_the_index_benchmarks_store(tmp_path, fake_model, capsys):
     from protocols.bench import benchmark
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     data = tiny_longmemeval(tmp_path / "longmemeval_s_dev.json.xz")
     work, out = tmp_path / "work", tmp_path / "recall.json"

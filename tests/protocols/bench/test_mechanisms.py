@@ -76,7 +76,7 @@ def test_the_command_refuses_an_unknown_case_and_a_missing_file(tmp_path, capsys
 
 @pytest.mark.slow
 def test_every_mechanism_acts_on_the_shipped_scenarios_with_the_real_embedder(tmp_path):
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     bench = benchmark("mechanisms")
     out = tmp_path / "mechanisms.json"

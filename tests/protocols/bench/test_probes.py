@@ -99,7 +99,7 @@ def test_the_command_refuses_a_missing_file_and_a_bad_parameter(tmp_path, capsys
 
 
 def test_the_command_writes_a_benchmark_result_with_its_checks_and_rows(scenario_file, tmp_path, monkeypatch):
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
     from protocols.harness import substrate
 
     monkeypatch.setattr(substrate, "runtime_factory", lambda args: (fake_runtime, FakeHashingEmbedder(), {}))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from protocols.bench import benchmark
 from protocols.bench import redaction_bench as bench
-from protocols.bench.result import BenchmarkResult
+from protocols.evals.benchmark import BenchmarkResult
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "data" / "fixtures"

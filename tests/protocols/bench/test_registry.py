@@ -39,7 +39,7 @@ def _package(root: Path, name: str, modules: dict[str, str]) -> str:
 
 
 BENCH = """
-    from protocols.bench.registry import Benchmark
+    from protocols.evals.benchmark import Benchmark
     BENCHMARK = Benchmark(name={name!r}, help="h", description="d", add_arguments=lambda p: None, run=lambda a: 0)
 """
 
@@ -116,7 +116,7 @@ def test_gravity_well_runs_from_its_registered_arguments(tmp_path, capsys):
     out = tmp_path / "gw.json"
     args = bench.parser().parse_args(["--queries", "300", "--records", "200", "--seed", "3", "--out", str(out)])
     assert bench.run(args) == 0
-    from protocols.bench.result import BenchmarkResult
+    from protocols.evals.benchmark import BenchmarkResult
 
     result = BenchmarkResult.read(out)
     assert result.benchmark == "gravity-well" and result.checks == {} and result.all_pass is None

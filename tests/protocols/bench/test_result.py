@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lca.errors import RecordFormatError
-from protocols.bench.result import (
+from protocols.evals.benchmark import (
     BenchmarkResult,
     build_provenance,
     code_revision,
@@ -125,8 +125,8 @@ def test_a_dataset_is_official_only_when_its_sha256_is_pinned(tmp_path):
 
 
 def test_the_pins_come_from_the_protocols_eval_yaml():
-    from protocols.bench.result import pinned_datasets
     from protocols.evals import protocol_metadata
+    from protocols.evals.benchmark import pinned_datasets
 
     pins = pinned_datasets()
     assert pins["locomo"] == protocol_metadata("locomo").dataset("locomo").sha256

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "study-v1-small.jsonl"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
 POLICY_VARIANTS = ("full-lca[policy=fixed-k]", "full-lca[policy=adaptive]", "full-lca[policy=none]")
@@ -351,7 +351,7 @@ def run_recall_budget_bench(args: argparse.Namespace) -> int:
     except (LCAError, ValueError) as exc:  # an unknown condition, parameter or policy: refused before loading
         print(f"lca bench recall-budget: {exc}", file=sys.stderr)
         return 2
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
     from protocols.harness import substrate
 
     scratch = None

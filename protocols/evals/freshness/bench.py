@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
-# the protocol's fault file, named without importing the protocol's package (that would load inspect for --help)
-DEFAULT_FAULTS = Path(__file__).resolve().parents[1] / "evals" / "freshness" / "faults-v1.jsonl"
+# the protocol's fault file, named here: dataset.py has it too, but importing it loads numpy (faults.py) for --help
+DEFAULT_FAULTS = Path(__file__).resolve().parent / "faults-v1.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +61,7 @@ def run_freshness_bench(args: argparse.Namespace) -> int:
             return 2
         specs = [s for s in specs if s.id in args.only]
     from lca.index.embedders import SentenceTransformerEmbedder
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     embedder: Any = SentenceTransformerEmbedder()
     if args.cache:

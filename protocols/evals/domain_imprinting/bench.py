@@ -1,6 +1,6 @@
 """``lca bench imprinting``: domain imprinting at the substrate level (issue 18, protocol 7; no agent model).
 
-Each agent of a longitudinal scenario file (``protocols/scenarios/longitudinal.py``: ``imprint-<domain>-c<k>``, each
+Each agent of a longitudinal scenario file (``protocols/evals/domain_imprinting/scenarios.py``: ``imprint-<domain>-c<k>``, each
 checkpoint's history a prefix of the next) is one fresh ``full-lca`` condition, fed its history epoch by epoch as the
 harness replays it (``ingest``, ``end_session``). At each checkpoint every novel case of that checkpoint is asked
 (``build_context``) and the injected context is checked against the case's gold
@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from protocols.bench.registry import Benchmark
+from protocols.evals.benchmark import Benchmark
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "imprinting-v1.jsonl"
 ARMS = ("recall", "recall-no-e", "procedural")
 DEFAULT_ARMS = ("recall", "recall-no-e")
@@ -56,7 +56,7 @@ def arm_params(arm: str, approver: str) -> dict[str, Any]:
 def timelines(scenarios: Sequence[Any]) -> dict[str, list[tuple[int, Any]]]:
     """Per agent domain, its (checkpoint, scenario) pairs in order; refused unless each checkpoint's sessions are
     the first sessions of the next one's (the same ids, turns and dates), so one replay serves every checkpoint."""
-    from protocols.scenarios.longitudinal import parse_scenario_id
+    from protocols.evals.domain_imprinting.scenarios import parse_scenario_id
 
     out: dict[str, list[tuple[int, Any]]] = {}
     for scenario in scenarios:
@@ -132,10 +132,10 @@ def replay_agent(
     The per-case rows, and what the agent's condition did (cycles, memories, shortfalls)."""
     from conditions import build_condition
     from lca.memory import PROCEDURAL_TYPES
+    from protocols.evals.domain_imprinting.scenarios import parse_probe_id, parse_scenario_id
     from protocols.evals.domain_imprinting.scorer import RECALLED_KINDS, context_values
     from protocols.harness.replay import history_sessions, make_probe
     from protocols.harness.scenario import probe_context, scenario_history
-    from protocols.scenarios.longitudinal import parse_probe_id, parse_scenario_id
 
     final = line[-1][1]
     agent, _ = parse_scenario_id(final.id)
@@ -438,8 +438,8 @@ def run_imprinting_bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lca bench imprinting: {exc}", file=sys.stderr)
         return 2
-    from protocols.bench.imprinting_figures import plot, table
-    from protocols.bench.result import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
+    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
+    from protocols.evals.domain_imprinting.figures import plot, table
 
     scratch = None
     if not args.cache:  # document embeddings shared across arms; queries are never cached, so latency is fair

@@ -1,4 +1,4 @@
-"""The table and plot of ``lca bench imprinting`` (protocols/bench/imprinting.py), from its measured record."""
+"""The table and plot of ``lca bench imprinting`` (protocols/evals/domain_imprinting/bench.py), from its measured record."""
 
 from __future__ import annotations
 

@@ -8,21 +8,22 @@ pointer level from the injected items:
 - interruption probes: whether the open thread's turn (any evidence turn) is in the first context built.
 
 Summaries inject no pointers: their pointer-level values say nothing and are printed as n/a (the task's
-``compaction`` scorer reads their text). ``python -m protocols.evals.compaction.substrate --help``.
+``compaction`` scorer reads their text). ``lca bench compaction --help``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
 from protocols.evals.compaction.dataset import DEFAULT_SCENARIOS
-from protocols.evals.compaction.scorer import CONSTRAINT, CORRECTION, INTERRUPTION
+from protocols.harness.scenario import load_scenarios
+from protocols.harness.substrate import condition_params, replay_probe, runtime_factory
 
 CONDITIONS = ("truncation", "summary", "transcript-recall", "full-lca")
 POINTERLESS = ("summary", "adversarial-summary")
@@ -30,6 +31,9 @@ POINTERLESS = ("summary", "adversarial-summary")
 
 def pointer_measures(row: Mapping[str, Any]) -> dict[str, float]:
     """The pointer-level values of one ``replay_probe`` row, by its category (only the ones that apply)."""
+    # lazy: the scorer loads the harness's solvers (numpy), and the bench registry imports this module for --help
+    from protocols.evals.compaction.scorer import CONSTRAINT, CORRECTION, INTERRUPTION
+
     injected = set(row["pointers"])
     gold, forbidden = list(row["gold"]), list(row["forbidden"])
     category = row["category"]
@@ -59,9 +63,6 @@ def measure(
     path: Path | str, conditions: Mapping[str, Mapping[str, Any]], make_runtime, *, limit: int | None = None
 ) -> dict[str, Any]:
     """Every probe through every condition (``replay_probe``): rows and figures per condition."""
-    from protocols.harness.scenario import load_scenarios
-    from protocols.harness.substrate import replay_probe
-
     scenarios, digest = load_scenarios(path)
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
     out: dict[str, Any] = {"file": str(path), "sha256": digest, "conditions": {}}
@@ -77,34 +78,56 @@ def measure(
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from protocols.harness.substrate import condition_params, runtime_factory
-
-    parser = argparse.ArgumentParser(prog="python -m protocols.evals.compaction.substrate", description=__doc__)
-    parser.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS))
-    parser.add_argument("--conditions", default=",".join(CONDITIONS))
-    parser.add_argument("--param", action="append", default=[], metavar="CONDITION:NAME=VALUE")
+# ---- the command ---------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS), help="the compaction scenario file")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated condition names")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="CONDITION:NAME=VALUE", help="a condition parameter"
+    )
     parser.add_argument("--budget", type=int, default=600, help="every condition's budget_tokens (the task's default)")
     parser.add_argument("--summarizer", choices=("none", "smollm2"), default="none")
-    parser.add_argument("--cache")
+    parser.add_argument("--cache", help="embedding cache folder (kept across runs)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--out", help="write the figures and rows as JSON here")
-    args = parser.parse_args(argv)
+    parser.add_argument("--limit", type=int, help="at most this many probes (for quick looks)")
+    parser.add_argument("--out", default="results/bench/compaction.json", help="the record: figures and rows")
+
+
+def run_compaction_bench(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.conditions.split(",") if n.strip()]
     try:
         params = condition_params(names, args.param)
     except Exception as exc:  # an unknown condition or parameter is refused before anything loads
-        print(f"compaction substrate: {exc}", file=sys.stderr)
+        print(f"lca bench compaction: {exc}", file=sys.stderr)
         return 2
     for name in names:
         params[name].setdefault("budget_tokens", args.budget)
     if "full-lca" in params and args.summarizer == "none":
         params["full-lca"].setdefault("consolidate", 0)
-    make, _, _ = runtime_factory(args)
-    result = measure(args.scenarios, params, make, limit=args.limit)
-    print(f"compaction, substrate level (pointers), no agent model; budget {args.budget} tokens; {result['file']}")
-    for name, block in result["conditions"].items():
+    make, embedder, generators = runtime_factory(args)
+    started = time.perf_counter()
+    measured = measure(args.scenarios, params, make, limit=args.limit)
+    result = BenchmarkResult(
+        benchmark="compaction",
+        metrics={name: block["figures"] for name, block in measured["conditions"].items()},
+        config={
+            "conditions": {name: block["params"] for name, block in measured["conditions"].items()},
+            "budget_tokens": args.budget,
+            "summarizer": next(iter(generators.values())).model_id if generators else None,
+            "limit": args.limit,
+        },
+        rows=[{"condition": name, **row} for name, block in measured["conditions"].items() for row in block["rows"]],
+        provenance=build_provenance(
+            embedder_id=embedder.embedder_id,
+            datasets=[dataset_provenance(measured["file"], sha256=measured["sha256"])],
+            seeds={"seed": args.seed},
+            wall_seconds=time.perf_counter() - started,
+        ),
+    )
+    out = Path(args.out)
+    write_result(result, out)
+    print(f"compaction, substrate level (pointers), no agent model; budget {args.budget} tokens; {measured['file']}")
+    for name, block in measured["conditions"].items():
         f = block["figures"]
         shown = {k: ("n/a" if name in POINTERLESS else f.get(k)) for k in ("constraints_missing", "repeated_mistakes")}
         resume = "n/a" if name in POINTERLESS else f.get("resume_context")
@@ -113,10 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{shown['repeated_mistakes']}  open thread in first context {resume}  tokens {f['injected_tokens_mean']}"
             f"  ({block['wall_seconds']} s)"
         )
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(f"written to {out}")
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+BENCHMARK = Benchmark(
+    name="compaction",
+    help="compaction's substrate figures: constraints missing, mistakes repeated, open thread resumed (no agent model)",
+    description="Replays each probe of the compaction scenarios through each condition with the real embedder and no "
+    "agent model, and reports per condition, read from the injected pointers, the constraint turns missing, the "
+    "mistaken turns injected without their correction and whether the open thread's turn is in the first context "
+    "(summaries inject no pointers: n/a; the task's compaction scorer reads their text).",
+    add_arguments=add_arguments,
+    run=run_compaction_bench,
+)

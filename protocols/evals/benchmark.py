@@ -1,4 +1,11 @@
-"""One result record for every benchmark, and the one provenance builder they all use.
+"""What every ``lca bench`` plug-in is made of: its declaration (:class:`Benchmark`), the one result record it writes
+and the one provenance builder they all use. It sits with the protocols (not in ``protocols.bench``) because a
+protocol's own substrate-level bench lives in its folder (``protocols/evals/<name>/bench.py``) and the record checks
+each dataset against the protocols' pins (``protocols.evals.registry``).
+
+A benchmark is a module exporting ``BENCHMARK = Benchmark(...)``: a top-level module of ``protocols.bench`` or a
+protocol folder's ``bench.py``; ``protocols.bench.registry`` finds both.
+
 
 A benchmark's run is a :class:`BenchmarkResult`: its name, ``metrics`` (a mapping of numbers, nested as the
 benchmark likes; the keys are the benchmark's figures), ``checks`` (each target against its measured value),
@@ -35,13 +42,15 @@ Adopting it in a benchmark (the retrieval benchmark is the one left)::
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +58,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lca.errors import RecordFormatError
+from protocols.evals.registry import REGISTRY
 
 RESULT_FORMAT = 1
 PACKAGES = {  # what the figures depend on: the name reported, then the distributions that provide it
@@ -59,6 +69,35 @@ PACKAGES = {  # what the figures depend on: the name reported, then the distribu
     "bm25s": ("bm25s",),
 }
 _REVISION = re.compile(r"\+g(?P<rev>[0-9a-f]{7,40})(?P<dirty>\.dirty)?$")
+_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark as ``lca bench <name>`` runs it.
+
+    ``help`` is the one-line argparse help of the subcommand (argparse expands it with ``%``, so a literal
+    percent sign is written ``%%``); ``description`` is the longer text ``lca bench <name> --help`` shows.
+    ``add_arguments`` adds the benchmark's options to its subparser; ``run`` takes the parsed arguments and
+    returns the process exit code (0 on success, 2 for an unusable option or a missing input). A benchmark writes
+    its run as a :class:`BenchmarkResult` through ``write_result``.
+    """
+
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise ValueError(f"a benchmark name is lowercase letters, digits and '-', not {self.name!r}")
+
+    def parser(self, prog: str | None = None) -> argparse.ArgumentParser:
+        """A stand-alone parser with this benchmark's arguments (for tests and scripts)."""
+        parser = argparse.ArgumentParser(prog=prog or f"lca bench {self.name}", description=self.description)
+        self.add_arguments(parser)
+        return parser
 
 
 class _Record(BaseModel):
@@ -195,7 +234,7 @@ def code_revision(version: str | None = None) -> tuple[str | None, bool | None]:
 def pinned_datasets(registry=None) -> dict[str, str]:
     """Every dataset a protocol's ``eval.yaml`` pins, name to sha256 (the one list of official files)."""
     if registry is None:
-        from protocols.evals.registry import REGISTRY as registry
+        registry = REGISTRY
     return {d.name: d.sha256 for n in registry.available() for d in registry.metadata(n).datasets if d.sha256}
 
 

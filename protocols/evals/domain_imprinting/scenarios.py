@@ -369,7 +369,7 @@ def set_card(scenarios: Sequence[Mapping[str, Any]], params: Parameters, *, file
             events.update(t["event"]["type"] for t in session["turns"] if t.get("event"))
         categories.update(p["category"] for p in scenario["probes"])
     return {
-        "generator": "protocols.scenarios.longitudinal",
+        "generator": "protocols.evals.domain_imprinting.scenarios",
         "generator_version": GENERATOR_VERSION,
         "parameters": params.as_dict(),
         "file": file,
