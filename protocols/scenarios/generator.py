@@ -26,6 +26,7 @@ from protocols.scenarios.labels import LABEL_MODES, unlabel
 from protocols.scenarios.plan import Labels as _Labels
 from protocols.scenarios.plan import Plan as _Plan
 from protocols.scenarios.plan import Turn as _Turn
+from protocols.scenarios.plan import chatter
 from protocols.scenarios.plan import fill as _fill
 from protocols.scenarios.plan import probe as _probe
 from protocols.scenarios.vocabulary import Decision, Domain
@@ -442,14 +443,4 @@ def _assemble(
 
 def _chatter(rng: random.Random, domain: Domain, density: Density, user: str) -> list[_Turn]:
     """Routine turns between planted events: distractors that mention the domain's services and colleagues."""
-    others = [p for p in domain.people if p != user]
-    turns = []
-    for _ in range(rng.randint(*density.chatter)):
-        user, assistant = rng.choice(domain.chatter)
-        values = {"service": rng.choice(domain.services), "person": rng.choice(others)}
-        turns += [_Turn("user", _cap(user.format(**values))), _Turn("assistant", _cap(assistant.format(**values)))]
-    return turns
-
-
-def _cap(text: str) -> str:
-    return text[0].upper() + text[1:]
+    return chatter(rng, domain, density.chatter, [p for p in domain.people if p != user])

@@ -1,13 +1,17 @@
 """A generated scenario while it is written: turns that carry labels instead of positions, the blocks of turns each
 session holds, the probes by label, and the template filler. The generator (``protocols.scenarios.generator``) and
 the behaviour probes it can add (``protocols.scenarios.behaviour``) both write into one ``Plan``; the generator
-resolves the labels to (session, turn) once the history is assembled."""
+resolves the labels to (session, turn) once the history is assembled. The domain imprinting generator
+(``protocols.evals.domain_imprinting.scenarios``) writes its turns and routine chatter with the same pieces."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from protocols.scenarios.vocabulary import Domain
 
 
 @dataclass
@@ -58,5 +62,22 @@ class Labels:
 
 
 def fill(rng: random.Random, templates: tuple[str, ...], **values: str) -> str:
-    text = rng.choice(templates).format(**values)
+    return capitalized(rng.choice(templates).format(**values))
+
+
+def capitalized(text: str) -> str:
     return text[0].upper() + text[1:]
+
+
+def chatter(rng: random.Random, domain: Domain, count: tuple[int, int], people: Sequence[str]) -> list[Turn]:
+    """Routine turns between planted events, ``count`` exchanges at most and at least: distractors that mention the
+    domain's services and ``people``."""
+    turns = []
+    for _ in range(rng.randint(*count)):
+        user, assistant = rng.choice(domain.chatter)
+        values = {"service": rng.choice(domain.services), "person": rng.choice(people)}
+        turns += [
+            Turn("user", capitalized(user.format(**values))),
+            Turn("assistant", capitalized(assistant.format(**values))),
+        ]
+    return turns
