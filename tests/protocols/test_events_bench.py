@@ -10,7 +10,7 @@ import pytest
 
 from lca.change_detector import FEATURES, ChangeModel, StructuralChangeDetector
 from lca.types import EntryKind
-from protocols.bench.events_bench import BENCHMARK, FIT, THRESHOLDS, fit_model, model_from_sklearn, scenario_turns
+from protocols.bench.events import BENCHMARK, FIT, THRESHOLDS, fit_model, model_from_sklearn, scenario_turns
 from tests.conftest import make_entry
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "data" / "scenarios"

@@ -12,7 +12,7 @@ import pytest
 
 from lca.consolidation import ConsolidationConfig
 from protocols.bench import benchmark
-from protocols.bench import consolidation_bench as bench
+from protocols.bench import consolidation as bench
 from protocols.evals.benchmark import BenchmarkResult
 from tests.fakes import FakeHashingEmbedder, FakeScriptedGenerator
 

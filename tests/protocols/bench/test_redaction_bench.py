@@ -10,7 +10,7 @@ import string
 from pathlib import Path
 
 from protocols.bench import benchmark
-from protocols.bench import redaction_bench as bench
+from protocols.bench import redaction as bench
 from protocols.evals.benchmark import BenchmarkResult
 
 REPO = Path(__file__).resolve().parents[3]
