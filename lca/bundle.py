@@ -56,11 +56,19 @@ from lca.bundle_trust import (
 from lca.fileio import atomic_write_bytes, exclusive_lock, fsync_dir
 from lca.layout import StoreLayout
 from lca.provenance import code_version
+from lca.providers import (
+    CapabilityChange,
+    ProviderContract,
+    ProviderSet,
+    capability_changes,
+    read_providers,
+    write_providers,
+)
 
 FORMAT = 1
 IMPORT_MODES = ("replica", "new-agent")
 IDENTITY_DIRS = ("identity", "proposals", "archive/identity")
-BODY_FILES = ("recall.yaml", "retrieval.yaml")
+BODY_FILES = ("recall.yaml", "retrieval.yaml", "providers.json")  # providers.json: lca.providers
 NOT_SHIPPED = ("index", "write.lock", "authority.json")  # derived, a lock, and authority (never copied)
 
 
@@ -386,6 +394,22 @@ def record_self_description(
     return detail
 
 
+def rebind_providers(source: Path, target: Path, binding: dict[str, Any]) -> list[CapabilityChange]:
+    """The target runs with the providers its host declares (``binding["providers"]``, contracts as
+    ``lca.providers.ProviderContract`` dicts) and the authorizations the agent carries; what the move reduced or
+    gained is returned for the ``resume`` step to record. Without a declaration the shipped contracts stand."""
+    declared = binding.get("providers")
+    if declared is None:
+        return []
+    if not isinstance(declared, list):
+        raise BundleError("binding: 'providers' must be a list of provider contracts")
+    before = read_providers(source)
+    contracts = tuple(ProviderContract.from_dict(c, where=f"binding, providers[{i}]") for i, c in enumerate(declared))
+    after = ProviderSet(contracts, before.authorized)
+    write_providers(target, after)
+    return capability_changes(before, after)
+
+
 def migrate(
     source: Path | str,
     target: Path | str,
@@ -403,7 +427,8 @@ def migrate(
     its derived stores rebuilt (``rebuild``). Resume: the target records the new binding. A failure before bind
     leaves the source authoritative; a failed rehydration rolls back: the target is removed and the source takes
     authority again at a later epoch. ``binding`` describes the new environment (model, harness, host): metadata
-    of the migration, not identity. ``describe(target)``, when given, is the resumed agent's answer to
+    of the migration, not identity; its ``providers``, when given, are the target host's provider contracts
+    (``rebind_providers``: capabilities reduced or gained are recorded in the ``resume`` step). ``describe(target)``, when given, is the resumed agent's answer to
     ``lca.self_description.QUESTION``; it is checked against the installed identity and recorded as a
     ``self_description`` event (a failed or inconsistent description is reported, it does not undo the move).
     The target's transcript holds every step (quiesce and checkpoint travel in the bundle; validate, bind,
@@ -449,7 +474,8 @@ def migrate(
         record_migration_event(target, "validate", {**validated, "store": str(target)})
         step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
         step("rehydrate", target, rebuilt=rebuild is not None)
-        step("resume", target, binding=binding)
+        changes = rebind_providers(source, target, binding)
+        step("resume", target, binding=binding, capabilities=[c.to_dict() for c in changes])
     except Exception as exc:  # roll back: the source takes authority again at a later epoch; the target (new,
         shutil.rmtree(target, ignore_errors=True)  # checked before quiesce) and the checkpoint go, so a retry can run
         shutil.rmtree(bundle_dir, ignore_errors=True)
@@ -468,127 +494,3 @@ def migrate(
         described = record_self_description(target, statement, binding, migration=migration, error=failure)
         steps.append({"step": "self_description", **described})
     return MigrationResult(True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps), None, False, described)
-
-
-# ---- checking a migration: what authorized system continuity means, mechanically ----------------------------
-def history_fingerprint(store: Path | str) -> dict[tuple[str, str, str], int]:
-    """Every conversation entry of the store's transcript (the migration events left out: they are the store's
-    own history) as (session, entry id, sha256 of its content) with its count; equal fingerprints mean no entry
-    was lost, duplicated or altered."""
-    from lca.transcript import TranscriptStore
-
-    counts: dict[tuple[str, str, str], int] = {}
-    for entry in TranscriptStore(store).iter_entries():
-        if entry.session_id == MIGRATION_SESSION:
-            continue
-        key = (entry.session_id, entry.id, hashlib.sha256(entry.content.encode("utf-8")).hexdigest())
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-@dataclass(frozen=True)
-class MigrationCheck:
-    """The mechanical checks of one migration. ``lineage_intact``: the target is the same agent and descends from
-    the bundle it was activated from; ``epoch_advanced``: the target holds the next epoch and the source was
-    transferred at it; ``source_fenced``: an append by a writer opened on the source before the move was refused
-    and left nothing; ``entries_lost`` / ``entries_duplicated``: conversation entries (by session, id and
-    content) of the source missing from, or repeated in, the target; ``steps_recorded``: the target's transcript
-    holds every step as a system event."""
-
-    lineage_intact: bool
-    epoch_advanced: bool
-    source_fenced: bool | None
-    entries_lost: int
-    entries_duplicated: int
-    steps_recorded: bool
-    problems: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return (
-            self.lineage_intact
-            and self.epoch_advanced
-            and self.source_fenced is not False
-            and not self.entries_lost
-            and not self.entries_duplicated
-            and self.steps_recorded
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **{k: v for k, v in vars(self).items() if k != "problems"},
-            "problems": list(self.problems),
-            "ok": self.ok,
-        }
-
-
-def check_migration(
-    source: Path | str,
-    target: Path | str,
-    result: MigrationResult,
-    before: dict[tuple[str, str, str], int],
-    *,
-    stale_writer: Any = None,
-) -> MigrationCheck:
-    """Check a finished migration against the source's ``history_fingerprint`` taken before it. ``stale_writer``
-    is a ``TranscriptStore`` opened on the source before the migration: one append through it must be refused
-    (None: not tested)."""
-    from lca.authority import FencedWriteError
-    from lca.transcript import TranscriptStore
-    from lca.types import EntryKind, TranscriptEntry
-
-    problems: list[str] = []
-    src, dst = read_authority(source), read_authority(target)
-    lineage = bool(
-        result.ok
-        and src is not None
-        and dst is not None
-        and dst.agent_id == src.agent_id
-        and dst.descent[-1:] == (f"bundle:{result.bundle_id}",)
-    )
-    if not lineage:
-        problems.append("lineage: the target is not the source's agent descending from the migration's bundle")
-    epoch = bool(
-        result.ok
-        and src is not None
-        and dst is not None
-        and dst.epoch == result.source_epoch + 1 == src.epoch
-        and src.state == "transferred"
-        and dst.writable
-    )
-    if not epoch:
-        problems.append("epoch: the target does not hold the next epoch, or the source was not transferred at it")
-    fenced = None
-    if stale_writer is not None:
-        attempt = TranscriptEntry(
-            id=f"stale-write:{result.bundle_id}",
-            session_id="lca-stale-writer",
-            agent_id=src.agent_id if src else "unknown",
-            kind=EntryKind.SYSTEM_EVENT,
-            timestamp=_now(),
-            content="an append by the writer the migration left behind",
-        )
-        try:
-            stale_writer.append([attempt])
-            fenced = False
-        except FencedWriteError:
-            fenced = not any(e.id == attempt.id for e in TranscriptStore(source).iter_entries())
-        if not fenced:
-            problems.append("fencing: the stale writer's append entered the source's history")
-    after = history_fingerprint(target) if Path(target).exists() else {}
-    lost = sum(max(0, n - after.get(key, 0)) for key, n in before.items())
-    duplicated = sum(max(0, n - before.get(key, 0)) for key, n in after.items())
-    if lost or duplicated:
-        problems.append(f"entries: {lost} lost, {duplicated} duplicated or altered")
-    recorded: set[str] = set()
-    if Path(target).exists() and result.steps:
-        prefix = f"migration:{result.steps[0]['migration']}:"
-        recorded = {
-            str(e.meta.get("migration_step"))
-            for e in TranscriptStore(target).read(MIGRATION_SESSION).entries
-            if e.id.startswith(prefix)
-        }
-    steps = set(MIGRATION_STEPS) <= recorded
-    if not steps:
-        problems.append(f"steps: the target records {sorted(recorded)}, not all of {', '.join(MIGRATION_STEPS)}")
-    return MigrationCheck(lineage, epoch, fenced, lost, duplicated, steps, tuple(problems))

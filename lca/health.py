@@ -39,6 +39,7 @@ from lca.index import redaction
 from lca.index.chunker import indexed
 from lca.index.store import IndexStore, interrupted_save_files
 from lca.ingest import TRANSCRIPT_MARK, transcript_mark, watermark_problem, writer_versions
+from lca.intents import intents_check
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.memory import MemoryStore
@@ -234,6 +235,7 @@ def store_health(
         cycles = None  # the consolidation check names the unreadable ledger
     checks.append(compaction_check(layout, cycles, transcript))
     checks.append(authority_check(layout))
+    checks.append(intents_check(layout.root))
 
     # --- version: who wrote last, and every version that wrote since the index was built ---------------
     if index is not None and not damage:

@@ -258,7 +258,7 @@ def test_after_a_migration_the_old_process_is_fenced_off(source, tmp_path):
 
 # ---- checking a migration, and the self-description after it ----------------------------------------------------
 def test_check_migration_passes_a_clean_move_and_names_a_lost_entry_and_an_unfenced_writer(source, tmp_path):
-    from lca.bundle import check_migration, history_fingerprint
+    from lca.migration_check import check_migration, history_fingerprint
 
     before = history_fingerprint(source)
     stale = TranscriptStore(source)

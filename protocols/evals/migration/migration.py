@@ -59,7 +59,8 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
     from inspect_ai.solver import solver
 
     from conditions import Probe, build_condition
-    from lca.bundle import check_migration, history_fingerprint, record_self_description
+    from lca.bundle import record_self_description
+    from lca.migration_check import check_migration, history_fingerprint
     from lca.self_description import QUESTION
     from lca.transcript import TranscriptStore
     from protocols.harness.replay import replay

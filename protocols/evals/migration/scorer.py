@@ -1,7 +1,7 @@
 """The migration protocol's computed measures, at two levels.
 
 Authorized system continuity (``migration_system``), mechanical, from the migration's own record
-(``lca.bundle.check_migration``): lineage intact, epoch advanced, the stale writer fenced off, no conversation
+(``lca.migration_check.check_migration``): lineage intact, epoch advanced, the stale writer fenced off, no conversation
 entry lost or duplicated, every step recorded, recall for the probe equal before and after (same items, same
 scores to 1e-6), and the latest handoff carried (NaN where the condition writes none). ``system_continuity`` is 1
 only when every one holds.
