@@ -21,7 +21,20 @@ from __future__ import annotations
 import argparse
 import os
 
-from protocols.cli import bench, bundles, common, figures, governance, prereg, raters, report, run, scenarios, store
+from protocols.cli import (
+    bench,
+    bundles,
+    common,
+    figures,
+    governance,
+    intents,
+    prereg,
+    raters,
+    report,
+    run,
+    scenarios,
+    store,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_parser(sub)
     governance.add_parsers(sub, common_args)
     bundles.add_parsers(sub, common_args)
+    intents.add_parsers(sub, common_args)
     run.add_parser(sub)
     scenarios.add_parser(sub)
     prereg.add_parser(sub)

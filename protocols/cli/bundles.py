@@ -100,11 +100,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     bad = [item for item in args.binding or [] if "=" not in item or not item.split("=", 1)[0].strip()]
     if bad:
         raise LCAError(f"--binding {bad[0]!r}: expected KEY=VALUE (e.g. model=openai/gpt-4o-mini)")
-    binding = dict(item.split("=", 1) for item in args.binding or [])
+    binding: dict = dict(item.split("=", 1) for item in args.binding or [])
+    if args.providers:
+        binding["providers"] = _provider_contracts(Path(args.providers))
     bundle_dir = Path(args.bundle) if args.bundle else Path(args.target).with_name(Path(args.target).name + ".bundle")
     result = migrate(source, args.target, bundle_dir=bundle_dir, rebuild=_rebuild(args.quiet), binding=binding)
     for step in result.steps:
         common.show(f"  {step['step']}: {step.get('store', source)}")
+        for change in step.get("capabilities") or []:
+            gate = "" if change["change"] == "reduced" or change["authorized"] else " (gated until authorized)"
+            common.show(f"    capability {change['capability']}: {change['change']}{gate}")
     if not result.ok:
         what = "rolled back: the source holds authority again" if result.rolled_back else "the source keeps authority"
         common.show(f"migration failed ({what}): {result.error}")
@@ -114,6 +119,17 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         f"{result.target_epoch}; writers on {source} are now refused"
     )
     return 0
+
+
+def _provider_contracts(path: Path) -> list:
+    """``--providers FILE``: the target host's provider contracts, checked before anything moves."""
+    from lca.providers import ProviderSet
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise LCAError(f"{path}: not valid JSON: {exc}") from None
+    return ProviderSet.from_dict(data, where=str(path)).to_dict()["providers"]
 
 
 def cmd_authority(args: argparse.Namespace) -> int:
@@ -183,6 +199,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="the new environment, recorded as metadata (e.g. model=openai/gpt-4o-mini, host=lab-2)",
+    )
+    p.add_argument(
+        "--providers",
+        metavar="FILE",
+        help="the target host's provider contracts (a providers.json: lca.providers); capabilities the move "
+        "reduces or gains are recorded, and gained ones stay gated until authorized",
     )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_migrate)
