@@ -53,6 +53,7 @@ from lca.bundle_trust import (
     sign_bundle,
     walk_files,
 )
+from lca.custody import ENCRYPTED_PARTS, Custody
 from lca.fileio import atomic_write_bytes, exclusive_lock, fsync_dir
 from lca.layout import StoreLayout
 from lca.provenance import code_version
@@ -64,6 +65,7 @@ from lca.providers import (
     read_providers,
     write_providers,
 )
+from lca.secrets import find_secrets
 
 FORMAT = 1
 IMPORT_MODES = ("replica", "new-agent")
@@ -157,11 +159,13 @@ def export_bundle(
     lock_timeout: float = 600.0,
     extra: dict[str, Any] | None = None,
     sign: Path | str | None = None,
+    encrypt_to: Path | str | None = None,
 ) -> Manifest:
     """Write the store's bundle to ``out`` (a new folder outside the store), holding the store's writer lock so
     that nothing is written meanwhile (quiesce). ``sign``: a private key file (``lca.signing``) whose signature
     of the bundle id goes beside the manifest. The manifest is written last: a folder without one is not a
-    bundle. A symbolic link or special file among the shipped files is refused, never followed."""
+    bundle. A symbolic link or special file among the shipped files is refused, never followed. ``encrypt_to``: a
+    custody public key (``lca.custody``): the private parts are encrypted to it, the body stays plain."""
     from lca.signing import load_private_key
 
     layout, out = StoreLayout(store), Path(out)
@@ -172,11 +176,14 @@ def export_bundle(
     if inside(out, layout.root):
         raise BundleError(f"{out}: inside the store {layout.root}; a bundle is written outside the store it exports")
     key = load_private_key(sign) if sign is not None else None  # a bad key is refused before anything is written
+    custody = Custody.for_recipient(encrypt_to) if encrypt_to is not None else None
     with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {layout.root}"):
-        return _export_locked(layout, out, extra, key)
+        return _export_locked(layout, out, extra, key, custody)
 
 
-def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None, key: Any = None) -> Manifest:
+def _export_locked(
+    layout: StoreLayout, out: Path, extra: dict[str, Any] | None, key: Any = None, custody: Custody | None = None
+) -> Manifest:
     if out.exists() and not out.is_dir():
         raise BundleError(f"{out}: a file, not a folder; a bundle is written into a new folder")
     if out.exists() and any(out.iterdir()):
@@ -187,8 +194,15 @@ def _export_locked(layout: StoreLayout, out: Path, extra: dict[str, Any] | None,
         part = part_of(relative)  # the walk refused every link and special file before the first copy
         assert part is not None
         named = shipped_path(relative)
-        digest, size = copy_hashing(path, out / part / named)
+        if part == "body" and find_secrets(path.read_text(encoding="utf-8", errors="replace")):
+            raise BundleError(f"{path}: holds a credential; the body is shareable, so a host secret stays on its host")
+        if custody is not None and part in ENCRYPTED_PARTS:
+            digest, size = custody.encrypt_file(path, out / part / named, f"{part}/{named}")
+        else:
+            digest, size = copy_hashing(path, out / part / named)
         files.append(BundleFile(part, named, digest, size))
+    if custody is not None:
+        extra = {**(extra or {}), "custody": custody.record}
     parent = next((d[len("bundle:") :] for d in reversed(authority.descent) if d.startswith("bundle:")), None)
     draft = Manifest(
         "",
@@ -277,13 +291,15 @@ def import_bundle(
     rebuild: Callable[[Path], Any] | None = None,
     authority: AuthorityRecord | None = None,
     key: Path | str | None = None,
+    decrypt: Path | str | None = None,
 ) -> Manifest:
     """Verify the bundle (with ``key``, a public key file: only when signed by it), then activate it at
     ``target`` (a new folder outside the bundle): the files are copied into a staging folder beside it, checked
     again, and renamed into place in one step. ``mode`` is what the copy is: ``replica`` (read-only; the source
     keeps authority) or ``new-agent`` (a new agent id, its descent recorded); the authority record says whether
     the bundle was signed. ``rebuild(target)`` rebuilds the derived stores (``Substrate.reindex`` with the
-    caller's embedder). ``authority`` is for ``migrate`` only: the record the target takes over."""
+    caller's embedder). ``authority`` is for ``migrate`` only: the record the target takes over. ``decrypt``: the
+    custody private key of a bundle whose private parts are encrypted (``lca.custody``), required for one."""
     if mode not in IMPORT_MODES and authority is None:
         raise BundleError(
             f"unknown import mode {mode!r}; known: {', '.join(IMPORT_MODES)} (authority moves by migrate)"
@@ -291,6 +307,14 @@ def import_bundle(
     bundle, target = Path(bundle), Path(target)
     manifest = verify_bundle(bundle, key=key)
     signed = bundle_signature(bundle, manifest.bundle_id, key).short()
+    custody = None
+    if "custody" in manifest.extra:
+        if decrypt is None:
+            raise BundleError(
+                f"{bundle}: its private parts are encrypted to custody key {manifest.extra['custody'].get('recipient')}; "
+                "give that key's private half (--decrypt KEY)"
+            )
+        custody = Custody.open(manifest.extra["custody"], decrypt, where=str(bundle / MANIFEST))
     check_new_store(target, bundle=bundle)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.importing-", dir=target.parent))
@@ -302,6 +326,9 @@ def import_bundle(
             if destination in placed:
                 raise BundleError(f"{source}: a second file for {destination!r} (one session, one file)")
             placed.add(destination)
+            if custody is not None and entry.part in ENCRYPTED_PARTS:  # authenticated chunk by chunk
+                custody.decrypt_file(source, staging / destination, f"{entry.part}/{entry.path}")
+                continue
             digest, size = copy_hashing(source, staging / destination)
             if (digest, size) != (entry.sha256, entry.bytes):  # changed between the check and the copy
                 raise BundleError(f"{bundle / entry.part / entry.path}: changed while it was imported")

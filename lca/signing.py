@@ -119,12 +119,12 @@ def generate_key(path: Path | str) -> KeyPair:
     key = _crypto().Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     public_pem = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
-    _write_new(private_path, private_pem, 0o600)
-    _write_new(public_path, public_pem, 0o644)
+    write_new_key_file(private_path, private_pem, 0o600)
+    write_new_key_file(public_path, public_pem, 0o644)
     return KeyPair(private_path, public_path, key_id_of(key.public_key()))
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
+def write_new_key_file(path: Path, data: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         os.write(fd, data)
@@ -133,7 +133,7 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
         os.close(fd)
 
 
-def _read_key_file(path: Path | str, what: str) -> bytes:
+def read_key_file(path: Path | str, what: str) -> bytes:
     path = Path(path)
     if not path.is_file():
         raise SigningError(f"{path}: no such {what} file")
@@ -147,7 +147,7 @@ def load_private_key(path: Path | str) -> Any:
     """The Ed25519 private key in ``path`` (PEM PKCS8 or OpenSSH), refused in one line naming the file."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_ssh_private_key
 
-    data = _read_key_file(path, "private key")
+    data = read_key_file(path, "private key")
     loader = load_ssh_private_key if data.lstrip().startswith(b"-----BEGIN OPENSSH") else load_pem_private_key
     try:
         key = loader(data, password=None)
@@ -166,7 +166,7 @@ def load_public_key(path: Path | str) -> Any:
     """The Ed25519 public key in ``path`` (PEM or an OpenSSH ``ssh-ed25519`` line)."""
     from cryptography.hazmat.primitives.serialization import load_pem_public_key, load_ssh_public_key
 
-    data = _read_key_file(path, "public key")
+    data = read_key_file(path, "public key")
     if b"PRIVATE KEY" in data:
         raise SigningError(f"{path}: a private key; checking takes the public one (PATH{PUBLIC_SUFFIX})")
     loader = load_ssh_public_key if data.lstrip().startswith(b"ssh-") else load_pem_public_key

@@ -38,13 +38,20 @@ def _bundle_folder(path: str) -> Path:
 def cmd_bundle(args: argparse.Namespace) -> int:
     from lca.bundle import bundle_signature, export_bundle, import_bundle, verify_bundle
 
-    for flag, actions in (("sign", ("export",)), ("key", ("verify", "import")), ("mode", ("import",))):
+    flags = (
+        ("sign", ("export",)),
+        ("encrypt_to", ("export",)),
+        ("key", ("verify", "import")),
+        ("mode", ("import",)),
+        ("decrypt", ("import",)),
+    )
+    for flag, actions in flags:
         if getattr(args, flag) is not None and args.action not in actions:
-            raise LCAError(f"--{flag} is for `lca bundle {' or '.join(actions)}`, not {args.action}")
+            raise LCAError(f"--{flag.replace('_', '-')} is for `lca bundle {' or '.join(actions)}`, not {args.action}")
     path = _bundle_folder(args.path)
     if args.action == "export":
         root = common.checked_store_path(args)
-        manifest = export_bundle(root, path, sign=args.sign)
+        manifest = export_bundle(root, path, sign=args.sign, encrypt_to=args.encrypt_to)
         line = f"exported {root} to {path}: bundle {manifest.bundle_id[:16]}, files {_counts(manifest)}"
     elif args.action == "verify":
         manifest = verify_bundle(path, key=args.key)
@@ -62,6 +69,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
             mode=args.mode or "replica",
             rebuild=None if args.no_rebuild else _rebuild(args.quiet),
             key=args.key,
+            decrypt=args.decrypt,
         )
         line = f"imported bundle {manifest.bundle_id[:16]} into {target} as a {args.mode or 'replica'}" + (
             "" if args.no_rebuild else "; derived stores rebuilt from the transcript"
@@ -87,6 +95,13 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     from lca.signing import generate_key
 
+    if args.custody:
+        from lca.custody import generate_custody_key
+
+        private, public, recipient = generate_custody_key(args.path)
+        common.show(f"wrote the custody private key {private} (keep it to yourself) and the public key {public}")
+        common.show(f"custody key {recipient}; encrypt with --encrypt-to {public}, import with --decrypt {private}")
+        return 0
     pair = generate_key(args.path)
     common.show(f"wrote the private key {pair.private} (keep it to yourself) and the public key {pair.public}")
     common.show(f"key id {pair.key_id}; sign with --sign {pair.private}, check with --key {pair.public}")
@@ -170,6 +185,13 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["replica", "new-agent"], help="import: what the copy is (default replica)")
     p.add_argument("--sign", metavar="KEY", help="export: sign the bundle with this private key (lca keys generate)")
     p.add_argument("--key", metavar="PUBKEY", help="verify, import: require a signature by this public key")
+    p.add_argument(
+        "--encrypt-to",
+        metavar="PUB",
+        help="export: encrypt the private parts (identity, memory) to this custody public key (lca keys generate "
+        "--custody); the body stays plain",
+    )
+    p.add_argument("--decrypt", metavar="KEY", help="import: the custody private key of an encrypted bundle")
     p.add_argument("--no-rebuild", action="store_true", help="import: do not rebuild the derived stores now")
     p.add_argument("--json", action="store_true", help="print the bundle and its signature state as JSON")
     p.add_argument("--quiet", action="store_true")
@@ -183,6 +205,11 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument("action", choices=["generate"])
     p.add_argument("path", help="where the private key goes (the public key goes to PATH.pub)")
+    p.add_argument(
+        "--custody",
+        action="store_true",
+        help="a custody key pair (X25519) to encrypt a bundle's private parts to, instead of a signing key",
+    )
     p.set_defaults(func=cmd_keys)
     p = sub.add_parser(
         "migrate",
