@@ -70,7 +70,7 @@ from lca.secrets import find_secrets
 FORMAT = 1
 IMPORT_MODES = ("replica", "new-agent")
 IDENTITY_DIRS = ("identity", "proposals", "archive/identity")
-BODY_FILES = ("recall.yaml", "retrieval.yaml", "providers.json")  # providers.json: lca.providers
+BODY_FILES = ("recall.yaml", "retrieval.yaml", "providers.json", "retention.yaml")  # lca.providers, lca.retention
 NOT_SHIPPED = ("index", "write.lock", "authority.json")  # derived, a lock, and authority (never copied)
 
 

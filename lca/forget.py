@@ -52,14 +52,18 @@ class ForgetError(LCAError):
 
 @dataclass(frozen=True)
 class ForgetRequest:
-    """What to forget: entries (``session#entry`` keys or bare entry ids), a session, a time range and/or text
-    (case-insensitive, whitespace-normalized). An entry is selected when it meets every selector given."""
+    """What to forget: entries (``session#entry`` keys or bare entry ids), a session, a time range, text
+    (case-insensitive, whitespace-normalized), a channel, an author and/or entry kinds. An entry is selected when
+    it meets every selector given (channel, author and kinds narrow; they do not select on their own)."""
 
     entries: tuple[str, ...] = ()
     session: str | None = None
     since: datetime | None = None
     until: datetime | None = None
     matching: str | None = None
+    channel: str | None = None
+    author: str | None = None
+    kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (self.entries or self.session or self.since or self.until or self.matching):
@@ -71,6 +75,12 @@ class ForgetRequest:
         if self.entries and not ({entry.id, f"{entry.session_id}#{entry.id}"} & set(self.entries)):
             return False
         if self.session is not None and entry.session_id != self.session:
+            return False
+        if self.channel is not None and entry.channel != self.channel:
+            return False
+        if self.author is not None and entry.author != self.author:
+            return False
+        if self.kinds and entry.kind.value not in self.kinds:
             return False
         if self.since is not None or self.until is not None:
             try:

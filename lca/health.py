@@ -46,6 +46,7 @@ from lca.memory import MemoryStore
 from lca.ports import Embedder
 from lca.provenance import code_version
 from lca.recall_log import RecallLog
+from lca.retention import retention_check
 from lca.secrets import detector_fingerprint
 from lca.transcript import QuarantineRecord, TranscriptStore
 from lca.types import HealthCheck, HealthReport, HealthStatus, TranscriptEntry
@@ -236,6 +237,7 @@ def store_health(
     checks.append(compaction_check(layout, cycles, transcript))
     checks.append(authority_check(layout))
     checks.append(intents_check(layout.root))
+    checks.append(retention_check(layout.root, transcript))
 
     # --- version: who wrote last, and every version that wrote since the index was built ---------------
     if index is not None and not damage:

@@ -31,6 +31,7 @@ from protocols.cli import (
     prereg,
     raters,
     report,
+    retention,
     run,
     scenarios,
     store,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     governance.add_parsers(sub, common_args)
     bundles.add_parsers(sub, common_args)
     intents.add_parsers(sub, common_args)
+    retention.add_parser(sub, common_args)
     run.add_parser(sub)
     scenarios.add_parser(sub)
     prereg.add_parser(sub)
