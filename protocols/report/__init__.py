@@ -1,9 +1,9 @@
 """Reports of study runs (``lca report STUDY``): the run directory read (``run``), the per-item frame
-(``items``), the analysis of every prediction and measure (``analysis``), the words (``render``), the plots
-(``plots``) and the report folder (``writer``). ``load_run`` and ``items_frame`` are the analysis API a notebook
-uses; docs/reports.md is the guide."""
+(``items``), the findings on every prediction and measure (``findings``: verdicts, estimates, condition models,
+tables), the words (``render``), the plots (``plots``) and the report folder (``writer``). ``load_run`` and
+``items_frame`` are the analysis API a notebook uses; docs/reports.md is the guide."""
 
-from protocols.report.analysis import (
+from protocols.report.findings import (
     VERDICTS,
     JudgedStatus,
     PredictionOutcome,

@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from protocols.report.analysis import StudyAnalysis
+from protocols.report.findings import StudyAnalysis
 
 
 def _pyplot():

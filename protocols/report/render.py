@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from protocols.report.analysis import StudyAnalysis
+from protocols.report.findings import StudyAnalysis
 from protocols.report.run import StudyRun
 
 PROVENANCE_FIELDS = (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lca.fileio import atomic_write_bytes
-from protocols.report.analysis import StudyAnalysis, analyse
+from protocols.report.findings import StudyAnalysis, analyse
 from protocols.report.items import items_frame
 from protocols.report.plots import write_plots
 from protocols.report.render import now, render_markdown, summary

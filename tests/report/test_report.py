@@ -14,7 +14,7 @@ import pytest
 from lca.errors import LCAError
 from protocols import cli
 from protocols.report import analyse_frame, items_frame, load_run
-from protocols.report.analysis import NOT_SUPPORTED, NOT_TESTED, SUPPORTED, UNINFORMATIVE, JudgedStatus
+from protocols.report.findings import NOT_SUPPORTED, NOT_TESTED, SUPPORTED, UNINFORMATIVE, JudgedStatus
 from protocols.study.schema import load_study
 from tests.report.conftest import CONDITIONS, GGUF_SHA, STUDY_ID, make_run
 
