@@ -125,7 +125,7 @@ class ConditionRuntime:
     identity: Mapping[str, str] = field(default_factory=dict)  # identity / user / instructions texts
     retrieval: RetrievalConfig | None = None  # the ranking a substrate condition's store uses (a protocol's
     # retrieval.yaml); None: the store's own
-    recall_weights: Mapping[str, float] = field(default_factory=dict)  # a protocol's recall.yaml: resonance
+    recall_weights: Mapping[str, float] = field(default_factory=dict)  # a protocol's recall-weights.yaml: resonance
     # weights full-lca starts from (its own ``weights`` parameter wins)
 
     def generator(self, role: str) -> TextGenerator:

@@ -27,7 +27,9 @@ METADATA_FILE = "eval.yaml"
 README_FILE = "README.md"
 DATASET_MODULE = "dataset.py"
 RETRIEVAL_FILE = "retrieval.yaml"  # optional: the ranking a benchmark's stores use, chosen on its dev split
-RECALL_FILE = "recall.yaml"  # optional: the resonance weights its full-lca recall uses, chosen on its dev split
+# optional: the resonance weights its full-lca recall uses, chosen on its dev split (a store's recall.yaml, a
+# whole RecallConfig, is another schema)
+RECALL_WEIGHTS_FILE = "recall-weights.yaml"
 README_SECTIONS = ("What it measures", "How to run it", "Parameters", "Measures", "Caveats")
 _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = r"^[a-z][a-z0-9_-]*$"
@@ -176,15 +178,15 @@ def folder_retrieval(path: str | Path) -> RetrievalConfig | None:
 
 
 def folder_recall_weights(path: str | Path) -> dict[str, float]:
-    """The protocol folder's ``recall.yaml`` (``weights: {TERM: value}``), checked as ``ResonanceWeights``
-    checks them; empty where the folder has none. The one file both the protocol's full-lca condition and
-    ``lca bench retrieval --retriever resonance`` recall by."""
+    """The protocol folder's ``recall-weights.yaml`` (``weights: {TERM: value}``), checked as
+    ``ResonanceWeights`` checks them; empty where the folder has none. The one file both the protocol's full-lca
+    condition and ``lca bench retrieval --retriever resonance`` recall by."""
     import yaml
 
     from lca.recall.config import ResonanceWeights
 
     path = Path(path).resolve()
-    file = (path if path.is_dir() else path.parent) / RECALL_FILE
+    file = (path if path.is_dir() else path.parent) / RECALL_WEIGHTS_FILE
     if not file.is_file():
         return {}
     try:

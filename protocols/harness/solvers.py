@@ -171,7 +171,7 @@ def sample_runtime(
 ) -> ConditionRuntime:
     """A runtime in a fresh working folder (the caller removes it) with the process's embedder; ``retrieval``:
     the protocol's ranking for the condition's store (its ``retrieval.yaml``), else the store's own;
-    ``recall_weights``: its ``recall.yaml``."""
+    ``recall_weights``: its ``recall-weights.yaml``."""
     return ConditionRuntime(
         workdir=Path(tempfile.mkdtemp(prefix="lca-sample-")),
         embedder=shared_embedder(),

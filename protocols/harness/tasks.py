@@ -61,7 +61,8 @@ def condition_task(
     parameters resolved and checked as above). ``retrieval``, when given (a benchmark's ``retrieval.yaml``), is
     the ranking the substrate conditions' stores use, so the recall a condition injects is the recall that
     benchmark's retrieval figures measure; it is in the task's metadata, as is ``recall_weights`` (its
-    ``recall.yaml``), the resonance weights full-lca recalls by unless its ``weights`` parameter says otherwise."""
+    ``recall-weights.yaml``), the resonance weights full-lca recalls by unless its ``weights`` parameter says
+    otherwise."""
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset
     from inspect_ai.model import GenerateConfig

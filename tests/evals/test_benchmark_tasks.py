@@ -146,11 +146,12 @@ def test_a_benchmark_task_ranks_its_conditions_stores_by_its_folders_retrieval_c
     assert log.status == "success"
     assert opened and all(config == expected for config in opened)
     assert log.eval.metadata["retrieval_config"] == expected.to_dict()
-    assert log.eval.metadata["recall_weights"] == {"temporal": 0.0}  # LoCoMo's recall.yaml
+    assert log.eval.metadata["recall_weights"] == {"temporal": 0.0}  # LoCoMo's recall-weights.yaml
     from protocols.evals.longmemeval.longmemeval import longmemeval
 
     task = longmemeval(data=str(FIXTURES / "longmemeval_fixture.json"), condition="full-lca")
-    assert task.metadata["recall_weights"] == {} and task.metadata["retrieval_config"]  # its folder has no recall.yaml
+    # its folder has no recall-weights.yaml
+    assert task.metadata["recall_weights"] == {} and task.metadata["retrieval_config"]
 
 
 def test_full_lca_recalls_by_the_protocols_weights_unless_its_own_parameter_says_otherwise(tmp_path):

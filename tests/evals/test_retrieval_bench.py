@@ -264,7 +264,7 @@ def test_resonance_runs_set_grid_and_ablate_recall_settings():
     hybrid = parser.parse_args(["--dataset", "locomo", "--set", "weights.temporal=0"])
     with pytest.raises(ParameterError, match="only --retriever resonance ranks by"):
         checked_config(hybrid)
-    # a resonance run starts from the weights of the task's recall.yaml, which --set overrides
+    # a resonance run starts from the weights of the task's recall-weights.yaml, which --set overrides
     assert checked_config(parser.parse_args(base)).recall == {"weights.temporal": 0.0}
     assert checked_config(parser.parse_args([*base, "--set", "weights.temporal=0.05"])).recall == {
         "weights.temporal": 0.05
@@ -350,7 +350,7 @@ def test_a_folders_recall_weights_are_checked_and_named_by_their_file(tmp_path):
     from protocols.evals.registry import folder_recall_weights
 
     assert folder_recall_weights(tmp_path) == {}  # no file: recall's defaults
-    file = tmp_path / "recall.yaml"
+    file = tmp_path / "recall-weights.yaml"
     file.write_text("weights:\n  temporal: 0\n  experience: 0.1\n")
     assert folder_recall_weights(tmp_path / "task.py") == {"temporal": 0.0, "experience": 0.1}
     for text, reason in (

@@ -30,7 +30,7 @@ def dataset_config(dataset: str) -> RetrievalConfig:
 
 
 def dataset_recall(dataset: str) -> dict[str, float]:
-    """The dataset's resonance weights, as ``weights.TERM`` assignments: its task folder's ``recall.yaml``,
+    """The dataset's resonance weights, as ``weights.TERM`` assignments: its task folder's ``recall-weights.yaml``,
     which the task's full-lca condition recalls by too (recall's defaults where no file is)."""
     return {f"weights.{t}": value for t, value in folder_recall_weights(dataset_plugin(dataset).folder).items()}
 
