@@ -238,12 +238,12 @@ def run_probes_bench(args: argparse.Namespace) -> int:
             "limit": args.limit,
             "labels": args.labels,
         },
-        rows=[
+        rows=tuple(
             {"file": m["file"], "condition": name, **row}
             for m in measured
             for name, block in m["conditions"].items()
             for row in block["rows"]
-        ],
+        ),
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
             datasets=[dataset_provenance(m["file"], sha256=m["sha256"]) for m in measured],

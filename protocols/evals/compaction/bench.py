@@ -116,7 +116,9 @@ def run_compaction_bench(args: argparse.Namespace) -> int:
             "summarizer": next(iter(generators.values())).model_id if generators else None,
             "limit": args.limit,
         },
-        rows=[{"condition": name, **row} for name, block in measured["conditions"].items() for row in block["rows"]],
+        rows=tuple(
+            {"condition": name, **row} for name, block in measured["conditions"].items() for row in block["rows"]
+        ),
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
             datasets=[dataset_provenance(measured["file"], sha256=measured["sha256"])],

@@ -80,7 +80,7 @@ def run_freshness_bench(args: argparse.Namespace) -> int:
             for r in rows
         },
         config={"faults": [s.model_dump(mode="json") for s in specs], "agent_model": None},
-        rows=rows,
+        rows=tuple(rows),
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
             datasets=[dataset_provenance(path)],

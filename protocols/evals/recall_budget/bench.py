@@ -392,7 +392,7 @@ def run_recall_budget_bench(args: argparse.Namespace) -> int:
             "agent_model": None,
             "limit": args.limit,
         },
-        rows=[row for m in measured for row in m["rows"]],
+        rows=tuple(row for m in measured for row in m["rows"]),
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
             datasets=[dataset_provenance(m["file"], sha256=m["sha256"]) for m in measured],
