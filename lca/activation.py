@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,8 +111,9 @@ class RetrievalLog:
         return self._by_target
 
 
-def top_share(counts: Mapping[str, int], n_records: int, fraction: float = 0.01) -> float:
-    """Share of all recalls taken by the top ``fraction`` of records (the gravity-well figure)."""
+def top_share(counts: Mapping[Any, int], n_records: int, fraction: float = 0.01) -> float:
+    """Share of all recalls taken by the top ``fraction`` of records (the gravity-well figure); ``counts`` is keyed
+    by whatever names a record (only the counts are read)."""
     total = sum(counts.values())
     if not total:
         return 0.0

@@ -71,7 +71,9 @@ def simulate(
     stream = rng.choice(topics, size=queries, p=topic_p)
     share, temperature = WILDCARD_MODES[wildcard_mode]
 
-    counts = {name: Counter() for name in ("relevance_only", "use_weighted", "living_defenses")}
+    counts: dict[str, Counter[int]] = {
+        name: Counter() for name in ("relevance_only", "use_weighted", "living_defenses")
+    }
     history: dict[int, list[Access]] = defaultdict(list)
     examined: Counter = Counter()
     wildcards_injected = 0
