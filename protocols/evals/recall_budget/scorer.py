@@ -39,7 +39,7 @@ def probe_continuity(pointers: Iterable[str], evidence: Iterable[str], forbidden
 def _quantile(scores: list[SampleScore], q: float) -> float:
     import numpy as np
 
-    values = [float(s.score.value) for s in scores]
+    values = [s.score.as_float() for s in scores]
     return float(np.percentile(values, q)) if values else 0.0
 
 

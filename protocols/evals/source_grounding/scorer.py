@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from lca.ledger import key_terms
 from protocols.harness.scorers import normalize_answer
@@ -38,6 +38,16 @@ INSTRUCTION = (
 )
 _NUMBER = re.compile(r"\d+(?:[:.,/-]\d+)*")
 _SENTENCE = re.compile(r"(?<=[.!?\]])\s+|\n+")
+
+
+class ClaimRow(TypedDict):
+    """One claim of an answer as scored: its text, the label it carries (None: none), the source that holds it
+    (``UNSUPPORTED`` when none does) and whether the label names that source."""
+
+    claim: str
+    label: str | None
+    actual: str
+    right: bool
 
 
 def claims(answer: str) -> list[tuple[str, str | None]]:
@@ -80,12 +90,17 @@ def grade(answer: str, items: Sequence[Mapping[str, Any]], gold: Mapping[str, An
     """Every measure of one sample, and the claims with their labels and actual sources (for the confusion
     matrix)."""
     found = claims(answer)
-    rows = []
+    rows: list[ClaimRow] = []
     for text, label in found:
         supported = supporting_sources(text, items)
         actual = sorted(supported)[0] if len(supported) == 1 else ("+".join(sorted(supported)) or UNSUPPORTED)
         rows.append(
-            {"claim": text, "label": label, "actual": actual, "right": bool(label) and label_is_right(label, supported)}
+            {
+                "claim": text,
+                "label": label,
+                "actual": actual,
+                "right": label is not None and label_is_right(label, supported),
+            }
         )
     labeled = [r for r in rows if r["label"]]
     required = [m for m in gold.get("required_mentions") or () if m]
