@@ -131,6 +131,7 @@ def replay_agent(
     """One agent through one arm: its history ingested epoch by epoch, every case asked at every checkpoint.
     The per-case rows, and what the agent's condition did (cycles, memories, shortfalls)."""
     from conditions import build_condition
+    from conditions.recall import FullLCA
     from lca.memory import PROCEDURAL_TYPES
     from protocols.evals.domain_imprinting.scenarios import parse_probe_id, parse_scenario_id
     from protocols.evals.domain_imprinting.scorer import RECALLED_KINDS, context_values
@@ -142,7 +143,9 @@ def replay_agent(
     sessions = history_sessions(scenario_history(final))
     workdir = Path(tempfile.mkdtemp(prefix="lca-imprinting-"))
     runtime = make_runtime(workdir, dict(final.identity), with_model=bool(params.get("consolidate")))
-    condition = build_condition("full-lca", **params).attach(runtime)
+    built = build_condition("full-lca", **params)
+    assert isinstance(built, FullLCA)  # the registered full-lca: its substrate, cycles and shortfalls are read here
+    condition = built.attach(runtime)
     rows: list[dict[str, Any]] = []
     try:
         condition.reset()
@@ -205,18 +208,20 @@ def replay_agent(
                         row.update(lesson_experience(substrate, evidence, mistakes))
                     rows.append(row)
         files = condition.substrate.memory_files()
+        procedural = sum(1 for f in files.values() if f.record.type.value in PROCEDURAL_TYPES)
+        shortfalls = dict(condition.shortfalls())
+        if params.get("consolidate") and params.get("approver") and not procedural:
+            shortfalls["no_procedural_memory"] = (
+                f"consolidation with approver '{params['approver']}' wrote no procedural memory in "
+                f"{len(condition.cycles)} cycle(s): the procedural arm ran as a recall arm"
+            )
         state = {
             "cycles": len(condition.cycles),
             "writes": sum(int(c.get("writes", 0)) for c in condition.cycles),
             "memories": len(files),
-            "procedural_memories": sum(1 for f in files.values() if f.record.type.value in PROCEDURAL_TYPES),
-            "shortfalls": dict(condition.shortfalls()),
+            "procedural_memories": procedural,
+            "shortfalls": shortfalls,
         }
-        if params.get("consolidate") and params.get("approver") and not state["procedural_memories"]:
-            state["shortfalls"]["no_procedural_memory"] = (
-                f"consolidation with approver '{params['approver']}' wrote no procedural memory in "
-                f"{state['cycles']} cycle(s): the procedural arm ran as a recall arm"
-            )
     finally:
         condition.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from inspect_ai import Task, task
 
@@ -23,10 +24,30 @@ from protocols.evals.registry import folder_metadata
 from protocols.harness.scorers import substrate
 from protocols.harness.tasks import condition_task
 
+if TYPE_CHECKING:
+    from conditions import Probe
+    from lca.bundle import MigrationResult
+    from lca.recall import RecallContext
+    from lca.substrate import Substrate
+
 SURFACES = ("system", "user-turn")
 """How a context reaches the model: as a system message, or written into the user's turn (a surface without a
 system role). Before the move it is always ``system``."""
 MIGRATED_ROLE = "migrated"
+
+
+@runtime_checkable
+class MovableCondition(Protocol):
+    """What this eval asks of a condition beyond the contract (``full-lca``, ``transcript-recall``): the substrate
+    it keeps (once reset), recall's context for a probe, and the move of that substrate."""
+
+    substrate: Substrate
+
+    def recall_context(self, probe: Probe) -> RecallContext: ...
+
+    def migrate(
+        self, target: Path | str, *, bundle_dir: Path | str, binding: Mapping[str, Any] | None = None
+    ) -> MigrationResult: ...
 
 
 def on_surface(messages, surface: str) -> list[dict[str, str]]:
@@ -40,12 +61,12 @@ def on_surface(messages, surface: str) -> list[dict[str, str]]:
     return rest
 
 
-def _recalled(condition, probe) -> list[tuple[str, float]]:
+def _recalled(condition: MovableCondition, probe: Probe) -> list[tuple[str, float]]:
     result = condition.substrate.recall(condition.recall_context(probe))
     return [(item.source, round(item.score, 6)) for item in result.items]
 
 
-def _latest_handoff(condition) -> str | None:
+def _latest_handoff(condition: MovableCondition) -> str | None:
     from lca.context import LiveContextManager
 
     latest = LiveContextManager.latest_handoff(condition.substrate, "agent")
@@ -98,6 +119,8 @@ def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surf
                 built = build_condition(condition, **params).attach(runtime)
                 try:
                     built.reset()
+                    if not isinstance(built, MovableCondition):  # the task refuses such a condition by name
+                        raise LCAError(f"migration: condition '{built.name}' keeps no substrate to migrate")
                     before = replay(built, sessions, probe)
                     answer_before = answer(generators["agent"], before.messages)
                     recall_before, handoff_before = _recalled(built, probe), _latest_handoff(built)
