@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from lca.errors import LCAError
+from lca.provenance import code_version
 from protocols.cli import (
     bench,
     bundles,
@@ -64,9 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from lca.errors import LCAError
-    from lca.provenance import code_version
-
     args = build_parser().parse_args(argv)
     # Read the revision as the command starts: a record of a run that a commit overtook names the code it ran.
     code_version()

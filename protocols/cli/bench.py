@@ -3,10 +3,10 @@ holds no benchmark's options, each benchmark adds its own."""
 
 from __future__ import annotations
 
+from protocols.bench import available_benchmarks, benchmark
+
 
 def add_parser(sub) -> None:
-    from protocols.bench import available_benchmarks, benchmark
-
     names = available_benchmarks()
     p = sub.add_parser(
         "bench",

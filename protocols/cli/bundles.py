@@ -8,13 +8,16 @@ import argparse
 import json
 from pathlib import Path
 
+from lca.authority import fencing_refusals, read_authority
 from lca.errors import LCAError
+from lca.providers import ProviderSet
+from lca.signing import generate_key
 from protocols.cli import common
 
 
 def _rebuild(quiet: bool):
     def rebuild(root: Path) -> None:
-        from lca.substrate import Substrate
+        from lca.substrate import Substrate  # loads the index (faiss): not for `lca --help`
 
         with Substrate(root, progress=not quiet) as substrate:
             substrate.reindex()
@@ -28,7 +31,7 @@ def _counts(manifest) -> str:
 
 def _bundle_folder(path: str) -> Path:
     """The bundle argument: a file there is refused in one line before anything is read or written."""
-    from lca.bundle import BundleError
+    from lca.bundle import BundleError  # lca.bundle and lca.custody: imported by the commands that use them
 
     if Path(path).exists() and not Path(path).is_dir():
         raise BundleError(f"{path}: a file, not a folder; a bundle is a folder")
@@ -93,8 +96,6 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from lca.signing import generate_key
-
     if args.custody:
         from lca.custody import generate_custody_key
 
@@ -138,8 +139,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _provider_contracts(path: Path) -> list:
     """``--providers FILE``: the target host's provider contracts, checked before anything moves."""
-    from lca.providers import ProviderSet
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -148,8 +147,6 @@ def _provider_contracts(path: Path) -> list:
 
 
 def cmd_authority(args: argparse.Namespace) -> int:
-    from lca.authority import fencing_refusals, read_authority
-
     root = common.checked_store_path(args)
     record = read_authority(root)
     refusals = fencing_refusals(root)

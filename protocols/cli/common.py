@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lca.errors import LCAError
+from lca.layout import StoreLayout
 
 HOME_ENV = "LCA_HOME"
 USAGE_ERROR = 2
@@ -47,8 +48,6 @@ def checked_store_path(args: argparse.Namespace) -> Path:
     """The command's store path once it is known to hold a store. A reading command refuses a path that holds
     none (naming it and where it came from) and creates nothing; a writing command (``args.creates_store``)
     creates the store there and says so on stderr."""
-    from lca.layout import StoreLayout
-
     path = store_path(args)
     source = _store_source(args)
     if path.exists() and not path.is_dir():
@@ -72,7 +71,7 @@ def checked_store_path(args: argparse.Namespace) -> Path:
 def open_store(args: argparse.Namespace, *, progress: bool = False):
     """The substrate at the command's store, checked first (``checked_store_path``); tests replace this
     function to open a store with fakes."""
-    from lca.substrate import Substrate
+    from lca.substrate import Substrate  # loads the index (faiss): not for `lca --help`
 
     return Substrate(checked_store_path(args), progress=progress)
 

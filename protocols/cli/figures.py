@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from protocols.bench.figures import ROOT, update
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -20,8 +22,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from protocols.bench.figures import ROOT, update
-
     root = Path(args.root) if args.root else ROOT
     stale, total = update(root, check=args.check)
     for figure in stale:

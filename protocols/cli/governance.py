@@ -15,21 +15,24 @@ from pathlib import Path
 
 import protocols.cli.common as common
 from lca.errors import LCAError
+from lca.identity import IDENTITY_FILES, IdentityStore
+from lca.ledger import Ledger, diff_states
+from protocols.analysis.sheets import SheetRefused
+from protocols.providers.models import is_local, text_generator
+from protocols.study.manifest import json_safe
 
 
 def _generator(model: str | None, *, threads: int | None, seed: int, timeout: float | None, role: str):
     """``smollm2`` (default), a GGUF path or ``lca-local/...``: the in-process llama.cpp runtime; any other
     inspect model string (``openai/...``, ``anthropic/...``, ``vllm/...``, ``hf/...``) is resolved now (it
     fails here, with the provider's message, rather than mid-cycle) and called through inspect."""
-    from protocols.providers.models import is_local, text_generator
-
     if model is None or is_local(model):  # no model string: the default local model
         return text_generator(model or "", role=role, n_threads=threads, seed=seed, timeout_s=timeout)
     return text_generator(model, role=role)
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    from lca.consolidation import ConsolidationConfig
+    from lca.consolidation import ConsolidationConfig  # loads the index (faiss): not for `lca --help`
 
     substrate = common.open_store(args)
     writer = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="summarizer")
@@ -101,8 +104,6 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    from lca.ledger import Ledger, diff_states
-
     with common.open_store(args) as substrate:
         ledger = Ledger(substrate.home)
         experience = substrate.experience
@@ -162,8 +163,6 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from lca.ledger import Ledger
-
     kinds = {
         "propose": "schema_proposed",
         "trial": "schema_trial",
@@ -180,7 +179,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from protocols.audit import export_prevented_audit
+    from protocols.audit import export_prevented_audit  # loads pandas and pyarrow
 
     with common.open_store(args) as substrate:
         manifest = export_prevented_audit(
@@ -196,8 +195,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_audit_import(args: argparse.Namespace) -> int:
     """The filled audit sheets back: one line per problem and exit 2 (nothing written), else the report."""
-    from protocols.analysis.sheets import SheetRefused
-    from protocols.audit import import_prevented_audit
+    from protocols.audit import import_prevented_audit  # loads pandas and pyarrow
 
     try:
         record = import_prevented_audit(
@@ -209,8 +207,6 @@ def cmd_audit_import(args: argparse.Namespace) -> int:
         common.print_error(f"nothing imported: {len(refused.problems)} problem(s) in the sheet(s)")
         return common.USAGE_ERROR
     if args.json:
-        from protocols.study.manifest import json_safe
-
         print(json.dumps(json_safe(record), indent=2, ensure_ascii=False))
         return 0
     common.show(record["verdict"])
@@ -219,8 +215,6 @@ def cmd_audit_import(args: argparse.Namespace) -> int:
 
 
 def cmd_identity(args: argparse.Namespace) -> int:
-    from lca.identity import IDENTITY_FILES, IdentityStore
-
     args.creates_store = args.action == "set"  # show reads; set writes, and may start a store
     with common.open_store(args) as substrate:
         store = IdentityStore(substrate.home)

@@ -6,10 +6,21 @@ from __future__ import annotations
 import argparse
 import json
 
+from protocols.study.lock import (
+    DEVIATION_KINDS,
+    deviations_path,
+    lock_path,
+    lock_signature,
+    lock_status,
+    lock_study,
+    read_deviations,
+    record_deviation,
+    signature_path,
+)
+from protocols.study.schema import load_study
+
 
 def add_parser(sub) -> None:
-    from protocols.study.lock import DEVIATION_KINDS
-
     p = sub.add_parser(
         "prereg",
         help="lock and check a pre-registered study (docs/preregistration.md)",
@@ -57,8 +68,6 @@ def add_parser(sub) -> None:
 
 
 def run_lock(args: argparse.Namespace) -> int:
-    from protocols.study.lock import lock_path, lock_signature, lock_study, signature_path
-
     record, changed = lock_study(args.file, relock=args.relock, reason=args.reason, by=args.by, sign=args.sign)
     signature = lock_signature(args.file)
     if changed:
@@ -76,9 +85,6 @@ def run_lock(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from protocols.study.lock import lock_signature, lock_status, read_deviations
-    from protocols.study.schema import load_study
-
     study = load_study(args.file)
     status = lock_status(args.file)
     signature = lock_signature(args.file, args.key)  # with --key: refused unless signed by it
@@ -96,9 +102,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_deviate(args: argparse.Namespace) -> int:
-    from protocols.study.lock import deviations_path, record_deviation
-    from protocols.study.schema import load_study
-
     load_study(args.file)
     deviation = record_deviation(args.file, args.what, args.why, by=args.by, kind=args.kind)
     print(f"recorded {deviation.kind} by {deviation.by} at {deviation.at} in {deviations_path(args.file)}")

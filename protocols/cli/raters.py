@@ -19,6 +19,10 @@ from typing import Any
 import protocols.cli.common as common
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import numbered_json_lines
+from lca.provenance import code_version
+from protocols.analysis.sheets import SheetRefused
+from protocols.study.manifest import json_safe, write_json
+from protocols.study.rubrics import judged_items
 
 ITEM_FIELDS = ("item_id", "probe", "answer", "condition")
 HUMAN_RECORD = "lca-human-agreement"
@@ -77,6 +81,7 @@ def add_parser(sub) -> None:
 
 # ---- export -----------------------------------------------------------------------------------------
 def cmd_export(args: argparse.Namespace) -> int:
+    # protocols.analysis and protocols.report load pandas, pyarrow and krippendorff: imported where used
     from protocols.analysis.raters import export_rating_sheet, key_path_for, page_path_for
 
     if bool(args.study) == bool(args.items):
@@ -115,7 +120,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _from_run(args: argparse.Namespace) -> dict[str, Any]:
     from protocols.report.run import load_run
-    from protocols.study.rubrics import judged_items
 
     study, run_id, studies = args.study, args.run_id, args.studies
     folder = Path(study)
@@ -236,9 +240,6 @@ def read_items(path: Path) -> list[Any]:
 
 # ---- import -----------------------------------------------------------------------------------------
 def cmd_import(args: argparse.Namespace) -> int:
-    from protocols.analysis.sheets import SheetRefused
-    from protocols.study.manifest import write_json
-
     try:
         record, frame = human_agreement(
             args.sheets, args.key, level=args.level, threshold=args.threshold, resamples=args.resamples, seed=args.seed
@@ -259,8 +260,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     write_json(json_path, record)
     if args.json:
-        from protocols.study.manifest import json_safe
-
         print(json.dumps(json_safe(record), indent=2, ensure_ascii=False))
     else:
         for line in summary_lines(record):
@@ -279,7 +278,6 @@ def human_agreement(
 ) -> tuple[dict[str, Any], Any]:
     """The agreement record of filled sheets (the same gate as a study's model raters) and their ratings
     frame; ``SheetRefused`` when any sheet holds a problem (nothing is computed then)."""
-    from lca.provenance import code_version
     from protocols.analysis.agreement import DEFAULT_THRESHOLD, AgreementTooLow, agreement
     from protocols.analysis.raters import import_ratings, read_key
 

@@ -29,7 +29,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def report_run(study: str, run_id: str | None, studies: str, out: str) -> None:
     """Write one run's report and print its verdicts (``lca report``, and ``lca run STUDY --report``)."""
-    from protocols.report import load_run, write_report
+    from protocols.report import load_run, write_report  # loads pandas, pyarrow, statsmodels
 
     run = load_run(study, run_id, studies)
     files = write_report(run, out)

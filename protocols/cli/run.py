@@ -24,6 +24,8 @@ from pathlib import Path
 
 import protocols.cli.common as common
 from lca.errors import LCAError
+from protocols.cli.report import report_run
+from protocols.evals import available_protocols, protocol_metadata, protocol_task
 from protocols.harness.planning import (  # noqa: F401  (re-exported: the names lca run has always had)
     PARAMS_TASK_ARG,
     RUN_ROLES,
@@ -40,6 +42,8 @@ from protocols.harness.planning import (  # noqa: F401  (re-exported: the names 
     task_parameter_types,
     task_summary,
 )
+from protocols.harness.variants import split_conditions
+from protocols.providers import models
 
 STUDY_FIXED_FLAGS = (  # a study's design is its document: these flags would change it
     ("conditions", "--conditions"),
@@ -76,14 +80,12 @@ def cmd_run_study(args: argparse.Namespace) -> int:
         retry_attempts=args.retry_attempts,
     )
     if args.report:  # a run with a failed protocol is reported too: the report says what did not finish
-        from protocols.cli.report import report_run
-
         report_run(args.protocol, result.run_id, args.out or DEFAULT_OUT, args.report)
     return 0 if result.ok else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from protocols.study.runner import is_study_path
+    from protocols.study.runner import is_study_path  # the study runner: loaded by `lca run`, not `lca --help`
 
     if is_study_path(args.protocol):
         return cmd_run_study(args)
@@ -97,10 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_run_protocol(args: argparse.Namespace) -> int:
-    from conditions import available_conditions
-    from protocols.evals import protocol_task
-    from protocols.harness.variants import split_conditions
-    from protocols.providers.models import resolve_model
+    from conditions import available_conditions  # the condition registry: not for `lca --help`
 
     task_fn = protocol_task(args.protocol)
     common.at_least(args.limit, 1, flag="--limit")
@@ -110,12 +109,12 @@ def cmd_run_protocol(args: argparse.Namespace) -> int:
         raise LCAError(f"--conditions is empty; known: {', '.join(available_conditions())}")
     roles = parse_roles(args.role)
     planned = plan_tasks(task_fn, entries, task_args=args.task_arg, params=args.param, params_file=args.params_file)
-    resolve_model(args.model)
+    models.resolve_model(args.model)
     for role_model in roles.values():
-        resolve_model(role_model)
+        models.resolve_model(role_model)
     tasks = [task.build(task_fn) for task in planned]
 
-    from inspect_ai import eval_set
+    from inspect_ai import eval_set  # heavy: loaded only once the run is checked
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     log_dir = Path(args.log_dir or f"results/logs/{args.protocol}-{stamp}")
@@ -135,8 +134,7 @@ def cmd_run_protocol(args: argparse.Namespace) -> int:
 
 def listing() -> str:
     """The protocols and conditions ``lca run`` accepts, each with its first line of description."""
-    from conditions import available_conditions, condition_class
-    from protocols.evals import available_protocols, protocol_metadata
+    from conditions import available_conditions, condition_class  # the condition registry, for `lca run --help`
 
     def first_sentence(text: str | None) -> str:
         paragraph = " ".join((text or "").strip().split("\n\n", 1)[0].split())

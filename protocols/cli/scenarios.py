@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from protocols.evals.domain_imprinting.scenarios import Parameters
+from protocols.evals.domain_imprinting.scenarios import write_set as write_longitudinal_set
+from protocols.scenarios.card import write_set
+from protocols.scenarios.domains import DOMAINS
+from protocols.scenarios.generator import DENSITIES, MIN_SESSIONS, check_parameters
+from protocols.scenarios.labels import LABEL_MODES
+
 
 def add_parser(sub) -> None:
-    from protocols.scenarios.domains import DOMAINS
-    from protocols.scenarios.generator import DENSITIES, MIN_SESSIONS
-    from protocols.scenarios.labels import LABEL_MODES
-
     p = sub.add_parser(
         "scenarios",
         help="generated scenario sets (docs/scenario-format.md, 'Generated sets')",
@@ -63,9 +66,6 @@ def add_parser(sub) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from protocols.scenarios.card import write_set
-    from protocols.scenarios.generator import check_parameters
-
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     try:
         check_parameters(
@@ -102,8 +102,6 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_longitudinal(args: argparse.Namespace) -> int:
-    from protocols.evals.domain_imprinting.scenarios import Parameters, write_set
-
     params = Parameters(
         seed=args.seed,
         domains=tuple(d.strip() for d in args.domains.split(",") if d.strip()),
@@ -117,7 +115,7 @@ def run_longitudinal(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lca: error: --{exc}", file=sys.stderr)
         return 2
-    out, markdown, card_json, card = write_set(args.out, params)
+    out, markdown, card_json, card = write_longitudinal_set(args.out, params)
     c = card["counts"]
     print(f"{c['agents']} agents x {c['checkpoints']} checkpoints: {c['scenarios']} scenarios, {c['probes']} cases")
     print(f"written: {out} (sha256 {card['sha256'][:12]}), {markdown}, {card_json}")

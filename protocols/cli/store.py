@@ -4,28 +4,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import lca.types
 import protocols.cli.common as common
+from lca.derived import derived_text
+from lca.errors import LCAError
+from lca.export import export_lines, exported_entries
+from lca.fileio import atomic_write_bytes
+from lca.forget import ForgetRequest
+from lca.importers import import_transcript_jsonl
+from lca.layout import StoreLayout
+from lca.params import parse_assignments
+from lca.recall import TERMS, RecallConfig, RecallContext
 from protocols.evals.datasets import DATASETS, options_by_flag
 
 SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    import sys
-
-    from lca.errors import LCAError
-    from lca.importers import import_transcript_jsonl
-    from lca.types import DEFAULT_MAX_ENTRY_BYTES
-
     # the file is read and checked before the store is opened: a refused file leaves the store untouched
     rejected: list[tuple[int, str, bytes]] = []
     max_entry_bytes = getattr(args, "max_entry_bytes", None)
     if max_entry_bytes is not None and max_entry_bytes < 1:
         raise LCAError(f"--max-entry-bytes must be at least 1, not {max_entry_bytes}")
-    max_entry_bytes = max_entry_bytes or DEFAULT_MAX_ENTRY_BYTES
+    max_entry_bytes = max_entry_bytes or lca.types.DEFAULT_MAX_ENTRY_BYTES  # read now: a test lowers it
     for option, _ in options_by_flag("import").values():
         if option.minimum is not None:
             common.at_least(getattr(args, option.dest), option.minimum, flag=option.flag)
@@ -74,8 +80,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def refuse_other_formats_options(args: argparse.Namespace) -> None:
     """Refuse an option that only some import formats read (``DatasetPlugin.import_options``) given with another
     format, or with no file to import: it would be ignored silently."""
-    from lca.errors import LCAError
-
     for option, readers in options_by_flag("import").values():
         formats = [plugin.name for plugin in readers]
         if option.given(args) and (args.path is None or args.format not in formats):
@@ -90,8 +94,6 @@ def cmd_search(args: argparse.Namespace) -> int:
     with common.open_store(args) as substrate:
         as_of = datetime.fromtimestamp(common.moment(args.as_of), UTC) if args.as_of else datetime.now(UTC)
         hits = substrate.search(args.query, k=args.k, mode=args.mode, as_of=as_of)
-        from lca.derived import derived_text
-
         if args.json:
             print(
                 json.dumps(
@@ -118,11 +120,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def recall_config(args: argparse.Namespace):
     """The recall settings: ``--config`` (or the defaults), then the flags, then each ``--weight TERM=VALUE``."""
-    from dataclasses import replace
-
-    from lca.params import parse_assignments
-    from lca.recall import TERMS, RecallConfig
-
     config = RecallConfig.from_file(args.config) if args.config else RecallConfig()
     overrides = parse_assignments(args.weight, flag="--weight", known={term: float for term in TERMS})
     changes = {
@@ -142,8 +139,6 @@ def recall_config(args: argparse.Namespace):
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from lca.recall import TERMS, RecallContext
-
     config = recall_config(args)
     context = RecallContext(
         query=args.query,
@@ -158,8 +153,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
     )
     with common.open_store(args) as substrate:
         result = substrate.recall(context, config=config)
-        from lca.derived import derived_text
-
         if args.json:
             print(
                 json.dumps(
@@ -225,8 +218,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate_floor(args: argparse.Namespace) -> int:
-    from lca.calibration import calibrate_floor, load_queries
-    from lca.layout import StoreLayout
+    from lca.calibration import calibrate_floor, load_queries  # loads the index (faiss): not for `lca --help`
 
     queries_path = Path(args.queries) if args.queries else SHIPPED_OFF_TOPIC_QUERIES
     with common.open_store(args) as substrate:
@@ -279,8 +271,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from lca.forget import ForgetRequest
-
     request = ForgetRequest(
         entries=tuple(args.entry or ()),
         session=args.session,
@@ -307,11 +297,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    import sys
-
-    from lca.export import export_lines, exported_entries
-    from lca.fileio import atomic_write_bytes
-
     with common.open_store(args) as substrate:
         lines = export_lines(
             exported_entries(substrate.transcript, session=args.session, author=args.author, verbatim=args.verbatim)
