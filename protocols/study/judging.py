@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocols.study.panel import JudgedMeasure
+from protocols.study.panel import JudgedMeasure, analysis_panel
 
 RATINGS_COLUMNS = (
     "sheet_item_id",
@@ -58,6 +58,7 @@ def answer_items(locations: Sequence[str]) -> tuple[list[Any], dict[str, str]]:
     per sample and condition; the condition stays in the item (the hidden key), never in what a rater sees.
     Samples that errored have no answer and are left out (the exclusion rules count them). Also returns
     item id -> sample id."""
+    # inspect, pandas and protocols.analysis are slow to load; `lca --help` imports this module
     from inspect_ai.log import read_eval_log
 
     from protocols.analysis.raters import RatingItem
@@ -100,7 +101,6 @@ def rate_judged(
 
     from protocols.analysis.gate import calibration_gate
     from protocols.analysis.raters import rate_with_models
-    from protocols.study.panel import analysis_panel
 
     panel = analysis_panel(measure)
     if calibration_set is not None:

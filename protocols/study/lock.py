@@ -24,6 +24,8 @@ from typing import Literal
 from lca import signing
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes, atomic_write_bytes, numbered_json_lines
+from lca.provenance import code_version
+from protocols.study.schema import SCHEMA_VERSION, load_study
 
 LOCK_SUFFIX = ".lock.json"
 SIGNATURE_SUFFIX = ".lock.sig.json"
@@ -157,9 +159,6 @@ def lock_study(
     file changes nothing (but for a signature, when ``sign`` names a private key); an edited one is re-locked
     only with ``relock`` and a ``reason``, recorded as a ``relock`` deviation first. A new lock is signed with
     ``sign``, or has no signature: one over the lock it replaces would no longer hold."""
-    from lca.provenance import code_version
-    from protocols.study.schema import SCHEMA_VERSION, load_study
-
     path = Path(path)
     study = load_study(path)
     key = signing.load_private_key(sign) if sign is not None else None  # refused before anything is written

@@ -9,6 +9,7 @@ the report reads (docs/preregistration.md, "Running a study").
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lca.fileio import atomic_write_bytes
+from lca.generators import default_gguf_path
+from protocols.providers.models import DEFAULT_NAME, PROVIDER, is_local, resolve_model_path
 
 RUN_FILE = "run.json"
 LATEST_FILE = "LATEST"
@@ -115,8 +118,6 @@ def platform_info() -> dict[str, Any]:
 
 
 def sha256_of(path: Path) -> str:
-    import hashlib
-
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -149,9 +150,6 @@ def cached_sha256(path: Path, cache_file: Path) -> str:
 def model_files(models: Iterable[str], cache_file: Path) -> dict[str, str]:
     """The GGUF sha256 of every local (``lca-local/...``) model string; a hosted model is identified by its
     string alone (it is in ``models``)."""
-    from lca.generators import default_gguf_path
-    from protocols.providers.models import DEFAULT_NAME, PROVIDER, is_local, resolve_model_path
-
     out: dict[str, str] = {}
     for model in dict.fromkeys(models):
         if not is_local(model):
@@ -183,7 +181,7 @@ def served_models(entries: Iterable[Mapping[str, Any]], raters: Mapping[str, Any
 def embedder_id() -> str | None:
     """The id of the embedder the conditions use (``protocols.harness.tasks.embedder_id``); None when it
     cannot be named (the run still records that it could not)."""
-    from protocols.harness.tasks import embedder_id as harness_embedder_id
+    from protocols.harness.tasks import embedder_id as harness_embedder_id  # loads inspect
 
     try:
         return harness_embedder_id()

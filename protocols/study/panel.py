@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from lca.errors import LCAError
+from protocols.evals.data_paths import REPO
 from protocols.study.fields import RATER_PREFIX, Label, RoleName, Strict, Text
 
 SHA256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -126,8 +127,6 @@ def judged_problems(roles: dict[str, str], measure: JudgedMeasure, where: str) -
 def calibration_path(value: str) -> Path:
     """A calibration set's file: absolute, or relative to the working directory when it is there, else to the
     repository (studies name files repository-relative)."""
-    from protocols.evals.data_paths import REPO
-
     path = Path(value).expanduser()
     if path.is_absolute() or path.exists():
         return path
@@ -137,7 +136,7 @@ def calibration_path(value: str) -> Path:
 def load_calibration_set(measure: JudgedMeasure):
     """The measure's calibration set read and checked against its scale and sha256
     (``protocols.analysis.gate.CalibrationSet``), or None when it names none."""
-    from protocols.analysis.gate import read_calibration_set
+    from protocols.analysis.gate import read_calibration_set  # pandas, krippendorff: not for `lca --help`
 
     ref = measure.calibration_set
     if ref is None:

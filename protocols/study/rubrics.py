@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from lca.errors import LCAError
+from protocols.evals.registry import protocol_metadata
 from protocols.harness.rating_views import RATING_VIEWS
+from protocols.study.judging import answer_items
 
 
 def rubric_name(measure_id: str) -> str:
@@ -27,8 +29,6 @@ def rubric_name(measure_id: str) -> str:
 
 def registered_rubric(protocol: str, measure_id: str) -> Any | None:
     """The protocol's rated measure (``protocols.evals.registry.Measure``) the id names, or None."""
-    from protocols.evals.registry import protocol_metadata
-
     name = rubric_name(measure_id)
     for measure in protocol_metadata(protocol).measures:
         if measure.name == name and measure.kind == "rated":
@@ -75,11 +75,10 @@ def judged_items(measure: Any, locations: Sequence[str]) -> tuple[list[Any], dic
     answer where it is not the final output); otherwise ``answer_items``: every sample's probe and answer. Samples
     that errored are left out; the condition stays in the item (the hidden key), never in what a rater sees. A log
     without the rubric's scorer (written before the rubric was registered) is refused, never read as empty."""
-    from protocols.study.judging import answer_items
-
     rubric = registered_rubric(measure.protocol, measure.id)
     if rubric is None:
         return answer_items(locations)
+    # inspect and protocols.analysis (pandas, krippendorff) are slow to load; `lca --help` imports this module
     from inspect_ai.log import read_eval_log
 
     from protocols.analysis.raters import RatingItem

@@ -30,7 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lca.errors import LCAError
+from lca.provenance import code_version
+from protocols.evals import protocol_metadata, protocol_task
 from protocols.evals.data_paths import REPO, find_data_file
+from protocols.harness.planning import RUN_ROLES, plan_tasks, task_parameter_types, task_summary
+from protocols.providers.models import is_local, local_generator, resolve_model, text_generator
 from protocols.study import manifest as mf
 from protocols.study.judging import rate_judged, write_ratings
 from protocols.study.lock import Deviation, lock_signature, read_deviations, record_deviation, require_locked
@@ -153,9 +157,6 @@ def _arg_text(value: Any) -> str:
 def plan_protocol(study: Study, run: ProtocolRun, explicit_data: str | None) -> ProtocolPlan:
     """One protocol's tasks, checked as ``lca run PROTOCOL`` checks them (``plan_tasks``): its conditions, the
     study's arguments, the data file and the study's first seed where the task takes a seed."""
-    from protocols.evals import protocol_metadata, protocol_task
-    from protocols.harness.planning import plan_tasks, task_parameter_types
-
     task_fn = protocol_task(run.name)
     meta = protocol_metadata(run.name)
     data = choose_data(run, meta, explicit_data)
@@ -171,16 +172,12 @@ def plan_protocol(study: Study, run: ProtocolRun, explicit_data: str | None) -> 
 
 def agent_roles(study: Study) -> dict[str, str]:
     """The roles the conditions use (summarizer, reviewer, grader); rater roles never reach a task."""
-    from protocols.harness.planning import RUN_ROLES
-
     return {role: model for role, model in study.models.roles.items() if role in RUN_ROLES}
 
 
 def default_rater_factory() -> RaterFactory:
     """Rater generators by model string: one in-process llama.cpp runtime per local model (shared by the
     roles that name it), an inspect model on a private loop for any other."""
-    from protocols.providers.models import is_local, local_generator, text_generator
-
     made: dict[str, Any] = {}
 
     def factory(role: str, model: str):
@@ -228,8 +225,6 @@ class StudyRunner:
 
     # ---- checks before anything runs ----------------------------------------------------------------
     def prepare(self) -> None:
-        from protocols.providers.models import resolve_model
-
         if self.data and Path(self.data).is_file():
             raise LCAError(f"--data {self.data}: a study's --data is a folder holding the benchmark files")
         self.study = load_study(self.path)
@@ -310,8 +305,6 @@ class StudyRunner:
         return out
 
     def _manifest(self, run_id: str, started, deviations: list[dict[str, Any]]) -> dict[str, Any]:
-        from lca.provenance import code_version
-
         study, status = self.study, self.status
         models = [study.models.agent, *study.models.roles.values()]
         self.model_files = mf.model_files(models, self.out / mf.GGUF_CACHE_FILE)
@@ -383,9 +376,7 @@ class StudyRunner:
         }
 
     def _run_protocol(self, plan: ProtocolPlan, run_dir: Path, run_id: str) -> tuple[dict[str, Any], list[str]]:
-        from inspect_ai import eval_set
-
-        from protocols.harness.planning import task_summary
+        from inspect_ai import eval_set  # inspect is slow to load: `lca run` checks a study without it
 
         name = plan.run.name
         entry = self._protocol_entry(plan, run_dir)
@@ -496,7 +487,7 @@ class StudyRunner:
 
     def _identities(self, measure: JudgedMeasure) -> dict[str, Any]:
         """Each rater's identity: its model (with the GGUF's sha256 for a local one), prompt and settings."""
-        from protocols.analysis.gate import model_identities
+        from protocols.analysis.gate import model_identities  # pandas, krippendorff: loaded when rating starts
 
         models = {role: self.study.models.roles.get(role) for role in measure.rater_panel.raters}
         files = getattr(self, "model_files", None) or {}

@@ -13,9 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
+import yaml
 from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from lca.errors import LCAError, RecordFormatError
+from protocols.evals.registry import ProtocolRegistry
+from protocols.harness.planning import RUN_ROLES
+from protocols.harness.variants import parse_variant, variant_params
 from protocols.study.fields import RATER_PREFIX, ArgValue, Label, RoleName, Text
 from protocols.study.fields import Strict as _Strict
 from protocols.study.panel import (
@@ -27,6 +31,7 @@ from protocols.study.panel import (
     judged_problems,
     repeats,
 )
+from protocols.study.rubrics import rubric_problems
 
 SCHEMA_VERSION = 1
 _STUDY_ID = r"^[a-z0-9_]+$"
@@ -392,10 +397,6 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
     """Broken rules against the repository: protocols registered, conditions registered (names or variant
     labels), task arguments the protocol takes, each computed measure's scorer and metric declared by its
     protocol's eval.yaml, model roles known to the harness."""
-    from protocols.evals.registry import ProtocolRegistry
-    from protocols.harness.variants import parse_variant, variant_params
-    from protocols.study.rubrics import rubric_problems
-
     problems: list[tuple[str, str]] = []
     for i, condition in enumerate(study.conditions):
         try:
@@ -444,8 +445,6 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                     f"no '{measure.metric}'; it reports: {', '.join(metrics)}",
                 )
             )
-    from protocols.harness.planning import RUN_ROLES
-
     agent_roles = set(RUN_ROLES)  # the conditions' roles and the migrated agent of the migration protocol
     for role in study.models.roles:
         if role not in agent_roles and not role.startswith(RATER_PREFIX):
@@ -467,8 +466,6 @@ def check_registered(study: Study, path: str | None = None) -> None:
 def load_study(path: str | Path, *, registered: bool = True) -> Study:
     """The validated study document at ``path``; its id must equal the file's stem. ``registered=False``
     skips the checks against the repository (a document read outside it)."""
-    import yaml
-
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     try:
