@@ -31,6 +31,9 @@ from lca.ledger import Ledger
 from lca.provenance import code_version
 from lca.recall import EXPERIENCE_EVENT_WEIGHTS
 from lca.types import EntryKind
+from protocols.analysis.rating_page import PageSheet, write_page
+from protocols.analysis.sheets import SheetColumns, read_filled
+from protocols.study.manifest import write_json
 
 QUESTION = (
     "Did the memory change what the assistant did in ACTION (compared with what it would likely have "
@@ -147,8 +150,6 @@ def export_prevented_audit(
 
 
 def _write_page(path: Path, rows: tuple[tuple[str, ...], ...]) -> None:
-    from protocols.analysis.rating_page import PageSheet, write_page
-
     sheet = PageSheet(
         title="Audit: did the memory change the action?",
         prompt=QUESTION,
@@ -199,10 +200,9 @@ def import_prevented_audit(
     """The experiential-weight audit report from filled sheets of ``out_dir``'s export, written there as
     ``report.json`` and ``report.md``. Any problem in a sheet refuses the import (``SheetRefused``, one problem
     per file, line and field) and nothing is written."""
+    # the statistics (krippendorff, scipy, statsmodels) are slow to load: only the import side needs them
     from protocols.analysis.agreement import DEFAULT_THRESHOLD, agreement
-    from protocols.analysis.sheets import SheetColumns, read_filled
     from protocols.analysis.stats import proportion_difference_interval
-    from protocols.study.manifest import write_json
 
     out_dir = Path(out_dir)
     items, unresolvable, manifest = read_audit_key(out_dir)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from inspect_ai.log import read_eval_log
 
 from protocols.report.run import StudyRun
 from protocols.study.schema import ComputedMeasure, JudgedMeasure
@@ -104,8 +105,6 @@ def sample_row(protocol: str, condition: str, sample: Any) -> dict[str, Any]:
 
 
 def log_rows(protocol: str, condition: str, location: str) -> list[dict[str, Any]]:
-    from inspect_ai.log import read_eval_log
-
     log = read_eval_log(location)
     return [sample_row(protocol, condition, sample) for sample in log.samples or ()]
 

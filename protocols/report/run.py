@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from inspect_ai.log import read_eval_log
 
 from lca.errors import LCAError, RecordFormatError
 from protocols.study.lock import file_sha256, read_deviations
@@ -194,8 +195,6 @@ def _protocol_dirs(run_dir: Path, manifest: Mapping[str, Any]) -> dict[str, Path
 def _log_headers(run_dir: Path, manifest: Mapping[str, Any], notes: list[str]) -> dict[str, tuple[LogHeader, ...]]:
     """Per protocol, one header per task: a task retried by eval_set keeps its successful (else latest) log;
     the others are named in the notes."""
-    from inspect_ai.log import read_eval_log
-
     out: dict[str, tuple[LogHeader, ...]] = {}
     for protocol, folder in _protocol_dirs(run_dir, manifest).items():
         by_task: dict[str, list[LogHeader]] = {}
