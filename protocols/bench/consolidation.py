@@ -22,7 +22,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.errors import LCAError
+from lca.types import parse_timestamp
+from protocols.evals.benchmark import (
+    Benchmark,
+    BenchmarkResult,
+    build_provenance,
+    dataset_provenance,
+    jsonable,
+    write_result,
+)
+from protocols.harness.scenario import load_scenarios
+from protocols.providers.models import is_local, local_generator, text_generator
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 DEFAULT_SCENARIOS = (SCENARIO_DIR / "continuity-v1.jsonl", SCENARIO_DIR / "continuity-recall-v1.jsonl")
@@ -111,7 +122,6 @@ def replay_scenario(
 ) -> list[dict[str, Any]]:
     """A scenario's sessions into a fresh store, one cycle after each session; one row per cycle."""
     from lca.substrate import Substrate
-    from lca.types import parse_timestamp
 
     home = Path(tempfile.mkdtemp(prefix="lca-consolidation-bench-"))
     rows = []
@@ -146,8 +156,6 @@ def measure(
     approver: str | None = None,
 ) -> dict[str, Any]:
     """Every scenario of one file: per-scenario and per-file totals, and the per-cycle rows."""
-    from protocols.harness.scenario import load_scenarios
-
     scenarios, digest = load_scenarios(path)
     rows: list[dict[str, Any]] = []
     per_scenario: dict[str, dict[str, Any]] = {}
@@ -160,8 +168,6 @@ def measure(
 
 # ---- the command ---------------------------------------------------------------------------------------
 def _generator(args: argparse.Namespace) -> Any:
-    from protocols.providers.models import is_local, local_generator, text_generator
-
     if is_local(args.model):
         runtime: dict[str, Any] = {"seed": args.seed}
         if args.timeout is not None:
@@ -192,7 +198,6 @@ def _line(label: str, f: Mapping[str, Any]) -> str:
 
 def run_consolidation_bench(args: argparse.Namespace) -> int:
     from lca.consolidation import PROMPT_VERSION, ConsolidationConfig
-    from lca.errors import LCAError
 
     files = [Path(p) for p in (args.scenarios or DEFAULT_SCENARIOS)]
     missing = [str(p) for p in files if not p.exists()]
@@ -219,8 +224,6 @@ def run_consolidation_bench(args: argparse.Namespace) -> int:
         closer = getattr(generator, "close", None)
         if closer is not None:
             closer()
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, jsonable, write_result
-
     totals = getattr(generator, "totals", None)
     result = BenchmarkResult(
         benchmark="consolidation",

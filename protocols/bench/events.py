@@ -24,7 +24,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.events import precision_recall
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
+from protocols.harness.scenario import load_scenarios, without_labels
 
 THRESHOLDS = (0.5, 0.65, 0.8, 0.85, 0.9)
 
@@ -46,8 +48,6 @@ def scenario_turns(scenario: Any) -> list[Any]:
 
 
 def read_files(paths: Sequence[Path], labels: str, seed: int) -> list[tuple[Path, str, list[Any]]]:
-    from protocols.harness.scenario import load_scenarios, without_labels
-
     out = []
     for path in paths:
         scenarios, digest = load_scenarios(path)
@@ -69,8 +69,6 @@ def detect(scenarios: Iterable[Any], model: Any) -> tuple[list[Any], set[tuple[s
 
 
 def figures(found: Sequence[Any], gold: set[tuple[str, str]], thresholds: Iterable[float]) -> dict[str, Any]:
-    from lca.events import precision_recall
-
     return {f"{t:g}": precision_recall(found, gold, threshold=t) for t in thresholds}
 
 
@@ -152,7 +150,6 @@ def fit_model(files: Sequence[tuple[Path, str, list[Any]]]) -> tuple[Any, dict[s
 def run_events_bench(args: argparse.Namespace) -> int:
     from lca.change_detector import ChangeModel
     from lca.recall import RecallConfig
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     paths = [Path(p) for p in args.scenarios]
     missing = [str(p) for p in paths if not p.exists()]

@@ -15,12 +15,9 @@ import argparse
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from protocols.evals.benchmark import Benchmark
-
-if TYPE_CHECKING:
-    from protocols.evals.benchmark import BenchmarkResult
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, write_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,8 +145,6 @@ def _gini(values: list[int]) -> float:
 def record(simulated: dict[str, Any], provenance) -> BenchmarkResult:
     """A simulation's output as a ``BenchmarkResult``: the figures and wildcard count as metrics, the
     simulation's parameters as config."""
-    from protocols.evals.benchmark import BenchmarkResult
-
     return BenchmarkResult(
         benchmark="gravity-well",
         metrics={"figures": simulated["figures"], "wildcards_injected": simulated["wildcards_injected"]},
@@ -159,8 +154,6 @@ def record(simulated: dict[str, Any], provenance) -> BenchmarkResult:
 
 
 def run_gravity_well_bench(args) -> int:
-    from protocols.evals.benchmark import build_provenance, write_result
-
     started = time.perf_counter()
     simulated = simulate(queries=args.queries, records=args.records, seed=args.seed)
     result = record(

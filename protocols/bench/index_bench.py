@@ -20,8 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lca.layout import StoreLayout
+from lca.retrieval import RetrievalConfig
 from protocols.bench.index import DEFAULT_WORK
-from protocols.evals.benchmark import Benchmark
+from protocols.bench.index.report import print_table, record
+from protocols.bench.index.sizes import measure_sizes
+from protocols.evals import data_paths
+from protocols.evals.benchmark import Benchmark, loadavg, write_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,14 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _find_data(given: str | None) -> Path | None:
     """The LongMemEval_S dev file, or None after saying on stderr where it was looked for."""
-    from protocols.evals.data_paths import DATA_ENV, data_roots, find_data_file
-
-    data = find_data_file("longmemeval_s_dev", given)
+    data = data_paths.find_data_file("longmemeval_s_dev", given)  # through the module: tests replace it
     if data is None:
-        looked = ", ".join(str(r) for r in data_roots(given))
+        looked = ", ".join(str(r) for r in data_paths.data_roots(given))
         print(
             f"lca bench index: the LongMemEval_S dev file (longmemeval/longmemeval_s_dev.json.xz) was not "
-            f"found; pass --data FILE_OR_FOLDER or set ${DATA_ENV} (looked in: {looked})",
+            f"found; pass --data FILE_OR_FOLDER or set ${data_paths.DATA_ENV} (looked in: {looked})",
             file=sys.stderr,
         )
     return data
@@ -65,8 +68,6 @@ def _find_data(given: str | None) -> Path | None:
 def _prepare_work(work: Path, *, fresh: bool) -> bool:
     """Delete the store first with ``--fresh``; whether a store was already there (ingest then measures a
     re-ingest, said on stderr)."""
-    from lca.layout import StoreLayout
-
     if fresh and work.exists():
         shutil.rmtree(work)
     preexisting = StoreLayout(work).catalog.exists()
@@ -84,8 +85,7 @@ def run_index_bench(args) -> int:
     if data is None:
         return 2
 
-    from lca.layout import StoreLayout
-    from lca.retrieval import RetrievalConfig
+    # the substrate and the steps (numpy, faiss, the embedder) load once the data is found
     from lca.substrate import Substrate
     from protocols.bench.index.ingest import (
         load_dataset,
@@ -97,9 +97,6 @@ def run_index_bench(args) -> int:
     )
     from protocols.bench.index.instruments import Meter
     from protocols.bench.index.latency import measure_latency, open_reader
-    from protocols.bench.index.report import print_table, record
-    from protocols.bench.index.sizes import measure_sizes
-    from protocols.evals.benchmark import loadavg, write_result
 
     started = time.perf_counter()
     work = Path(args.work) if args.work else DEFAULT_WORK

@@ -27,7 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
+from protocols.harness import substrate
+from protocols.harness.scenario import load_scenarios
+from protocols.harness.substrate import replay_probe
+from protocols.harness.variants import parse_variant, variant_params
 
 SCENARIO_FOLDER = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 DEFAULT_SCENARIOS = SCENARIO_FOLDER / "mechanisms-v2.jsonl"
@@ -113,8 +117,6 @@ def variant_with(label: str, assignment: str) -> str:
 
 def typed_params(label: str) -> tuple[str, dict[str, Any]]:
     """A variant label as the condition's name and its typed parameters (``protocols.harness.variants``)."""
-    from protocols.harness.variants import parse_variant, variant_params
-
     variant = parse_variant(label)
     return variant.condition, variant_params(variant)
 
@@ -140,8 +142,6 @@ def gold_held(row: Mapping[str, Any]) -> int:
 
 
 def run_case(case: MechanismCase, scenarios: Mapping[str, Any], make_runtime: Callable) -> dict[str, Any]:
-    from protocols.harness.substrate import replay_probe
-
     scenario = scenarios.get(case.scenario)
     if scenario is None:
         raise ValueError(f"case '{case.mechanism}': no scenario '{case.scenario}' in the file")
@@ -160,8 +160,6 @@ def run_case(case: MechanismCase, scenarios: Mapping[str, Any], make_runtime: Ca
 
 def measure(path: Path | str, cases: Sequence[MechanismCase], make_runtime: Callable) -> dict[str, Any]:
     """Every case on its scenario file (``path`` unless the case names its own), and each file read with its sha256."""
-    from protocols.harness.scenario import load_scenarios
-
     files = {str(path): Path(path)}
     files.update({c.file: SCENARIO_FOLDER / c.file for c in cases if c.file})
     loaded = {name: load_scenarios(where) for name, where in files.items()}
@@ -216,11 +214,8 @@ def run_mechanisms_bench(args: argparse.Namespace) -> int:
         known = ", ".join(c.mechanism for c in CASES)
         print(f"lca bench mechanisms: --only names no case; known: {known}", file=sys.stderr)
         return 2
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
-    from protocols.harness.substrate import runtime_factory
-
     args.summarizer = "none"  # substrate level: no model writes memories or handoffs
-    make, embedder, _ = runtime_factory(args)
+    make, embedder, _ = substrate.runtime_factory(args)  # through the module: tests replace it
     started = time.perf_counter()
     measured = measure(path, cases, make)
     rows = measured["rows"]

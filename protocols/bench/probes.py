@@ -20,8 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from tqdm import tqdm
+
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
 from protocols.harness import substrate
+from protocols.harness.scenario import load_scenarios, without_labels
 from protocols.harness.substrate import condition_params, replay_probe
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parents[2] / "data" / "scenarios" / "continuity-v1.jsonl"
@@ -162,14 +165,10 @@ def measure(
 ) -> dict[str, Any]:
     """Every probe of one scenario file through every condition: per-condition figures and per-probe rows. ``labels``
     reads the file with its corrections and supersessions unlabelled (``none``, ``mixed``)."""
-    from protocols.harness.scenario import load_scenarios, without_labels
-
     scenarios, digest = load_scenarios(path)
     scenarios = [without_labels(s, labels, seed=seed) for s in scenarios]
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
     out: dict[str, Any] = {"file": str(path), "sha256": digest, "labels": labels, "conditions": {}}
-    from tqdm import tqdm
-
     for name, params in conditions.items():
         progress = tqdm(pairs, desc=f"{Path(path).stem} {name}", unit="probe", leave=False)
         rows = [replay_probe(name, params, scenario, probe, make_runtime) for scenario, probe in progress]
@@ -207,8 +206,6 @@ def run_probes_bench(args: argparse.Namespace) -> int:
     make, embedder, generators = substrate.runtime_factory(args)
     started = time.perf_counter()
     measured = [measure(path, params, make, limit=args.limit, labels=args.labels, seed=args.seed) for path in files]
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
-
     summarizer = next(iter(generators.values())).model_id if generators else None
     result = BenchmarkResult(
         benchmark="probes",

@@ -15,7 +15,21 @@ import sys
 import time
 from pathlib import Path
 
-from protocols.evals.benchmark import Benchmark
+from tqdm import tqdm
+
+from lca.importers import load_official_json
+from lca.layout import StoreLayout
+from protocols.bench.gravity_well import simulate
+from protocols.evals import data_paths
+from protocols.evals.benchmark import (
+    Benchmark,
+    BenchmarkResult,
+    build_provenance,
+    dataset_provenance,
+    jsonable,
+    loadavg,
+    write_result,
+)
 
 TARGETS = {"recall_over_search_p50": 1.5, "recall_p95_ms": 50.0}
 SEED = 7  # the order search and recall take within each query
@@ -48,22 +62,9 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 def run_recall_bench(args) -> int:
     import numpy as np
-    from tqdm import tqdm
 
-    from lca.importers import load_official_json
-    from lca.layout import StoreLayout
     from lca.recall import RecallConfig, RecallContext
     from lca.substrate import Substrate
-    from protocols.bench.gravity_well import simulate
-    from protocols.evals.benchmark import (
-        BenchmarkResult,
-        build_provenance,
-        dataset_provenance,
-        jsonable,
-        loadavg,
-        write_result,
-    )
-    from protocols.evals.data_paths import find_data_file
 
     started = time.perf_counter()
     work = Path(args.work)
@@ -73,7 +74,7 @@ def run_recall_bench(args) -> int:
             file=sys.stderr,
         )
         return 2
-    data = find_data_file("longmemeval_s_dev", args.data)
+    data = data_paths.find_data_file("longmemeval_s_dev", args.data)
     if data is None:
         print(
             "lca bench recall: the LongMemEval_S dev file was not found; pass --data or set $LCA_DATA", file=sys.stderr

@@ -20,7 +20,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.errors import LCAError
+from lca.importers import load_official_json
+from lca.secrets import detector_fingerprint, find_secrets, maintained_plugins, marker
+from protocols.evals import data_paths
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
 
 CONTEXT = 60  # characters of redacted text kept on each side of a finding's marker
 
@@ -68,8 +72,6 @@ def longmemeval_turns(records: Any) -> Iterator[tuple[str, str]]:
 
 def scan(dataset: str, turns: Iterable[tuple[str, str]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Each distinct turn text scanned once: the dataset's figures and one row per finding."""
-    from lca.secrets import find_secrets, marker
-
     seen: set[bytes] = set()
     kinds: Counter[str] = Counter()
     rows: list[dict[str, Any]] = []
@@ -144,12 +146,6 @@ def compare(rows: list[dict[str, Any]], baseline: Iterable[dict[str, Any]]) -> t
 
 
 def run_redaction_bench(args: argparse.Namespace) -> int:
-    from lca.errors import LCAError
-    from lca.importers import load_official_json
-    from lca.secrets import detector_fingerprint, maintained_plugins
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
-    from protocols.evals.data_paths import find_data_file
-
     started = time.perf_counter()
     wanted = args.only or ["locomo", "longmemeval"]
     sources = {
@@ -169,7 +165,7 @@ def run_redaction_bench(args: argparse.Namespace) -> int:
     for dataset in wanted:
         name, given, reader = sources[dataset]
         try:
-            path = find_data_file(name, given)
+            path = data_paths.find_data_file(name, given)
         except FileNotFoundError as exc:
             print(f"lca bench redaction: {exc}", file=sys.stderr)
             return 2

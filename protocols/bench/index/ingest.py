@@ -10,6 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lca.importers import ImportReport, file_sha256, import_longmemeval, load_official_json
+from lca.index.chunker import entry_chunks
+from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, TranscriptSpan
+from lca.types import EntryKind
 from protocols.bench.index import SEED
 from protocols.bench.index.instruments import Meter, measured
 
@@ -42,8 +46,6 @@ class Selection:
 
 
 def load_dataset(path: Path) -> Dataset:
-    from lca.importers import file_sha256, import_longmemeval, load_official_json
-
     started = time.perf_counter()
     sessions, import_report = import_longmemeval(path, share_sessions=True)
     questions = load_official_json(path)
@@ -55,9 +57,6 @@ def select_sessions(dataset: Dataset, chunker, target_chunks: int) -> Selection:
     """Sessions in order until their chunks reach ``target_chunks``. Chunks are counted with the store's own
     chunker (LongMemEval entries average about 1.6 chunks, so counting entries would overshoot the reference
     size by that factor)."""
-    from lca.importers import ImportReport
-    from lca.index.chunker import entry_chunks
-
     started = time.perf_counter()
     selected = []
     entries_selected = chunks_selected = 0
@@ -138,8 +137,6 @@ def detector_ratio(wall: float, phases: dict[str, Any]) -> float | None:
 def pick_memory_turns(sessions: list, selection: Selection, count: int) -> list[tuple[Any, Any, bool]]:
     """``count`` distinct user turns for memory bodies, seeded: from sessions not ingested first (their bodies
     cite no transcript), then from ingested ones (cited as sources); as ``(session, entry, in_store)``."""
-    from lca.types import EntryKind
-
     rng = random.Random(SEED)
     seen: set[str] = set()
 
@@ -173,8 +170,6 @@ def _parse_created(timestamp: str) -> datetime:
 
 def write_memory_files(substrate, picks: list[tuple[Any, Any, bool]]) -> tuple[int, float]:
     """One unreviewed fact per pick; returns how many cite a transcript span and the seconds writing took."""
-    from lca.memory import Authority, MemoryRecord, MemoryType, Privacy, TranscriptSpan
-
     started = time.perf_counter()
     with_sources = 0
     for number, (session, entry, in_store) in enumerate(picks):

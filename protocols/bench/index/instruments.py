@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 class Meter:
@@ -69,8 +73,6 @@ class CpuWatch:
 
     @staticmethod
     def _sample() -> tuple[float, float, float]:
-        import resource
-
         busy = 0.0
         try:
             with open("/proc/stat") as handle:
@@ -98,8 +100,6 @@ class CpuWatch:
 
 def one_blas_thread():
     """A context limiting BLAS libraries to one thread, and a note saying what it did."""
-    import contextlib
-
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
@@ -118,8 +118,6 @@ def one_blas_thread():
 
 def summary(values_ms: list[float]) -> dict[str, float]:
     """n, p50, p95, mean, min and max of some timings in milliseconds."""
-    import numpy as np
-
     arr = np.asarray(values_ms, dtype=np.float64)
     if not len(arr):
         return {"n": 0}

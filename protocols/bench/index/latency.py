@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from tqdm import tqdm
+
+from lca.substrate import Substrate
 from protocols.bench.index import QUIET_OTHER_CORES, SEED, SEQUENTIAL_OPS, TOP_K, WARMUP_QUERIES
 from protocols.bench.index.instruments import CpuWatch, one_blas_thread, summary
 from protocols.evals.benchmark import loadavg
@@ -22,8 +26,6 @@ def top_owners(scores, owners: list[tuple[int, ...]], k: int) -> list[int]:
     """The k best owners by their best vector: ``owners[i]`` names whoever vector ``i`` keys (a chunk's
     own text vector id, for each chunk that text or sentence serves). With one vector per chunk this is
     the plain top k; with sentence keys a chunk counts once, at its best key, as dense search ranks it."""
-    import numpy as np
-
     scores = np.asarray(scores)
     depth = min(len(scores), max(k, 1) * 8)
     while True:
@@ -42,16 +44,12 @@ def top_owners(scores, owners: list[tuple[int, ...]], k: int) -> list[int]:
 
 def top_of(scores):
     """The TOP_K best positions of a score vector, best first."""
-    import numpy as np
-
     top = np.argpartition(-scores, TOP_K - 1)[:TOP_K]
     return top[np.argsort(-scores[top], kind="stable")]
 
 
 def open_reader(work: Path, embedder, first_query: str) -> tuple[Any, float]:
     """A reader opening the store from disk, and the milliseconds its open and first search took."""
-    from lca.substrate import Substrate
-
     started = time.perf_counter()
     reader = Substrate(work, embedder=embedder)
     try:
@@ -79,8 +77,6 @@ class QueryOps:
 
 
 def query_ops(reader, embedder) -> QueryOps:
-    import numpy as np
-
     index = reader.index
     vectors = index.vectors
     lexical = index.lexical
@@ -160,8 +156,6 @@ def warm_up(bench: QueryOps, queries: list[str]) -> None:
 def interleaved_loop(bench: QueryOps, reader, queries: list[str]) -> Interleaved:
     """Every op once per query, in a shuffled order, then the overlap of dense, faiss and hybrid results with
     the exact scan (the vectors for faiss, the chunks ranked at their best vector for the searches)."""
-    from tqdm import tqdm
-
     ops = bench.ops
     times: dict[str, list[float]] = {name: [] for name in ops}
     order_rng = random.Random(SEED)
@@ -214,8 +208,6 @@ def measure_latency(
     reader, embedder, queries: list[str], cold_ms: float, load_before: list[float] | None
 ) -> dict[str, Any]:
     """The ``latency`` section of the result: interleaved and back-to-back timings and the overlap check."""
-    import numpy as np
-
     bench = query_ops(reader, embedder)
     norms = np.linalg.norm(bench.matrix, axis=1)
     # numpy's OpenBLAS threads busy-wait after each call; on 2 cores they fight torch's

@@ -8,7 +8,7 @@ from typing import Any
 
 from protocols.bench.index import SEED, TARGETS
 from protocols.bench.index.sizes import bytes_beyond_text
-from protocols.evals.benchmark import BenchmarkResult
+from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance
 
 VECTOR_STORAGE = "faiss IndexIDMap2 over IndexScalarQuantizer(fp16), inner product on unit vectors"
 
@@ -71,8 +71,6 @@ def record(
 ) -> BenchmarkResult:
     """The run as a ``BenchmarkResult``: the measured sections as ``metrics`` (keys as before the record), the
     checks, the arguments and targets as ``config``, and the shared provenance plus the index's own extras."""
-    from protocols.evals.benchmark import build_provenance, dataset_provenance
-
     latency = sections["latency"]
     return BenchmarkResult(
         benchmark="index",

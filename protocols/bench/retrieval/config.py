@@ -15,6 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import product
 from typing import Any
 
+from lca.errors import RecordFormatError
 from lca.params import ParameterError, coerce, split_assignment
 from lca.retrieval.config import INDEX_FIELDS, RETRIEVAL_FIELDS, RetrievalConfig
 from protocols.evals.datasets import dataset_plugin
@@ -75,8 +76,6 @@ class AskedConfig:
 
     def recall_config(self, base):
         """``base`` (a RecallConfig) with this config's recall changes and its ranking settings."""
-        from lca.errors import RecordFormatError
-
         weights = {n.split(".", 1)[1]: v for n, v in self.recall.items() if n.startswith("weights.")}
         plain = {n.split(".", 1)[1]: v for n, v in self.recall.items() if n.startswith("recall.")}
         try:

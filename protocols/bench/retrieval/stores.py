@@ -15,7 +15,9 @@ from datetime import datetime
 from pathlib import Path
 
 from lca.importers import ImportedSession
+from lca.recall import RecallContext
 from lca.retrieval import RetrievalConfig
+from lca.substrate import Substrate
 from protocols.bench.retrieval.config import AskedConfig, recall_config_for
 
 MODES = {"bm25": "lexical", "dense": "dense", "hybrid": "hybrid", "resonance": "hybrid"}
@@ -32,8 +34,6 @@ class HaystackStore:
         *,
         config: RetrievalConfig,
     ) -> None:
-        from lca.substrate import Substrate
-
         shutil.rmtree(workdir, ignore_errors=True)
         self.workdir = workdir
         self.config = config
@@ -60,8 +60,6 @@ class HaystackStore:
 
     def recall(self, query: str, *, as_of: datetime | None = None, asked: AskedConfig | None = None) -> list[str]:
         """Entry ids in the order of recall's ranked candidates (resonance score R), every candidate kept."""
-        from lca.recall import RecallContext
-
         config = self.recall_config(asked)
         result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config)
         return _entries(candidate.source.split("#", 1)[1].split("[", 1)[0] for candidate in result.candidates)
