@@ -8,7 +8,7 @@ LongMemEval haystack, one per LoCoMo conversation; ``protocols.bench.retrieval.s
   beside its task (``protocols/evals/<dataset>/retrieval.yaml``, or ``--config FILE``), then ``--fusion``,
   then each ``--set name=value``;
 - ``resonance``: the store's recall (``Substrate.recall``: the hybrid's candidates re-weighed by the resonance
-  terms, at the weights of the task's ``recall.yaml`` where it has one), its ranked candidates first, the rest
+  terms, at the weights of the task's ``recall-weights.yaml`` where it has one), its ranked candidates first, the rest
   in hybrid order.
 
 ``--ablate`` asks the same stores again with each part of the hybrid off; ``--grid name=v1,v2`` with every
@@ -149,7 +149,7 @@ def held_out(per_variant: dict[str, dict[str, Any]], spec: RetrievalSpec) -> dic
     under the variant best on the others."""
     if spec.held_out is None:
         raise ValueError("the dataset declares no held-out figure")
-    group, metric, rows_key = spec.held_out.group, spec.held_out.metric, spec.rows
+    group, metric, summary, rows_key = spec.held_out.group, spec.held_out.metric, spec.held_out.summary, spec.rows
     samples = sorted({row[group] for report in per_variant.values() for row in report[rows_key]})
 
     def mean(rows):
@@ -163,12 +163,12 @@ def held_out(per_variant: dict[str, dict[str, Any]], spec: RetrievalSpec) -> dic
         )
         chosen[sample] = best
         rows += [r for r in per_variant[best][rows_key] if r[group] == sample]
-    fitted = max(per_variant, key=lambda name: per_variant[name][spec.held_out.summary][metric])
+    fitted = max(per_variant, key=lambda name: per_variant[name][summary][metric])
     return {
         "metric": metric,
         "held_out": mean(rows),
         "chosen_per_conversation": chosen,
-        "fitted": per_variant[fitted][spec.held_out.summary][metric],
+        "fitted": per_variant[fitted][summary][metric],
         "fitted_variant": fitted,
     }
 
