@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks CI runs before the tests: ruff (lint and format), mypy over lca/, the import contracts.
+# Static checks CI runs before the tests: ruff (lint and format), mypy over lca/, conditions/ and protocols/,
+# the import contracts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
