@@ -141,16 +141,37 @@ def test_a_stale_process_cannot_claim_or_finalize_after_a_move(store, tmp_path):
     assert intents_check(tmp_path / "target").data["left_by_earlier_epoch"] == 1
 
 
+class Killed(Exception):
+    """A process killed in the middle of a step (simulated)."""
+
+
+class DiesAfterDelivering(FakeProvider):
+    """The target's process dies right after the provider performed the effect, before the intent is finished."""
+
+    def __init__(self, inner: FakeProvider) -> None:
+        self.inner, self.contract = inner, inner.contract
+
+    def deliver(self, key: str, effect: Mapping[str, Any]) -> str:
+        self.inner.deliver(key, effect)
+        raise Killed(key)
+
+    def status(self, key: str) -> str | None:
+        return self.inner.status(key)
+
+
 def test_fifty_migrations_in_the_middle_of_work_perform_every_effect_exactly_once(tmp_path):
-    """Each trial: an agent sends effects through a provider; the process dies at a random point (before the
-    effect, after it, after finishing), the agent migrates, the stale process tries to finish, and the target
-    resumes with the same provider. Every effect the service saw, it saw once; every intent ends done."""
+    """Each trial: an agent sends effects through a provider; the source process dies at a random point (before
+    the effect, after it, after finishing); the migration itself may be killed at rehydration (rolled back, then
+    retried); the stale process tries to finish after the move; the target may die in the middle of resuming
+    (after the provider acted, before the intent was finished) and resume again. Every effect the service saw, it
+    saw once; every intent ends done."""
     rng = random.Random(53)
     service = FakeService()
     provider = FakeProvider(service, "reconcile")
     store = tmp_path / "h0"
     TranscriptStore(store).append([make_entry("s1", 1, "start")])
     keys: list[str] = []
+    outcomes: dict[str, int] = {}
     for trial in range(50):
         log = IntentLog(store)
         for n in range(rng.randint(0, 2)):  # effects finished normally before the crash
@@ -165,18 +186,33 @@ def test_fifty_migrations_in_the_middle_of_work_perform_every_effect_exactly_onc
         if crash == "after finish":
             log.finish(intent.id, f"receipt-{key}")
         target = tmp_path / f"h{trial + 1}"
+        if rng.random() < 0.3:  # the move is killed at rehydration: rolled back, the source authoritative again
+
+            def killed(root: Path) -> None:
+                raise Killed("rehydrate")
+
+            failed = migrate(store, target, bundle_dir=tmp_path / f"b{trial}", rebuild=killed)
+            assert failed.rolled_back and not target.exists()
+            with pytest.raises(FencedWriteError):  # the rollback took a new epoch: the old process is stale too
+                log.finish(intent.id, "late")
+            outcomes["rolled back"] = outcomes.get("rolled back", 0) + 1
         before = history_fingerprint(store)
         result = migrate(store, target, bundle_dir=tmp_path / f"b{trial}")
         check = check_migration(store, target, result, before)
         assert check.ok and check.intents_lost == 0, check.problems
         with pytest.raises(FencedWriteError):  # the stale process wakes up and tries to finish
             log.finish(intent.id, "late")
+        if crash == "before effect" and rng.random() < 0.6:  # the target dies in the middle of delivering it
+            with pytest.raises(Killed):
+                IntentLog(target).resume({"mailer": DiesAfterDelivering(provider)})
+            outcomes["target killed"] = outcomes.get("target killed", 0) + 1
         resumed = IntentLog(target).resume({"mailer": provider})
         assert all(r.outcome in ("reconciled", "delivered") for r in resumed)
         store = target
     final = IntentLog(store).intents()
     assert sorted(service.performed) == sorted(keys)  # exactly once each: none lost, none twice
     assert {i.state for i in final.values()} == {"done"} and len(final) == len(keys)
+    assert outcomes["rolled back"] >= 5 and outcomes["target killed"] >= 5  # the kills did happen
 
 
 def test_a_malformed_intent_line_fails_health_naming_the_file_and_line(store):
