@@ -92,11 +92,25 @@ def load_custody_public(path: Path | str) -> Any:
     return key
 
 
+KEY_ENV = "LCA_CUSTODY_KEY"  # a custody private key's PEM, or the path of its file
+
+
 def load_custody_private(path: Path | str) -> Any:
+    """The custody private key in ``path``, or given by the environment: ``path`` ``env:LCA_CUSTODY_KEY`` reads
+    the variable, which holds the PEM itself or a key file's path (a key never travels in a bundle)."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+    if str(path) == f"env:{KEY_ENV}":
+        value = os.environ.get(KEY_ENV, "")
+        if not value.strip():
+            raise CustodyError(f"${KEY_ENV} is not set: give the custody private key's PEM or its file's path")
+        if not value.lstrip().startswith("-----BEGIN"):
+            return load_custody_private(value)
+        data, path = value.encode(), f"${KEY_ENV}"
+    else:
+        data = b""
     try:
-        key = load_pem_private_key(read_key_file(path, "custody private key"), password=None)
+        key = load_pem_private_key(data or read_key_file(path, "custody private key"), password=None)
     except (ValueError, TypeError, LCAError) as exc:
         raise CustodyError(f"{path}: not an unencrypted custody private key (PEM PKCS8)") from exc
     if not isinstance(key, _x25519().X25519PrivateKey):

@@ -188,7 +188,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         help="export: encrypt the private parts (identity, memory) to this custody public key (lca keys generate "
         "--custody); the body stays plain",
     )
-    p.add_argument("--decrypt", metavar="KEY", help="import: the custody private key of an encrypted bundle")
+    p.add_argument(
+        "--decrypt",
+        metavar="KEY",
+        help="import: the custody private key of an encrypted bundle (a file, or env:LCA_CUSTODY_KEY to read it "
+        "from that variable: the PEM or a file's path)",
+    )
     p.add_argument("--no-rebuild", action="store_true", help="import: do not rebuild the derived stores now")
     p.add_argument("--json", action="store_true", help="print the bundle and its signature state as JSON")
     p.add_argument("--quiet", action="store_true")

@@ -99,3 +99,45 @@ def test_the_cli_exports_an_encrypted_bundle_and_imports_it_with_the_key(store, 
     assert main([*args, str(tmp_path / "k")]) == 0
     assert history_fingerprint(tmp_path / "y") == history_fingerprint(store)
     assert main(["bundle", "verify", str(bundle), "--decrypt", str(tmp_path / "k")]) == 2  # a flag of import only
+
+
+def test_a_flipped_byte_a_swapped_part_and_a_key_from_the_environment(store, keys, tmp_path, monkeypatch):
+    import json
+
+    from lca.bundle import _canonical_id
+
+    private, public = keys
+    bundle = tmp_path / "b"
+    export_bundle(store, bundle, encrypt_to=public)
+    files = {f.path: f for f in read_manifest(bundle).files if f.part == "memory"}
+    first = sorted(p for p in files if p.startswith("sessions/"))[0]
+    session = bundle / "memory" / first
+    original = session.read_bytes()
+    session.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    with pytest.raises(BundleError, match=f"memory/{first}: sha256"):
+        import_bundle(bundle, tmp_path / "flipped", decrypt=private)
+    session.write_bytes(original)
+
+    # a forger swaps the identity file's ciphertext into the session's place and rewrites the manifest to match
+    identity = next(f for f in read_manifest(bundle).files if f.part == "identity")
+    session.write_bytes((bundle / "identity" / identity.path).read_bytes())
+    data = json.loads((bundle / "manifest.json").read_text())
+    for entry in data["files"]:
+        if entry["path"] == first:
+            entry["sha256"], entry["bytes"] = identity.sha256, identity.bytes
+    body = {k: v for k, v in data.items() if k != "bundle_id"}
+    data["bundle_id"] = _canonical_id(body)
+    (bundle / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(CustodyError, match=f"memory/{first}: chunk 0 does not decrypt"):
+        import_bundle(bundle, tmp_path / "swapped", decrypt=private)
+    assert not (tmp_path / "swapped").exists()
+
+    session.write_bytes(original)  # back as exported, the key read from the environment
+    for entry in data["files"]:
+        if entry["path"] == first:
+            entry["sha256"], entry["bytes"] = files[first].sha256, files[first].bytes
+    data["bundle_id"] = _canonical_id({k: v for k, v in data.items() if k != "bundle_id"})
+    (bundle / "manifest.json").write_text(json.dumps(data))
+    monkeypatch.setenv("LCA_CUSTODY_KEY", private.read_text())
+    import_bundle(bundle, tmp_path / "from-env", decrypt="env:LCA_CUSTODY_KEY")
+    assert history_fingerprint(tmp_path / "from-env") == history_fingerprint(store)
