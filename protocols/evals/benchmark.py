@@ -43,6 +43,7 @@ Adopting it in a benchmark (the retrieval benchmark is the one left)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -52,12 +53,15 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lca.errors import RecordFormatError
+from lca.importers import file_sha256
+from lca.provenance import code_version
 from protocols.evals.registry import REGISTRY
 
 RESULT_FORMAT = 1
@@ -222,8 +226,6 @@ def code_revision(version: str | None = None) -> tuple[str | None, bool | None]:
     """The git revision and whether the tree was clean, read from ``lca.provenance.code_version()``
     (``0.1.0+g<rev>[.dirty]``); (None, None) outside a checkout."""
     if version is None:
-        from lca.provenance import code_version
-
         version = code_version()
     match = _REVISION.search(version)
     if match is None:
@@ -244,8 +246,6 @@ def dataset_provenance(
     """A dataset file's sha256 checked against the pins: ``name`` is the registered dataset the run read it as;
     without one, the file is named by the pin its sha256 matches, if any. ``sha256`` skips hashing the file
     again when the run already did."""
-    from lca.importers import file_sha256
-
     sha = sha256 or file_sha256(Path(path))
     pins = pinned_datasets(registry)
     if name is None:
@@ -256,16 +256,14 @@ def dataset_provenance(
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages the figures depend on, read without importing them."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out: dict[str, str | None] = {}
     for name, distributions in PACKAGES.items():
         out[name] = None
         for dist in distributions:
             try:
-                out[name] = version(dist)
+                out[name] = metadata.version(dist)
                 break
-            except PackageNotFoundError:
+            except metadata.PackageNotFoundError:
                 continue
     return out
 
@@ -303,8 +301,6 @@ def build_provenance(
     extra: Mapping[str, Any] | None = None,
 ) -> Provenance:
     """The provenance of a run that ends now: every benchmark builds its record's provenance here."""
-    from lca.provenance import code_version
-
     version = code_version()
     revision, clean = code_revision(version)
     return Provenance(
@@ -330,8 +326,6 @@ def build_provenance(
 
 def jsonable(value: Any) -> Any:
     """A config object (dataclass, pydantic model, Path, tuple) as plain JSON values, for ``config``."""
-    import dataclasses
-
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return jsonable(dataclasses.asdict(value))
     if isinstance(value, BaseModel):

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lca.errors import LCAError, RecordFormatError
@@ -139,8 +140,6 @@ class ProtocolMetadata(_Strict):
 
 @lru_cache(maxsize=64)
 def _read_metadata(path: Path, mtime_ns: int) -> ProtocolMetadata:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -181,9 +180,7 @@ def folder_recall_weights(path: str | Path) -> dict[str, float]:
     """The protocol folder's ``recall-weights.yaml`` (``weights: {TERM: value}``), checked as
     ``ResonanceWeights`` checks them; empty where the folder has none. The one file both the protocol's full-lca
     condition and ``lca bench retrieval --retriever resonance`` recall by."""
-    import yaml
-
-    from lca.recall.config import ResonanceWeights
+    from lca.recall.config import ResonanceWeights  # loads numpy: not for the bench listing
 
     path = Path(path).resolve()
     file = (path if path.is_dir() else path.parent) / RECALL_WEIGHTS_FILE

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from inspect_ai import Task, task, task_with
+from inspect_ai.model import ChatMessageUser
+from inspect_ai.solver import chain, solver
 
 from lca.errors import LCAError
 from protocols.evals.compaction.dataset import DEFAULT_SCENARIOS, compaction_samples
@@ -30,8 +32,6 @@ RESUME_FOLLOW_UPS = (
 def resume_sequence(follow_ups: int):
     """After the first answer, a resume probe gets ``follow_ups`` more user turns in the same conversation (the
     context built at resumption stays; no new recall); every answer is kept for ``turns_to_resume``."""
-    from inspect_ai.model import ChatMessageUser
-    from inspect_ai.solver import solver
 
     @solver(name="resume_sequence")
     def _make():
@@ -62,8 +62,6 @@ def compaction(
     """``params``: the condition's parameters as ``name=value`` pairs joined by ';' (the default budget is the
     context left after the interruption, the same for every condition). ``follow_ups``: user turns after
     "where did we leave off?" (0 to 3)."""
-    from inspect_ai.solver import chain
-
     if not 0 <= follow_ups <= len(RESUME_FOLLOW_UPS):
         raise LCAError(f"compaction: follow_ups must be 0 to {len(RESUME_FOLLOW_UPS)}, got {follow_ups}")
     base = condition_task(

@@ -11,27 +11,26 @@ import asyncio
 from pathlib import Path
 
 from inspect_ai import Task, task, task_with
+from inspect_ai.model import ModelOutput, ModelUsage
+from inspect_ai.solver import solver
 
 from protocols.evals.freshness.dataset import DEFAULT_FAULTS, freshness_samples
+from protocols.evals.freshness.faults import FaultSpec, run_with_baseline
 from protocols.evals.freshness.scorer import RUN_KEY, fault_detection
 from protocols.evals.registry import folder_metadata
+from protocols.harness import solvers
 from protocols.harness.tasks import condition_task
 
 
 def inject_fault():
     """The solver: run the sample's fault scenario and its healthy baseline on fresh stores (the process's shared
     embedder) and set the run as the output, without calling the model (zero tokens used)."""
-    from inspect_ai.model import ModelOutput, ModelUsage
-    from inspect_ai.solver import solver
-
-    from protocols.evals.freshness.faults import FaultSpec, run_with_baseline
-    from protocols.harness.solvers import shared_embedder
 
     @solver(name="inject_fault")
     def _make():
         async def solve(state, generate):
             spec = FaultSpec.model_validate(state.metadata["fault"])
-            run = await asyncio.to_thread(run_with_baseline, spec, shared_embedder())
+            run = await asyncio.to_thread(run_with_baseline, spec, solvers.shared_embedder())
             state.store.set(RUN_KEY, run)
             verdict = (
                 f"detected by {run['check']} ({run['status']}) {run['steps_to_detection']} step(s) after onset: "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from inspect_ai.dataset import Sample
+
 from lca.errors import LCAError
 from protocols.evals.hollow_copy.dataset import DEFAULT_SCENARIOS, FIXTURE, hollow_copy_samples
 
@@ -32,8 +34,6 @@ def parse_bindings(spec: str) -> tuple[str, ...]:
 
 def migration_samples(path: Path | str, bindings: tuple[str, ...], *, limit: int | None = None):
     """The samples, the file's sha256 and the task's extra metadata (``protocols.harness.tasks.Loaded``)."""
-    from inspect_ai.dataset import Sample
-
     probes, digest, extra = hollow_copy_samples(path)
     samples = [
         Sample(

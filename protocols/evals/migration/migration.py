@@ -13,22 +13,38 @@ import asyncio
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from inspect_ai import Task, task
+from inspect_ai.model import GenerateConfig, get_model
+from inspect_ai.solver import solver
 
+from conditions import Probe, build_condition, condition_class
+from lca.bundle import MigrationResult, record_self_description
+from lca.context import LiveContextManager
 from lca.errors import LCAError
+from lca.migration_check import check_migration, history_fingerprint
+from lca.recall import RecallContext
+from lca.self_description import QUESTION
+from lca.substrate import Substrate
+from lca.transcript import TranscriptStore
 from protocols.evals.migration.dataset import DEFAULT_SCENARIOS, migration_samples, parse_bindings
 from protocols.evals.migration.scorer import MIGRATION_KEY, identity_fidelity, migration_system
 from protocols.evals.registry import folder_metadata
+from protocols.harness.replay import replay
 from protocols.harness.scorers import substrate
+from protocols.harness.solvers import (
+    chat_messages,
+    packet_record,
+    record_packet,
+    role_generators,
+    sample_history,
+    sample_probe,
+    sample_runtime,
+)
 from protocols.harness.tasks import condition_task
-
-if TYPE_CHECKING:
-    from conditions import Probe
-    from lca.bundle import MigrationResult
-    from lca.recall import RecallContext
-    from lca.substrate import Substrate
+from protocols.harness.variants import parse_variant
+from protocols.providers.models import InspectRoleGenerator
 
 SURFACES = ("system", "user-turn")
 """How a context reaches the model: as a system message, or written into the user's turn (a surface without a
@@ -67,8 +83,6 @@ def _recalled(condition: MovableCondition, probe: Probe) -> list[tuple[str, floa
 
 
 def _latest_handoff(condition: MovableCondition) -> str | None:
-    from lca.context import LiveContextManager
-
     latest = LiveContextManager.latest_handoff(condition.substrate, "agent")
     return latest.id if latest is not None else None
 
@@ -76,25 +90,6 @@ def _latest_handoff(condition: MovableCondition) -> str | None:
 def migrate_and_probe(condition: str, params: dict[str, Any], seed: int, *, surface: str, max_tokens: int):
     """Replay the history into the condition, answer the probe (before), migrate its substrate with the sample's
     binding changed, check the move, ask the self-description question, answer the probe again (after)."""
-    from inspect_ai.model import GenerateConfig, get_model
-    from inspect_ai.solver import solver
-
-    from conditions import Probe, build_condition
-    from lca.bundle import record_self_description
-    from lca.migration_check import check_migration, history_fingerprint
-    from lca.self_description import QUESTION
-    from lca.transcript import TranscriptStore
-    from protocols.harness.replay import replay
-    from protocols.harness.solvers import (
-        chat_messages,
-        packet_record,
-        record_packet,
-        role_generators,
-        sample_history,
-        sample_probe,
-        sample_runtime,
-    )
-    from protocols.providers.models import InspectRoleGenerator
 
     @solver(name="migrate_and_probe")
     def _make():
@@ -205,9 +200,6 @@ def migration(
     ``bindings``: what each migration changes, one at a time (``host``, ``model``, ``surface``), each a copy of
     every probe. ``surface``: how the context reaches the model after a ``surface`` change (``user-turn``: no
     system message). The ``migrated`` model role answers after a ``model`` change (default: the agent)."""
-    from conditions import condition_class
-    from protocols.harness.variants import parse_variant
-
     chosen = parse_bindings(bindings)
     if surface not in SURFACES[1:]:  # before the move it is always the system message
         raise LCAError(f"migration: surface must be one the agent did not use before the move: {SURFACES[1]}")

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from inspect_ai.scorer import Metric, SampleScore, metric
+import numpy as np
+from inspect_ai.scorer import Metric, SampleScore, Score, mean, metric, scorer
+
+from protocols.harness.solvers import PACKET_KEY
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,6 @@ def probe_continuity(pointers: Iterable[str], evidence: Iterable[str], forbidden
 
 
 def _quantile(scores: list[SampleScore], q: float) -> float:
-    import numpy as np
-
     values = [s.score.as_float() for s in scores]
     return float(np.percentile(values, q)) if values else 0.0
 
@@ -66,9 +67,6 @@ def p95() -> Metric:
 def needed_forbidden():
     """The inspect scorer: ``needed_in``, ``forbidden_out`` and ``needed_in_forbidden_out`` per probe (1 where the
     probe names nothing to check), and the recall latency as its p50 and p95 over probes."""
-    from inspect_ai.scorer import Score, mean, scorer
-
-    from protocols.harness.solvers import PACKET_KEY
 
     @scorer(
         metrics={

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
+from inspect_ai.scorer import Score, mean, scorer
+
 from lca.ledger import key_terms
 from protocols.harness.scorers import normalize_answer
 from protocols.harness.solvers import PACKET_KEY
@@ -133,8 +135,6 @@ def confusion_matrix(claim_rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[
 
 
 def source_grounding_scorer():
-    from inspect_ai.scorer import Score, mean, scorer
-
     @scorer(
         metrics={
             "answer_accuracy": [mean()],
