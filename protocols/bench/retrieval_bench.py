@@ -35,6 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from lca.fileio import atomic_write_bytes
 from lca.params import ParameterError
 from lca.retrieval import RetrievalConfig
 from protocols.bench.retrieval.config import (
@@ -43,9 +46,11 @@ from protocols.bench.retrieval.config import (
     dataset_config,
     dataset_recall,
     grid_variants,
+    recall_config_for,
     with_assignments,
 )
-from protocols.evals.benchmark import Benchmark
+from protocols.bench.retrieval.report import comparison_result, run_result, write_report
+from protocols.evals.benchmark import Benchmark, build_provenance, dataset_provenance, jsonable, write_result
 from protocols.evals.dataset_plugin import RetrievalSpec
 from protocols.evals.datasets import dataset_plugin, options_by_flag, retrieval_datasets, retrieval_spec
 
@@ -200,9 +205,6 @@ class PartialRecords:
             self.write()
 
     def write(self) -> list[Path]:
-        from lca.fileio import atomic_write_bytes
-        from protocols.evals.benchmark import write_result
-
         if self.latest is None:
             return []
         snapshot, done, total = self.latest
@@ -230,12 +232,8 @@ def run_retrieval_bench(args) -> int:
         print(f"lca: error: {exc}", file=sys.stderr)
         return 2
 
-    from tqdm import tqdm
-
-    from lca.index.embedders import SentenceTransformerEmbedder
+    from lca.index.embedders import SentenceTransformerEmbedder  # torch: loaded when the run starts
     from lca.index.embedding_cache import CachedEmbedder
-    from protocols.bench.retrieval.report import write_report
-    from protocols.evals.benchmark import build_provenance, dataset_provenance
 
     file = retrieval_spec(args.dataset).file  # the eval.yaml dataset: where it is found, and its pinned sha256
     path = dataset_plugin(args.dataset).find_file(file, args.data)
@@ -289,8 +287,6 @@ def run_retrieval_bench(args) -> int:
 def run_records(args, reports, configs, run_config: dict[str, Any], provenance) -> list[tuple[Path, Any]]:
     """The run's records and where each goes: the run (``<out>``), its ablation (``<out stem>-ablation.json``)
     and its grid (``<out stem>-grid.json``) when asked."""
-    from protocols.bench.retrieval.report import run_result
-
     out = out_path(args)
     written = [(out, run_result(reports["default"], config=run_config, provenance=provenance))]
     if getattr(args, "ablate", False):
@@ -326,9 +322,6 @@ def bench_recall_config(config: AskedConfig | None = None, pool: int = 100) -> d
     """The RecallConfig the resonance retriever asks each store's recall with (``HaystackStore.recall_config``)
     for a store of ``pool`` chunks or more, with the run's recall settings; a smaller store's pool is its
     number of chunks. Its ``retrieval`` is left out: the record's ``retrieval_config`` is it."""
-    from protocols.bench.retrieval.config import recall_config_for
-    from protocols.evals.benchmark import jsonable
-
     base = recall_config_for(pool)
     recall = jsonable(config.recall_config(base) if config is not None else base)
     recall.pop("retrieval", None)
@@ -338,8 +331,6 @@ def bench_recall_config(config: AskedConfig | None = None, pool: int = 100) -> d
 def _comparison(kind: str, prefix: str, reports, configs, run_config, provenance, *, dataset: str | None = None):
     """The ablation's or the grid's record (``kind``): the variants asked as ``<prefix><name>`` against the
     default, with the leave-one-group-out figure over them when ``dataset`` (a grid's) declares one (LoCoMo)."""
-    from protocols.bench.retrieval.report import comparison_result
-
     variants = {
         key[len(prefix) :]: (configs[key].to_dict(), report)
         for key, report in reports.items()
@@ -358,7 +349,7 @@ def _run(
     args, path: Path, embedder, workdir: Path, progress: Callable, configs, *, checkpoint: Callable | None = None
 ) -> dict[str, dict[str, Any]]:
     """The dataset's run through its retrieval adapter, with the options it declares (LongMemEval's ``roles``)."""
-    from protocols.bench.retrieval.runners import run_dataset
+    from protocols.bench.retrieval.runners import run_dataset  # the stores: the substrate, faiss
 
     options = {option.keyword: getattr(args, option.dest) for option in retrieval_spec(args.dataset).options}
     return run_dataset(
