@@ -18,7 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from tqdm import tqdm
+
+from lca.recall_log import RecallLog
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
+from protocols.harness.scenario import load_scenarios
 
 DEFAULT_SCENARIOS = "data/scenarios/continuity-v1.jsonl"
 
@@ -35,10 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def soak(substrate: Any, queries: list[str], recalls: int, every: int, *, progress: bool = True) -> dict[str, Any]:
     """Ask ``recalls`` recalls, cycling through ``queries``; the log's size read every ``every`` recalls."""
-    from tqdm import tqdm
-
-    from lca.recall_log import RecallLog
-
     log = RecallLog(substrate.layout.recall_log, max_bytes=substrate.recall_config.log_max_bytes)
     sizes: list[int] = []
     started = time.perf_counter()
@@ -66,8 +66,6 @@ def run_recall_log_bench(args: argparse.Namespace) -> int:
     from lca.index.embedders import SentenceTransformerEmbedder
     from lca.recall import RecallConfig
     from lca.substrate import Substrate
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
-    from protocols.harness.scenario import load_scenarios
 
     if args.recalls < 1 or args.every < 1:
         print("lca bench recall-log: --recalls and --every must be at least 1", file=sys.stderr)
