@@ -94,9 +94,7 @@ def test_a_weight_outside_its_bound_is_refused():
 @pytest.mark.parametrize("term", RESONANCE_TERMS, ids=lambda t: t.name)
 def test_every_term_is_in_its_bound_and_moves_the_score(store, term):
     weighted = store.recall(CONTEXT, config=RecallConfig(floor=0.0, weights=EVERY_TERM_ON))
-    ablated = store.recall(
-        CONTEXT, config=RecallConfig(floor=0.0, weights=replace(EVERY_TERM_ON, **{term.name: 0.0}))
-    )
+    ablated = store.recall(CONTEXT, config=RecallConfig(floor=0.0, weights=replace(EVERY_TERM_ON, **{term.name: 0.0})))
     low, high = term.bound
     assert all(low <= c.terms[term.name] <= high for c in weighted.candidates)
     live = {c.chunk_id: c for c in weighted.candidates if c.terms[term.name] != 0}
