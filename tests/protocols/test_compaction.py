@@ -121,7 +121,9 @@ def test_the_substrate_run_is_the_bench_plug_in_of_the_folder(tmp_path, monkeypa
     bench = benchmark("compaction")
     assert bench is compaction_bench.BENCHMARK
     out = tmp_path / "compaction.json"
-    args = bench.parser().parse_args(["--conditions", "truncation,transcript-recall", "--limit", "2", "--out", str(out)])
+    args = bench.parser().parse_args(
+        ["--conditions", "truncation,transcript-recall", "--limit", "2", "--out", str(out)]
+    )
     assert bench.run(args) == 0
     result = BenchmarkResult.read(out)
     assert result.benchmark == "compaction" and set(result.metrics) == {"truncation", "transcript-recall"}
