@@ -19,9 +19,13 @@ however they are framed. ``HEDGE_PHRASES`` and ``SOURCE_CUES`` are the documente
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from inspect_ai.scorer import SampleScore, Score, metric, scorer
+
+from lca.errors import RecordFormatError
 from lca.secrets import contains_secret, redacted
 from protocols.harness.scorers import PACKET_KEY, normalize_answer
 
@@ -280,7 +284,6 @@ def shown_values(values: Mapping[str, float]) -> str:
 # ---- inspect scorers ----------------------------------------------------------------------------------------
 def applicable_mean():
     """The mean over the samples a measure applies to (NaN values skipped); NaN when it applies to none."""
-    from inspect_ai.scorer import SampleScore, metric
 
     @metric(name="applicable_mean")
     def _make():
@@ -298,8 +301,6 @@ def applicable_mean():
 
 def continuity_behaviour(categories: Sequence[str] | None = None):
     """Behaviour-level measures from the answer, for ``categories`` (default: the whole vocabulary)."""
-    from inspect_ai.scorer import Score, scorer
-
     chosen = _selected(categories)
 
     @scorer(metrics={m: [applicable_mean()] for m in behaviour_measures(chosen)}, name="continuity_behaviour")
@@ -320,8 +321,6 @@ def continuity_behaviour(categories: Sequence[str] | None = None):
 
 def continuity_context(categories: Sequence[str] | None = None):
     """Substrate-level twins from the injected context, for ``categories`` (default: the whole vocabulary)."""
-    from inspect_ai.scorer import Score, scorer
-
     chosen = _selected(categories)
 
     @scorer(metrics={m: [applicable_mean()] for m in context_measures(chosen)}, name="continuity_context")
@@ -380,7 +379,6 @@ def replacement_values(gold: Mapping[str, Any], packet: Mapping[str, Any]) -> di
 def replacement_context():
     """Substrate-level measures of replaced turns on each sample (``replacement_values``): stale turns shown without
     a marker, turns in force held back or marked, stale forbidden turns kept out."""
-    from inspect_ai.scorer import Score, scorer
 
     @scorer(metrics={m: [applicable_mean()] for m in REPLACEMENT_MEASURES}, name="replacement_context")
     def _make():
@@ -398,10 +396,6 @@ def replacement_context():
 def vocabulary_samples(samples: Sequence[Any], path: Any, categories: Iterable[str] | None = None) -> list[Any]:
     """The samples whose probe category is one of ``categories`` (default: the vocabulary); a file holding
     none is refused naming it and the categories it does hold, so a run never reports only NaN."""
-    from collections import Counter
-
-    from lca.errors import RecordFormatError
-
     chosen = _selected(categories)
     kept = [s for s in samples if (s.metadata or {}).get("category") in chosen]
     if not kept:
@@ -417,6 +411,4 @@ def vocabulary_samples(samples: Sequence[Any], path: Any, categories: Iterable[s
 
 def category_counts(samples: Sequence[Any]) -> dict[str, int]:
     """Probes per category, for the task's metadata."""
-    from collections import Counter
-
     return dict(sorted(Counter(str((s.metadata or {}).get("category")) for s in samples).items()))

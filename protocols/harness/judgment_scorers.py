@@ -33,6 +33,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from inspect_ai.scorer import Score, scorer
+
 from lca.secrets import redacted
 from protocols.harness.continuity_scorers import NAN, applicable_mean, asserts, hedges, mentions, shown_values
 from protocols.harness.rating_views import RATING_VIEWS, quoted, rating_view
@@ -219,7 +221,6 @@ def judgment_view(category: str, gold: Mapping[str, Any], question: str, undecid
 def judgment_behaviour():
     """Push-back and role judgment from the answer (``judgment_values``), with the panel's items for the probes
     the rule cannot decide in the Score's metadata (``rating_views``)."""
-    from inspect_ai.scorer import Score, scorer
 
     @scorer(metrics={m: [applicable_mean()] for m in JUDGMENT_MEASURES}, name="judgment_behaviour")
     def _make():

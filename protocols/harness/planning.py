@@ -11,13 +11,22 @@ import inspect as pyinspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import yaml
 
 from lca.errors import RecordFormatError
 from lca.params import ParameterError, parse_assignments, split_assignment
-
-if TYPE_CHECKING:  # the harness is imported only when a run is asked (``lca --help`` stays light)
-    from protocols.harness.variants import Assignment, Variant
+from protocols.harness.variants import (
+    Assignment,
+    Variant,
+    checked_condition,
+    condition_parameter_types,
+    parse_variants,
+    variant_params,
+)
+from protocols.harness.variants import condition_params as typed_condition_params
+from protocols.harness.variants import params_spec as typed_params_spec
 
 PARAMS_TASK_ARG = "params"  # the task parameter that carries a condition's parameters
 RUN_ROLES = ("summarizer", "reviewer", "grader", "migrated")  # migrated: the agent after a model binding change
@@ -25,8 +34,6 @@ SHARED_FLAGS = ("--param", "-T params", "--params-file")  # sources that give ev
 
 
 def _assignment(flag: str, name: str, value: str) -> Assignment:
-    from protocols.harness.variants import Assignment
-
     return Assignment(flag, name, value)
 
 
@@ -41,8 +48,6 @@ def _text(value: Any, *, flag: str, name: str) -> str:
 def file_assignments(path: str | Path) -> list[Assignment]:
     """A ``--params-file``: a YAML (or JSON) mapping of parameter names to values; a nested mapping
     (``weights: {experience: 0}``) stands for dotted names (``weights.experience=0``)."""
-    import yaml
-
     flag = f"--params-file {path}"
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -82,16 +87,12 @@ def gather_assignments(
 
 def condition_params(condition: str, assignments: Mapping[str, Assignment]) -> dict[str, Any]:
     """The typed parameters ``assignments`` give ``condition`` (``protocols.harness.variants.condition_params``)."""
-    from protocols.harness.variants import condition_params as typed
-
-    return typed(condition, assignments)
+    return typed_condition_params(condition, assignments)
 
 
 def params_spec(params: Mapping[str, Any]) -> str:
     """Typed condition parameters as the task's ``params`` string (``name=value`` joined by ';')."""
-    from protocols.harness.variants import params_spec as spec
-
-    return spec(params)
+    return typed_params_spec(params)
 
 
 def task_parameter_types(task_fn) -> dict[str, type]:
@@ -121,8 +122,6 @@ class PlannedTask:
 def _variant_params(variant: Variant, shared: Mapping[str, Assignment], variants: list[Variant]) -> dict[str, Any]:
     """A variant's typed parameters; a parameter given to every condition that one of them lacks is refused
     with the bracketed form that gives it to those that take it."""
-    from protocols.harness.variants import condition_parameter_types, variant_params
-
     try:
         return variant_params(variant, shared.values())
     except ParameterError as exc:
@@ -148,8 +147,6 @@ def plan_tasks(
     """Every task of a run, checked without loading anything: the condition names and variant labels
     (distinct), the task arguments (``-T``, typed by the task function) and each condition's parameters
     (typed by its constructor, then the condition built from them)."""
-    from protocols.harness.variants import checked_condition, params_spec, parse_variants
-
     variants = parse_variants(conditions)
     known = task_parameter_types(task_fn)
     known.pop("condition", None)  # --conditions sets it

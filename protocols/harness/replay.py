@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 from conditions import Condition, ContextPacket, Probe, Session
@@ -78,8 +79,6 @@ def with_replacements(packet: ContextPacket, condition: Condition) -> ContextPac
     """The packet with what its condition knows of replaced turns in its notes: the turns it holds back or marks
     (``replaced_turns``) and the events its store inferred (``inferred_events``: of, by, confidence), which the
     replacement scorers and ``lca bench probes`` read (``continuity_scorers.replacement_view``)."""
-    from dataclasses import replace
-
     if not isinstance(packet, ContextPacket):  # a stand-in condition's packet: nothing to add to
         return packet
     # a stand-in that is no Condition knows of none

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lca.errors import RecordFormatError
+from lca.memory import Authority, Conflict, MemoryRecord, MemoryType, Privacy, TranscriptSpan
 from lca.types import EntryKind, TranscriptEntry
 from protocols.scenarios.labels import REPLACING_TYPES, unlabel
 
@@ -237,8 +239,6 @@ class Scenario(_Record):
         """The session's turns as transcript entries: its channel, project and role in each entry's ``meta``
         (``visibility``, ``project``, ``role``), a turn's event under ``meta["event"]`` with ``of`` as the
         referred turn's source pointer key."""
-        from datetime import datetime, timedelta
-
         start = datetime.fromisoformat(session.started_at)
         scope = {
             key: value
@@ -462,8 +462,6 @@ def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
 
 def memory_from_dict(data: dict[str, Any]):
     """A history's memory (``Scenario.memory_dict``) as the record and body the one write API takes."""
-    from lca.memory import Authority, Conflict, MemoryRecord, MemoryType, Privacy, TranscriptSpan
-
     conflicts = tuple(
         Conflict(id=other, reason="an unresolved contradiction the verifier left")
         for other in data.get("conflicts_with", ())

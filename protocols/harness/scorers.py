@@ -14,6 +14,8 @@ import re
 import string
 from collections import Counter
 
+from inspect_ai.scorer import Score, mean, scorer
+
 from lca.ledger import key_terms
 from protocols.harness.solvers import PACKET_KEY
 
@@ -46,8 +48,6 @@ def evidence_text_coverage(injected: str, evidence_texts) -> float:
 
 
 def answer_match():
-    from inspect_ai.scorer import Score, mean, scorer
-
     @scorer(metrics={"f1": [mean()], "contains": [mean()]}, name="answer_match")
     def _make():
         async def score(state, target):
@@ -66,8 +66,6 @@ def answer_match():
 
 
 def substrate():
-    from inspect_ai.scorer import Score, mean, scorer
-
     @scorer(
         metrics={
             "evidence_pointer": [mean()],

@@ -9,6 +9,7 @@ back to the agent.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import shutil
 import tempfile
@@ -19,9 +20,17 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, get_model
+from inspect_ai.solver import solver
+
 from conditions import ROLES, ConditionRuntime, build_condition
+from lca.index import embedders
+from lca.index.embedding_cache import CachedEmbedder
 from lca.params import parse_assignments
+from lca.recall.floor import prime_off_topic
 from lca.retrieval import RetrievalConfig
+from protocols.harness.benchmarks import load_history
+from protocols.harness.replay import history_sessions, make_probe, replay
 from protocols.harness.variants import condition_parameter_types
 from protocols.providers.models import InspectRoleGenerator
 
@@ -68,13 +77,7 @@ def shared_embedder():
     global _EMBEDDER
     with _EMBEDDER_LOCK:
         if _EMBEDDER is None:
-            import atexit
-
-            from lca.index.embedders import SentenceTransformerEmbedder
-            from lca.index.embedding_cache import CachedEmbedder
-            from lca.recall.floor import prime_off_topic
-
-            embedder = SentenceTransformerEmbedder()
+            embedder = embedders.SentenceTransformerEmbedder()
             embedder.embed_query("warm up")  # load and trace once: recall latency then measures recall, not loading
             embedder.embed(["warm up"])
             prime_off_topic(embedder)  # the floor's off-topic questions: embedded once here, not in a first recall
@@ -141,8 +144,6 @@ def parse_params(condition: str, spec: str) -> dict[str, Any]:
 def role_generators(state, loop) -> dict[str, InspectRoleGenerator]:
     """The sample's generator per role (inspect's model roles, each falling back to the agent), callable from the
     condition's worker thread; identical calls are shared across the process's samples."""
-    from inspect_ai.model import get_model
-
     agent = get_model()
     return {
         role: InspectRoleGenerator(
@@ -156,8 +157,6 @@ def role_generators(state, loop) -> dict[str, InspectRoleGenerator]:
 async def sample_history(state) -> dict[str, Any]:
     """The sample's history: in its metadata, or a benchmark file's, loaded by reference (``harness.benchmarks``)."""
     if "history_ref" in state.metadata:
-        from protocols.harness.benchmarks import load_history
-
         return await asyncio.to_thread(load_history, state.metadata["history_ref"])
     return state.metadata["history"]
 
@@ -186,8 +185,6 @@ def sample_runtime(
 def sample_probe(state, history: dict[str, Any], runtime: ConditionRuntime):
     """The history's sessions as conditions take them and the sample's probe (``harness.replay``); run in the
     worker thread (the continuation signals may embed)."""
-    from protocols.harness.replay import history_sessions, make_probe
-
     context = state.metadata.get("probe_context") or {}
     sessions = history_sessions(history, continues=bool(context.get("continues")))
     probe = make_probe(
@@ -230,8 +227,6 @@ def record_packet(state, condition: str, packet, generators) -> None:
 
 
 def chat_messages(messages):
-    from inspect_ai.model import ChatMessageSystem, ChatMessageUser
-
     chat = {"system": ChatMessageSystem, "user": ChatMessageUser}
     return [chat[m["role"]](content=m["content"]) for m in messages]
 
@@ -243,8 +238,6 @@ def replay_condition(
     retrieval: RetrievalConfig | None = None,
     recall_weights: Mapping[str, float] | None = None,
 ):
-    from inspect_ai.solver import solver
-
     @solver(name="replay_condition")
     def _make():
         async def solve(state, generate):
@@ -253,8 +246,6 @@ def replay_condition(
             runtime = sample_runtime(history, generators, seed, retrieval, recall_weights)
 
             def work():
-                from protocols.harness.replay import replay
-
                 sessions, probe = sample_probe(state, history, runtime)
                 built = build_condition(condition, **params).attach(runtime)
                 try:
@@ -277,8 +268,6 @@ def replay_condition(
 def answer_instruction(text: str):
     """A solver that appends ``text`` to the last user message: the protocol's answer format (for example, label
     each claim with its source), given to every condition alike after the context was built from the question."""
-    from inspect_ai.model import ChatMessageUser
-    from inspect_ai.solver import solver
 
     @solver(name="answer_instruction")
     def _make():

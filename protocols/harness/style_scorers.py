@@ -29,6 +29,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inspect_ai.scorer import Score, scorer
+
 from lca.secrets import redacted
 from protocols.harness.continuity_scorers import NAN, applicable_mean
 from protocols.harness.rating_views import RATING_VIEWS, history_turns, rating_view
@@ -134,7 +136,6 @@ def style_view(question: str) -> dict[str, dict]:
 def style_behaviour():
     """``style_similarity`` of the answer to the history's assistant turns, with the panel's item for
     ``style_continuity`` in the Score's metadata (``rating_views``)."""
-    from inspect_ai.scorer import Score, scorer
 
     @scorer(metrics={m: [applicable_mean()] for m in STYLE_MEASURES}, name="style_behaviour")
     def _make():

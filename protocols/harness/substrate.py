@@ -10,12 +10,18 @@ packet's items.
 from __future__ import annotations
 
 import argparse
+import inspect as pyinspect
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from lca.generators import LlamaCppGenerator
+from lca.params import parse_assignments
+from protocols.harness.scenario import probe_context, probe_gold, scenario_history
+from protocols.providers.models import SharedCallsGenerator
 
 
 def runtime_factory(args: argparse.Namespace):
@@ -34,9 +40,7 @@ def runtime_factory(args: argparse.Namespace):
     embedder.embed_query("warm up")  # load once: recall latency then measures recall, not loading
     generators: dict[str, Any] = {}
     if args.summarizer == "smollm2":
-        from lca.generators import LlamaCppGenerator
-        from protocols.harness.solvers import SharedRoleCalls
-        from protocols.providers.models import SharedCallsGenerator
+        from protocols.harness.solvers import SharedRoleCalls  # loads inspect and the conditions
 
         # every probe replays its scenario's sessions: a summary asked of the same session is made once
         generator = SharedCallsGenerator(LlamaCppGenerator(seed=args.seed), SharedRoleCalls())
@@ -52,10 +56,7 @@ def runtime_factory(args: argparse.Namespace):
 
 def condition_params(conditions: Sequence[str], specs: Iterable[str]) -> dict[str, dict[str, Any]]:
     """``["full-lca:consolidate=0", ...]`` -> parameters by condition, typed through ``lca.params``."""
-    import inspect as pyinspect
-
     from conditions import condition_class
-    from lca.params import parse_assignments
 
     by_condition: dict[str, list[str]] = {name: [] for name in conditions}
     for spec in specs:
@@ -90,7 +91,6 @@ def replay_probe(
     from conditions import build_condition
     from protocols.harness.continuity_scorers import FORBIDDEN_OUT, NEEDED_TEXT, context_values, replacement_view
     from protocols.harness.replay import history_sessions, ingest_history, make_probe, with_replacements
-    from protocols.harness.scenario import probe_context, probe_gold, scenario_history
 
     workdir = Path(tempfile.mkdtemp(prefix="lca-probes-"))
     runtime = make_runtime(workdir, dict(scenario.identity))

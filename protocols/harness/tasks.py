@@ -6,10 +6,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lca.retrieval import RetrievalConfig
+from inspect_ai import Task
+from inspect_ai.dataset import MemoryDataset
+from inspect_ai.model import GenerateConfig
+from inspect_ai.solver import generate
+
+from lca.index import embedders
+from lca.provenance import code_version
+from lca.retrieval import RetrievalConfig
+from protocols.harness import solvers
+from protocols.harness.solvers import answer_instruction, parse_params, replay_condition
+from protocols.harness.variants import checked_condition, parse_variant, spec_assignments, variant_params
 
 Loaded = tuple[Sequence[Any], str, dict[str, Any]]  # samples, the file's sha256, extra metadata
 
@@ -17,8 +26,6 @@ Loaded = tuple[Sequence[Any], str, dict[str, Any]]  # samples, the file's sha256
 def embedder_id() -> str:
     """The id of the embedder the samples will use: the process's shared one when it is already set
     (a test's fake), else the default model's, named by the hash of its files without loading it."""
-    from protocols.harness import solvers
-
     if solvers._EMBEDDER is not None:
         return str(solvers._EMBEDDER.embedder_id)
     return _default_embedder_id()
@@ -26,9 +33,7 @@ def embedder_id() -> str:
 
 @lru_cache(maxsize=1)
 def _default_embedder_id() -> str:
-    from lca.index.embedders import SentenceTransformerEmbedder
-
-    return SentenceTransformerEmbedder().embedder_id
+    return embedders.SentenceTransformerEmbedder().embedder_id
 
 
 def condition_task(
@@ -63,15 +68,6 @@ def condition_task(
     benchmark's retrieval figures measure; it is in the task's metadata, as is ``recall_weights`` (its
     ``recall-weights.yaml``), the resonance weights full-lca recalls by unless its ``weights`` parameter says
     otherwise."""
-    from inspect_ai import Task
-    from inspect_ai.dataset import MemoryDataset
-    from inspect_ai.model import GenerateConfig
-    from inspect_ai.solver import generate
-
-    from lca.provenance import code_version
-    from protocols.harness.solvers import answer_instruction, parse_params, replay_condition
-    from protocols.harness.variants import checked_condition, parse_variant, spec_assignments, variant_params
-
     variant = parse_variant(condition)
     parsed = parse_params(variant.condition, params)
     if variant.assignments:

@@ -11,6 +11,7 @@ with one error format (``lca.params``), before anything loads.
 
 from __future__ import annotations
 
+import inspect as pyinspect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -110,8 +111,6 @@ def parse_variants(entries: Iterable[str]) -> list[Variant]:
 
 def condition_parameter_types(condition: str) -> dict[str, type]:
     """The parameters a condition takes, typed by its constructor's defaults (unknown names are refused)."""
-    import inspect as pyinspect
-
     from conditions import condition_class
 
     return {
