@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lca.errors import LCAError
+from lca.generators import LlamaCppGenerator, default_gguf_path
+from protocols.providers.structured import StructuredStats, ask, retries_from_env, setting_from_env
 
 PROVIDER = "lca-local"
 DEFAULT_NAME = "smollm2"
@@ -37,8 +39,6 @@ class SharedCalls(Protocol):
 
 def resolve_model_path(model_name: str) -> Path:
     """The GGUF file a model name (the part after ``lca-local/``) stands for."""
-    from lca.generators import default_gguf_path
-
     if not isinstance(model_name, str) or not model_name.strip():
         raise LCAError(f"{PROVIDER}: no model name given; use {ACCEPTED_FORMS}")
     if model_name == DEFAULT_NAME:
@@ -67,8 +67,6 @@ def is_local(model: str | None) -> bool:
 def local_generator(model: str | None, **runtime_args: Any):
     """The llama.cpp runtime for a local model string (see ``is_local``); ``runtime_args`` go to
     ``LlamaCppGenerator`` (``n_threads``, ``seed``, ``timeout_s``, ``n_ctx``)."""
-    from lca.generators import LlamaCppGenerator
-
     if model and model.startswith(f"{PROVIDER}/"):
         name = model[len(PROVIDER) + 1 :]
         return LlamaCppGenerator(None if name == DEFAULT_NAME else resolve_model_path(name), **runtime_args)
@@ -190,8 +188,6 @@ class InspectRoleGenerator:
         structured: str | None = None,
         structured_retries: int | None = None,
     ) -> None:
-        from protocols.providers.structured import StructuredStats, retries_from_env, setting_from_env
-
         self.model = model
         self.loop = loop
         self.role = role
@@ -236,8 +232,6 @@ class InspectRoleGenerator:
         def call() -> str:
             if json_schema is None:
                 return send(messages, {}, False).completion
-            from protocols.providers.structured import ask
-
             return ask(
                 send,
                 messages,
