@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import LCAError
-from lca.signing import PUBLIC_SUFFIX, read_key_file, write_new_key_file
+from lca.signing import read_key_file, write_key_pair
 
 SCHEME = "x25519-hkdf-sha256-aes256gcm-chunked-v1"
 ENCRYPTED_PARTS = ("identity", "memory")
@@ -66,17 +66,8 @@ def recipient_id(public: Any) -> str:
 def generate_custody_key(path: Path | str) -> tuple[Path, Path, str]:
     """Write a new X25519 private key to ``path`` (mode 0600, never over a file) and its public key to
     ``path.pub``; returns both paths and the recipient id."""
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
-
-    private_path = Path(path)
-    public_path = private_path.with_name(private_path.name + PUBLIC_SUFFIX)
-    for existing in (private_path, public_path):
-        if existing.exists() or existing.is_symlink():
-            raise CustodyError(f"{existing}: exists; a key is never overwritten (choose another path)")
     key = _x25519().X25519PrivateKey.generate()
-    write_new_key_file(private_path, key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()), 0o600)
-    public_pem = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
-    write_new_key_file(public_path, public_pem, 0o644)
+    private_path, public_path = write_key_pair(path, key)
     return private_path, public_path, recipient_id(key.public_key())
 
 

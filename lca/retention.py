@@ -21,7 +21,7 @@ selected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,7 +32,7 @@ import yaml
 from lca.errors import RecordFormatError
 from lca.forget import ForgetReport, ForgetRequest, forget, is_tombstone
 from lca.layout import StoreLayout
-from lca.types import EntryKind, HealthCheck, HealthStatus
+from lca.types import EntryKind, HealthCheck, HealthStatus, TranscriptEntry
 
 RETENTION_FILE = "retention.yaml"
 PROTECTED_SESSIONS = frozenset({"lca-migrations"})
@@ -93,12 +93,13 @@ def read_retention(root: Path | str) -> tuple[RetentionRule, ...]:
     return rules
 
 
-def selected(transcript: Any, rule: RetentionRule, now: datetime) -> tuple[str, ...]:
-    """The ``session#entry`` keys the rule would forget now (the store's own migration history never)."""
+def selected(entries: Iterable[TranscriptEntry], rule: RetentionRule, now: datetime) -> tuple[str, ...]:
+    """The ``session#entry`` keys of ``entries`` the rule would forget now (the store's own migration history
+    never)."""
     request = rule.request(now)
     return tuple(
         f"{e.session_id}#{e.id}"
-        for e in transcript.iter_entries()
+        for e in entries
         if e.session_id not in PROTECTED_SESSIONS and not is_tombstone(e) and request.selects(e)
     )
 
@@ -110,7 +111,7 @@ def apply_retention(
     moment = now or datetime.now().astimezone()
     out: list[tuple[RetentionRule, ForgetReport | None]] = []
     for rule in read_retention(substrate.layout.root):
-        keys = selected(substrate.transcript, rule, moment)
+        keys = selected(substrate.transcript.iter_entries(), rule, moment)  # read again: a rule before forgot
         if not keys:
             out.append((rule, None))
             continue
@@ -129,7 +130,8 @@ def retention_check(root: Path | str, transcript: Any, now: datetime | None = No
     if not rules:
         return HealthCheck("retention", HealthStatus.OK, "no retention rules", {"rules": 0})
     moment = now or datetime.now().astimezone()
-    overdue = {rule.name: len(selected(transcript, rule, moment)) for rule in rules}
+    entries = list(transcript.iter_entries())  # read once for every rule
+    overdue = {rule.name: len(selected(entries, rule, moment)) for rule in rules}
     late = {name: n for name, n in overdue.items() if n}
     detail = f"{len(rules)} rule(s)" + (
         "; past retention and still held: " + ", ".join(f"{n} by {name}" for name, n in late.items()) + " (run "

@@ -102,6 +102,14 @@ def _raw_public(public: Any) -> bytes:
 def generate_key(path: Path | str) -> KeyPair:
     """Write a new private key to ``path`` (mode 0600; an existing file is never overwritten) and its public key
     to ``path.pub``."""
+    key = _crypto().Ed25519PrivateKey.generate()
+    private_path, public_path = write_key_pair(path, key)
+    return KeyPair(private_path, public_path, key_id_of(key.public_key()))
+
+
+def write_key_pair(path: Path | str, key: Any) -> tuple[Path, Path]:
+    """Write ``key`` (a ``cryptography`` private key) to ``path`` (PEM PKCS8, mode 0600) and its public key to
+    ``path.pub`` (PEM); neither file may exist already, and the folder must."""
     from cryptography.hazmat.primitives.serialization import (
         Encoding,
         NoEncryption,
@@ -116,15 +124,14 @@ def generate_key(path: Path | str) -> KeyPair:
             raise SigningError(f"{existing}: exists; a key is never overwritten (choose another path)")
     if not private_path.parent.is_dir():
         raise SigningError(f"{private_path.parent}: no such folder for the key")
-    key = _crypto().Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     public_pem = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
-    write_new_key_file(private_path, private_pem, 0o600)
-    write_new_key_file(public_path, public_pem, 0o644)
-    return KeyPair(private_path, public_path, key_id_of(key.public_key()))
+    _write_new(private_path, private_pem, 0o600)
+    _write_new(public_path, public_pem, 0o644)
+    return private_path, public_path
 
 
-def write_new_key_file(path: Path, data: bytes, mode: int) -> None:
+def _write_new(path: Path, data: bytes, mode: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         os.write(fd, data)

@@ -20,8 +20,6 @@ def cmd_intents(args: argparse.Namespace) -> int:
     if args.action == "settle":
         if not args.id or (args.done is None) == (args.abandoned is None):
             raise LCAError("lca intents settle ID: give exactly one of --done RECEIPT or --abandoned NOTE")
-        if args.id not in log.intents():
-            raise LCAError(f"{log.path}: no intent {args.id!r}; `lca intents list` shows them")
         settled = log.finish(args.id, args.done) if args.done is not None else log.abandon(args.id, args.abandoned)
         common.show(f"{settled.id}: {settled.state} at epoch {settled.epoch}")
         return 0

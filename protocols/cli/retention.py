@@ -17,9 +17,9 @@ def cmd_retention(args: argparse.Namespace) -> int:
     with common.open_store(args, progress=not args.quiet and not args.json) as substrate:
         if args.action == "list":
             rules = read_retention(substrate.home)
+            entries = list(substrate.transcript.iter_entries())  # read once for every rule
             rows = [
-                {**vars(rule), "kinds": list(rule.kinds), "due": len(selected(substrate.transcript, rule, now))}
-                for rule in rules
+                {**vars(rule), "kinds": list(rule.kinds), "due": len(selected(entries, rule, now))} for rule in rules
             ]
             if args.json:
                 common.show(json.dumps(rows, indent=2))
