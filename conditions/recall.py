@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from conditions.base import Condition, ContextPacket, InjectedItem, Probe, Session, register_condition
+from lca.bundle import migrate
+from lca.continuation import injection_used
 from lca.errors import LCAError
+from lca.identity import IdentityStore
 from lca.params import parse_assignments
 from lca.recall import TERMS, RecallConfig, RecallContext, ResonanceWeights, ScoredCandidate
 from lca.recall.shown import item_label
-from lca.types import parse_timestamp
+from lca.types import EntryKind, parse_timestamp
 
 
 def parse_weights(spec: str) -> dict[str, float]:
@@ -154,7 +157,6 @@ class _SubstrateCondition(Condition):
         on from there: the derived stores are rebuilt with the condition's embedder, and every later context is
         built from the target. A failed migration leaves the condition on the source. Returns the
         ``MigrationResult``."""
-        from lca.bundle import migrate
 
         source = Path(self.substrate.home)
         self.close()
@@ -212,8 +214,6 @@ class _SubstrateCondition(Condition):
         """For a follow-up in the live session: what recall offered at its last user turn (only history before
         that turn), and whether the assistant's reply after it used any of it. None when there is no such
         turn and reply."""
-        from lca.continuation import injection_used
-        from lca.types import EntryKind
 
         if not probe.continues or getattr(self, "current_session", None) is None:
             return None
@@ -364,7 +364,6 @@ class FullLCA(_SubstrateCondition):
 
     def reset(self) -> None:
         super().reset()
-        from lca.identity import IdentityStore
 
         store = IdentityStore(self.substrate.home)
         for name, text in self.runtime.identity.items():
@@ -424,7 +423,6 @@ class FullLCA(_SubstrateCondition):
 
     def build_context(self, probe: Probe) -> ContextPacket:
         from lca.context import ContextWindow, LiveContextManager
-        from lca.identity import IdentityStore
 
         count = self.runtime.count_tokens
         budget = self.budget_tokens

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,10 @@ from lca.providers import (
     write_providers,
 )
 from lca.secrets import find_secrets
+from lca.self_description import check_self_description
+from lca.signing import load_private_key
+from lca.transcript import TranscriptStore
+from lca.types import EntryKind, TranscriptEntry
 
 FORMAT = 1
 IMPORT_MODES = ("replica", "new-agent")
@@ -138,7 +143,6 @@ def _embedder_id(layout: StoreLayout) -> str | None:
     """The embedder the source's index was built with, when it has one (read-only; nothing is opened for write)."""
     if not layout.catalog.exists():
         return None
-    import sqlite3
 
     try:
         with sqlite3.connect(f"file:{layout.catalog}?mode=ro", uri=True) as db:
@@ -166,7 +170,6 @@ def export_bundle(
     of the bundle id goes beside the manifest. The manifest is written last: a folder without one is not a
     bundle. A symbolic link or special file among the shipped files is refused, never followed. ``encrypt_to``: a
     custody public key (``lca.custody``): the private parts are encrypted to it, the body stays plain."""
-    from lca.signing import load_private_key
 
     layout, out = StoreLayout(store), Path(out)
     if layout.root.exists() and not layout.root.is_dir():
@@ -382,8 +385,6 @@ MIGRATION_SESSION = "lca-migrations"  # the session a store's migration events a
 def record_migration_event(store: Path, step: str, detail: dict[str, Any]) -> None:
     """One migration step as a system event in the store's transcript (fenced like every append)."""
     from lca.index.chunker import OPERATIONAL
-    from lca.transcript import TranscriptStore
-    from lca.types import EntryKind, TranscriptEntry
 
     record = read_authority(store)
     entry = TranscriptEntry(
@@ -411,7 +412,6 @@ def record_self_description(
     (``lca.self_description``) and record it as a ``self_description`` system event; the binding is kept as the
     environment, metadata beside the check, not identity. ``migration``: the id of the migration it follows;
     ``error``: the agent could not be asked."""
-    from lca.self_description import check_self_description
 
     if statement is None:
         detail: dict[str, Any] = {"error": error or "no statement", "environment": dict(binding)}

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from lca.index.vectors import vector_id_for
 from lca.params import ParameterError
+from lca.recall.floor import best_cosines, floor_value, held_out_profile, store_profile, subject_scores
 from lca.recall.floor import load_queries as floor_queries
 from lca.types import text_digest
 
@@ -56,9 +57,6 @@ def off_topic_injection(substrate, queries: Sequence[str], config=None, *, folds
     in the store; ``RecallConfig.store_topic``), so a question never lowers or raises a threshold it is
     judged by.
     """
-    from dataclasses import replace
-
-    from lca.recall.floor import best_cosines, floor_value, held_out_profile, store_profile, subject_scores
 
     if not queries:
         raise ValueError("the injection rate needs at least one off-topic query")

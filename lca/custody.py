@@ -26,6 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import x25519
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_private_key,
+    load_pem_public_key,
+)
+
 from lca.errors import LCAError
 from lca.signing import read_key_file, write_key_pair
 
@@ -41,19 +52,16 @@ class CustodyError(LCAError):
 
 
 def _x25519() -> Any:
-    from cryptography.hazmat.primitives.asymmetric import x25519
 
     return x25519
 
 
 def _aead(key: bytes) -> Any:
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     return AESGCM(key)
 
 
 def _raw(public: Any) -> bytes:
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
     return bytes(public.public_bytes(Encoding.Raw, PublicFormat.Raw))
 
@@ -72,7 +80,6 @@ def generate_custody_key(path: Path | str) -> tuple[Path, Path, str]:
 
 
 def load_custody_public(path: Path | str) -> Any:
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     try:
         key = load_pem_public_key(read_key_file(path, "custody public key"))
@@ -89,7 +96,6 @@ KEY_ENV = "LCA_CUSTODY_KEY"  # a custody private key's PEM, or the path of its f
 def load_custody_private(path: Path | str) -> Any:
     """The custody private key in ``path``, or given by the environment: ``path`` ``env:LCA_CUSTODY_KEY`` reads
     the variable, which holds the PEM itself or a key file's path (a key never travels in a bundle)."""
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     if str(path) == f"env:{KEY_ENV}":
         value = os.environ.get(KEY_ENV, "")
@@ -110,8 +116,6 @@ def load_custody_private(path: Path | str) -> Any:
 
 
 def _kek(shared: bytes, ephemeral: bytes, recipient: bytes) -> bytes:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
     return bytes(HKDF(hashes.SHA256(), 32, salt=None, info=_INFO + ephemeral + recipient).derive(shared))
 

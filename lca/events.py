@@ -35,7 +35,7 @@ from lca.errors import LCAError, RecordFormatError
 from lca.fileio import append_bytes
 from lca.layout import StoreLayout
 from lca.secrets import redacted
-from lca.types import TranscriptEntry
+from lca.types import TranscriptEntry, shown_entry_key
 
 KINDS = ("corrected", "superseded")
 ORIGINS = ("label", "inferred")
@@ -124,7 +124,6 @@ class Replacement:
     def marker(self) -> str:
         """What the turn's header says: what replaced it, when ("superseded 2026-03-13 by s4:7"); "possibly" for an
         inference below the hold-back confidence."""
-        from lca.types import shown_entry_key
 
         when = f" {self.event.at[:10]}" if self.event.at else ""
         hedge = "possibly " if self.status == MARKED else ""

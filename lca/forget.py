@@ -37,6 +37,7 @@ from lca.authority import read_authority
 from lca.errors import LCAError
 from lca.fileio import atomic_write_bytes, fsync_dir, refuse_link
 from lca.layout import StoreLayout
+from lca.transcript import encode_entry
 from lca.types import EntryKind, HealthCheck, HealthStatus, TranscriptEntry, as_utc, canonical_json
 
 FORGOTTEN = "[FORGOTTEN]"
@@ -374,7 +375,6 @@ def forget(
 def _rewrite_session(path: Path, stones: dict[str, TranscriptEntry], prints: Prints) -> None:
     """The session file with each forgotten entry's line replaced by its tombstone, and a malformed line holding
     a forgotten text left out (its quarantined copy goes too), renamed into place."""
-    from lca.transcript import encode_entry
 
     refuse_link(path, what="a linked session is never rewritten")
     out = []

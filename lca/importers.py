@@ -16,6 +16,7 @@ most ``max_entry_bytes`` (default ``DEFAULT_MAX_ENTRY_BYTES``, 1 MiB) on the wir
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import lzma
 import re
@@ -68,7 +69,6 @@ class ImportedSession:
 
 
 def file_sha256(path: Path) -> str:
-    import hashlib
 
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

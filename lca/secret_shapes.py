@@ -11,6 +11,8 @@ like one (a template, a variable, a mask, a path, a price, a word) is ``PLACEHOL
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,8 +136,6 @@ def _url_password(value: str) -> bool:
 
 def _basic_credentials(value: str) -> bool:
     """``Basic <base64>``: decodes to printable ``user:password`` (an English word after "basic" does not)."""
-    import base64
-    import binascii
 
     if len(value) % 4:
         return False

@@ -58,6 +58,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from lca import secret_shapes
 from lca.secret_shapes import PLACEHOLDER, SECRET_SHAPES, strip_trailing, value_span
 
 
@@ -358,7 +359,6 @@ def contains_secret(text: str) -> bool:
 
 def _source_digest() -> str | None:
     """A digest of this module's source and of its shapes' (``lca.secret_shapes``)."""
-    from lca import secret_shapes
 
     digest = hashlib.sha256()
     try:

@@ -21,6 +21,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+    load_pem_public_key,
+    load_ssh_private_key,
+    load_ssh_public_key,
+)
+
 from lca.errors import LCAError
 
 ALGORITHM = "ed25519"
@@ -35,7 +48,6 @@ class SigningError(LCAError):
 
 def _crypto() -> Any:
     """The ``cryptography`` primitives, imported when a key is used (most commands never need them)."""
-    from cryptography.hazmat.primitives.asymmetric import ed25519
 
     return ed25519
 
@@ -94,7 +106,6 @@ def key_id_of(public: Any) -> str:
 
 
 def _raw_public(public: Any) -> bytes:
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
     return bytes(public.public_bytes(Encoding.Raw, PublicFormat.Raw))
 
@@ -110,12 +121,6 @@ def generate_key(path: Path | str) -> KeyPair:
 def write_key_pair(path: Path | str, key: Any) -> tuple[Path, Path]:
     """Write ``key`` (a ``cryptography`` private key) to ``path`` (PEM PKCS8, mode 0600) and its public key to
     ``path.pub`` (PEM); neither file may exist already, and the folder must."""
-    from cryptography.hazmat.primitives.serialization import (
-        Encoding,
-        NoEncryption,
-        PrivateFormat,
-        PublicFormat,
-    )
 
     private_path = Path(path)
     public_path = private_path.with_name(private_path.name + PUBLIC_SUFFIX)
@@ -152,7 +157,6 @@ def read_key_file(path: Path | str, what: str) -> bytes:
 
 def load_private_key(path: Path | str) -> Any:
     """The Ed25519 private key in ``path`` (PEM PKCS8 or OpenSSH), refused in one line naming the file."""
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_ssh_private_key
 
     data = read_key_file(path, "private key")
     loader = load_ssh_private_key if data.lstrip().startswith(b"-----BEGIN OPENSSH") else load_pem_private_key
@@ -171,7 +175,6 @@ def load_private_key(path: Path | str) -> Any:
 
 def load_public_key(path: Path | str) -> Any:
     """The Ed25519 public key in ``path`` (PEM or an OpenSSH ``ssh-ed25519`` line)."""
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key, load_ssh_public_key
 
     data = read_key_file(path, "public key")
     if b"PRIVATE KEY" in data:
@@ -262,7 +265,6 @@ def check(
 
 
 def _holds(public: Any, raw_signature: bytes, message: bytes) -> bool:
-    from cryptography.exceptions import InvalidSignature
 
     try:
         public.verify(raw_signature, message)

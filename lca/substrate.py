@@ -19,6 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+from tqdm import tqdm
+
 from lca.activation import RetrievalLog
 from lca.authority import read_authority
 from lca.change_detector import StructuralChangeDetector
@@ -330,7 +333,6 @@ class Substrate:
 
     def save_recall_setting(self, name: str, value: Any) -> None:
         """Persist one recall setting in ``<home>/recall.yaml`` (validated before it is written)."""
-        import yaml
 
         path = self.layout.recall_settings
         if "recall" in self._settings_errors:  # never overwrite a file that cannot be read: name it
@@ -459,14 +461,12 @@ class Substrate:
     def _bar(self, total: int, desc: str, unit: str) -> Any:
         if not self.progress or total == 0:
             return None
-        from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
     def _progress(self, items: Sequence[Any], desc: str, unit: str) -> Iterable[Any]:
         if not self.progress or len(items) < 2:
             return items
-        from tqdm import tqdm
 
         return tqdm(items, desc=desc, unit=unit, leave=False)
 

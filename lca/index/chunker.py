@@ -20,7 +20,7 @@ from typing import Any
 from lca.derived import derived_id, derived_text
 from lca.ports import Embedder
 from lca.secrets import marker, redact
-from lca.types import EntryKind, parse_timestamp
+from lca.types import Chunk, EntryKind, SourcePointer, SourceType, parse_timestamp, text_digest
 
 _SENTENCE_END = ".!?\n"
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|\n+")
@@ -195,7 +195,6 @@ def indexed(entry) -> bool:
 def entry_chunks(entry, chunker: Chunker) -> list:
     """Chunks of one transcript entry; a named speaker is kept as an indexed prefix, an attachment's caption
     as indexed text after the content (its pointer covers the content only)."""
-    from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
     if not indexed(entry):
         return []
@@ -229,7 +228,6 @@ def entry_chunks(entry, chunker: Chunker) -> list:
 
 def memory_chunks(memory_file, chunker: Chunker) -> list:
     """Chunks of one memory file's body, pointing at the memory id and file."""
-    from lca.types import Chunk, SourcePointer, SourceType, text_digest
 
     body = memory_file.body  # a hand-edited memory file may hold what the write path would have redacted
     if not body.strip():

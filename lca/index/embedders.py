@@ -8,7 +8,9 @@ so a store knows exactly which weights produced its vectors.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,6 @@ class SentenceTransformerEmbedder:
         return int(self._load_tokenizer_limit())
 
     def _load_tokenizer_limit(self) -> int:
-        import json
 
         config = self._path / "sentence_bert_config.json"
         if config.exists():
@@ -180,7 +181,6 @@ class SentenceTransformerEmbedder:
 
     def _trace(self):
         """Trace and freeze the encoder; keep it only if it matches the eager model on probe inputs."""
-        import warnings
 
         import torch
 

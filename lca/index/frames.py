@@ -19,6 +19,7 @@ import numpy as np
 from lca.retrieval.config import RetrievalConfig
 from lca.retrieval.ranker import Frame, QueryFacts
 from lca.retrieval.signals import day_number, moment_days, named_speakers, neighbours, only_asks, speaker_of
+from lca.temporal_anchor import asks_now, asks_when, temporal_anchor
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,6 @@ class StoreStructure:
     def query_facts(self, query: str, as_of: datetime | None, *, speakers: bool = True) -> QueryFacts:
         """The one speaker the query names (if exactly one; looked for only when ``speakers``), the day a
         time expression points at, whether it asks when, and whether it asks how things stand now."""
-        from lca.temporal_anchor import asks_now, asks_when, temporal_anchor
 
         named = named_speakers(query, self.speakers) if speakers else []
         anchor = temporal_anchor(query, as_of.replace(tzinfo=None) if as_of is not None else None)

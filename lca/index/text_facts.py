@@ -15,6 +15,7 @@ from lca.index.frames import StoreStructure
 from lca.index.lexical import Bm25LexicalIndex, TermPairs, TermPostings
 from lca.retrieval import RetrievalConfig
 from lca.retrieval.signals import window_bm25
+from lca.temporal_anchor import tells_time
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,6 @@ class TextFacts:
     def tells_time(self, source: StoreText, positions: np.ndarray) -> np.ndarray:
         """Which chunks at these structure positions say when something happened
         (``lca.temporal_anchor.tells_time``): read from their texts when first asked, kept per generation."""
-        from lca.temporal_anchor import tells_time
 
         if self._told[0] != source.generation:
             self._told = (source.generation, {})

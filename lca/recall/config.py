@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from lca.errors import RecordFormatError
 from lca.params import ParameterError
 from lca.recall.floor import FLOOR_MODES
@@ -145,7 +147,6 @@ class RecallConfig:
     @classmethod
     def from_file(cls, path: Path | str) -> RecallConfig:
         """A YAML or JSON file: top-level config fields plus a ``weights`` mapping."""
-        import yaml
 
         path = Path(path)
         try:

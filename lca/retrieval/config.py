@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from lca.params import ParameterError, parse_assignments
 
 FUSION_NAMES = ("rrf", "z", "blend")
@@ -112,7 +114,6 @@ class RetrievalConfig:
 
     @classmethod
     def from_file(cls, path: Path | str) -> RetrievalConfig:
-        import yaml
 
         path = Path(path)
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

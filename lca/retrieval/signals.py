@@ -13,6 +13,8 @@ from datetime import datetime
 
 import numpy as np
 
+from lca.retrieval.fusion import standardize
+
 SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}): ")
 ATTACHMENT_MARK = "[shares "  # how the chunker indexes an attachment's caption within its turn
 
@@ -151,7 +153,6 @@ def context_key_scores(
     (``window_norm`` holds that norm, per chunk), plus the window's BM25 as one document (``window_bm25``),
     each z-scored. Neither the window's vector nor its text is stored: norms and term counts are all the
     ranking needs."""
-    from lca.retrieval.fusion import standardize
 
     dense_window = window_sums(np.nan_to_num(dense, nan=0.0), session, seq, before, after)
     dense_window = dense_window / np.where(window_norm > 0, window_norm, 1.0)

@@ -31,6 +31,7 @@ import pandas as pd
 from lca.errors import LCAError, RecordFormatError
 from lca.fileio import numbered_json_lines
 from protocols.analysis.agreement import AgreementReport, agreement
+from protocols.analysis.raters import RatingItem
 
 CALIBRATION_CONDITION = "calibration-set"  # the hidden key's condition of a calibration-set item
 ITEM_PREFIX = "cal:"  # a calibration-set item's id in a ratings frame, apart from any study answer's
@@ -151,7 +152,6 @@ class CalibrationSet:
         return {ITEM_PREFIX + item.item_id: item.code for item in self.items}
 
     def rating_items(self) -> list[Any]:
-        from protocols.analysis.raters import RatingItem
 
         return [RatingItem(ITEM_PREFIX + i.item_id, i.probe, i.answer, CALIBRATION_CONDITION) for i in self.items]
 

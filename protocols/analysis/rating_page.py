@@ -15,6 +15,7 @@ inject markup. The script's logic (CSV building, key mapping, state steps) is pl
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import html
 import json
@@ -82,7 +83,6 @@ class PageSheet:
 
 def rows_of_csv(path: str | Path) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """(header, rows) of a sheet as written, for a page that shows exactly that sheet."""
-    import csv
 
     with open(path, newline="", encoding="utf-8") as handle:
         records = [tuple(r) for r in csv.reader(handle)]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from lca.authority import fencing_refusals, read_authority
+from lca.bundle import bundle_signature, export_bundle, import_bundle, migrate, verify_bundle
 from lca.errors import LCAError
 from lca.providers import ProviderSet
 from lca.signing import generate_key
@@ -39,7 +40,6 @@ def _bundle_folder(path: str) -> Path:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from lca.bundle import bundle_signature, export_bundle, import_bundle, verify_bundle
 
     flags = (
         ("sign", ("export",)),
@@ -110,7 +110,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from lca.bundle import migrate
 
     source = common.checked_store_path(args)
     bad = [item for item in args.binding or [] if "=" not in item or not item.split("=", 1)[0].strip()]

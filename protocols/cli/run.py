@@ -44,6 +44,7 @@ from protocols.harness.planning import (  # noqa: F401  (re-exported: the names 
 )
 from protocols.harness.variants import split_conditions
 from protocols.providers import models
+from protocols.study.runner import DEFAULT_OUT, run_study
 
 STUDY_FIXED_FLAGS = (  # a study's design is its document: these flags would change it
     ("conditions", "--conditions"),
@@ -68,7 +69,6 @@ def cmd_run_study(args: argparse.Namespace) -> int:
             "(conditions, models, limits and arguments come from it); edit a copy and lock it, or run it "
             "--exploratory"
         )
-    from protocols.study.runner import DEFAULT_OUT, run_study
 
     common.at_least(args.retry_attempts, 0, flag="--retry-attempts")
     result = run_study(

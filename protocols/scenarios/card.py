@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lca.secrets import contains_secret
 from protocols.scenarios.behaviour import BEHAVIOUR_CATEGORIES
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.generator import CATEGORIES, GENERATOR_VERSION, generate
@@ -32,7 +33,6 @@ def scenario_lines(scenarios: Iterable[Mapping[str, Any]]) -> bytes:
 
 def counts(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """What a set holds, counted from the scenario dicts (or a loaded file's ``model_dump``)."""
-    from lca.secrets import contains_secret
 
     roles: Counter[str] = Counter()
     channels: Counter[str] = Counter()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lca.secrets import contains_secret
 from protocols.scenarios.behaviour import plant_behaviour
 from protocols.scenarios.domains import DOMAINS
 from protocols.scenarios.labels import LABEL_MODES, unlabel
@@ -310,7 +311,6 @@ def _decision_block(rng: random.Random, decision: Decision, choice: str, label: 
 
 def _private(rng: random.Random, plan: _Plan, labels: _Labels, domain: Domain, density: Density, at: int) -> None:
     """Private facts and a secret-shaped key in the private session; one probe asked in a public channel."""
-    from lca.secrets import contains_secret
 
     said, values = [], []
     for fact in rng.sample(domain.private_facts, density.private_facts):

@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inspect_ai.scorer import Score, mean, scorer
+
 from protocols.harness.rating_views import RATING_VIEWS, excerpt, quoted, rating_view
 from protocols.harness.scorers import normalize_answer
 from protocols.harness.solvers import PACKET_KEY
@@ -126,7 +128,6 @@ def resumed_conversation(messages: Sequence[Any], question: str, answers: Sequen
 
 
 def compaction():
-    from inspect_ai.scorer import Score, mean, scorer
 
     @scorer(metrics={name: [mean()] for name in MEASURES}, name="compaction")
     def _make():

@@ -32,7 +32,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.errors import LCAError
+from lca.layout import StoreLayout
+from lca.memory import PROCEDURAL_TYPES
+from lca.recall_log import RecallLog
+from protocols.evals.benchmark import (
+    Benchmark,
+    BenchmarkResult,
+    build_provenance,
+    dataset_provenance,
+    loadavg,
+    write_result,
+)
+from protocols.evals.domain_imprinting.figures import plot, table
+from protocols.evals.domain_imprinting.scenarios import parse_probe_id, parse_scenario_id
+from protocols.harness.scenario import load_scenarios, probe_context, scenario_history
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "imprinting-v1.jsonl"
@@ -56,7 +70,6 @@ def arm_params(arm: str, approver: str) -> dict[str, Any]:
 def timelines(scenarios: Sequence[Any]) -> dict[str, list[tuple[int, Any]]]:
     """Per agent domain, its (checkpoint, scenario) pairs in order; refused unless each checkpoint's sessions are
     the first sessions of the next one's (the same ids, turns and dates), so one replay serves every checkpoint."""
-    from protocols.evals.domain_imprinting.scenarios import parse_scenario_id
 
     out: dict[str, list[tuple[int, Any]]] = {}
     for scenario in scenarios:
@@ -75,8 +88,6 @@ def timelines(scenarios: Sequence[Any]) -> dict[str, list[tuple[int, Any]]]:
 def leaves_no_trace(home: Path) -> Iterator[None]:
     """Probes at a checkpoint leave the store as they found it: the recall and retrieval logs (what a later cycle
     or the activation term would learn from) are cut back to their length before."""
-    from lca.layout import StoreLayout
-    from lca.recall_log import RecallLog
 
     layout = StoreLayout(home)
     recall_log = RecallLog(layout.recall_log)  # rewound across a rotation the probes may have caused
@@ -98,7 +109,6 @@ def lesson_experience(substrate: Any, evidence: Sequence[str], mistakes: Sequenc
     """The experiential weight of one lesson in an agent's store now: E's lift above neutral (recall's own E term)
     summed over its teaching turns and over the memories resting on them, the approvals on those turns and the
     corrections of the agent's mistaken turns."""
-    from lca.memory import PROCEDURAL_TYPES
     from lca.recall import experience_term
 
     counts = substrate.experience.counts()
@@ -132,11 +142,8 @@ def replay_agent(
     The per-case rows, and what the agent's condition did (cycles, memories, shortfalls)."""
     from conditions import build_condition
     from conditions.recall import FullLCA
-    from lca.memory import PROCEDURAL_TYPES
-    from protocols.evals.domain_imprinting.scenarios import parse_probe_id, parse_scenario_id
     from protocols.evals.domain_imprinting.scorer import RECALLED_KINDS, context_values
     from protocols.harness.replay import history_sessions, make_probe
-    from protocols.harness.scenario import probe_context, scenario_history
 
     final = line[-1][1]
     agent, _ = parse_scenario_id(final.id)
@@ -350,7 +357,6 @@ def measure(
     path: Path | str, arms: Mapping[str, Mapping[str, Any]], make_runtime: Callable[..., Any]
 ) -> dict[str, Any]:
     """Every agent of the file through every arm: rows, per-arm curves and tracking, agent states."""
-    from protocols.harness.scenario import load_scenarios
 
     scenarios, digest = load_scenarios(path)
     lines = timelines(scenarios)
@@ -429,7 +435,6 @@ def _runtime_factory(args: argparse.Namespace, with_model: bool):
 
 
 def run_imprinting_bench(args: argparse.Namespace) -> int:
-    from lca.errors import LCAError
 
     path = Path(args.scenarios) if args.scenarios else DEFAULT_SCENARIOS
     if not path.is_file():
@@ -443,8 +448,6 @@ def run_imprinting_bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lca bench imprinting: {exc}", file=sys.stderr)
         return 2
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
-    from protocols.evals.domain_imprinting.figures import plot, table
 
     scratch = None
     if not args.cache:  # document embeddings shared across arms; queries are never cached, so latency is fair

@@ -20,6 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from inspect_ai.scorer import Score, scorer
+
+from lca.secrets import redacted
 from protocols.harness.continuity_scorers import applicable_mean, asserts, hedges, mentions
 from protocols.harness.solvers import PACKET_KEY
 
@@ -115,7 +118,6 @@ def checkpoint_curves(samples: Iterable[Any]) -> dict[str, dict[int, dict[str, f
 
 def lesson_context():
     """The inspect scorer of the substrate measures."""
-    from inspect_ai.scorer import Score, scorer
 
     @scorer(metrics={m: [applicable_mean()] for m in CONTEXT_MEASURES}, name="lesson_context")
     def _make():
@@ -133,9 +135,6 @@ def lesson_context():
 
 def lesson_behaviour():
     """The inspect scorer of the behaviour measures."""
-    from inspect_ai.scorer import Score, scorer
-
-    from lca.secrets import redacted
 
     @scorer(metrics={m: [applicable_mean()] for m in BEHAVIOUR_MEASURES}, name="lesson_behaviour")
     def _make():

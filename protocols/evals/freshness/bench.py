@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.errors import LCAError
+from protocols.evals.benchmark import Benchmark, BenchmarkResult, build_provenance, dataset_provenance, write_result
 
 # the protocol's fault file, named here: dataset.py has it too, but importing it loads numpy (faults.py) for --help
 DEFAULT_FAULTS = Path(__file__).resolve().parent / "faults-v1.jsonl"
@@ -42,7 +43,6 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_freshness_bench(args: argparse.Namespace) -> int:
-    from lca.errors import LCAError
     from protocols.evals.freshness.faults import load_faults, run_with_baseline, table
 
     path = Path(args.faults)
@@ -61,7 +61,6 @@ def run_freshness_bench(args: argparse.Namespace) -> int:
             return 2
         specs = [s for s in specs if s.id in args.only]
     from lca.index.embedders import SentenceTransformerEmbedder
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, write_result
 
     embedder: Any = SentenceTransformerEmbedder()
     if args.cache:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lca.importers import file_sha256
 from protocols.evals.freshness.faults import load_faults
 
 DEFAULT_FAULTS = Path(__file__).resolve().parent / "faults-v1.jsonl"
@@ -14,8 +15,6 @@ DEFAULT_FAULTS = Path(__file__).resolve().parent / "faults-v1.jsonl"
 def freshness_samples(path: Path | str, *, limit: int | None = None):
     """The samples, the file's sha256 and the task metadata (the task's ``load``)."""
     from inspect_ai.dataset import Sample
-
-    from lca.importers import file_sha256
 
     specs = load_faults(path)[:limit]
     samples = [

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lca.consolidation import ConsolidationConfig
 from lca.context import ContextWindow, LiveContextManager
-from lca.errors import LCAError
+from lca.errors import LCAError, RecordFormatError
 from lca.ingest import record_writer
 from lca.memory import Authority, MemoryRecord, MemoryType, Privacy
 from lca.substrate import Substrate
@@ -452,9 +452,6 @@ def run_with_baseline(spec: FaultSpec, embedder: Any, **kwargs: Any) -> dict[str
 
 def load_faults(path: Path | str) -> list[FaultSpec]:
     """The fault file: one FaultSpec per JSON line; a bad line is refused naming the file, line and field."""
-    from pydantic import ValidationError
-
-    from lca.errors import RecordFormatError
 
     path = Path(path)
     specs: list[FaultSpec] = []

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from inspect_ai.scorer import Score, scorer
+
 from lca.secrets import redacted
 from protocols.harness.continuity_scorers import (
     CATEGORY_MEASURES,
@@ -29,6 +31,7 @@ from protocols.harness.continuity_scorers import (
     context_values,
     shown_values,
 )
+from protocols.harness.scorers import PACKET_KEY
 
 MIGRATION_KEY = "lca_migration"
 LOWER_IS_BETTER = ("overclaim_repeat", "private_leak")
@@ -117,7 +120,6 @@ def fidelity_values(
 
 def migration_system():
     """Authorized system continuity, mechanically (see the module docstring)."""
-    from inspect_ai.scorer import Score, scorer
 
     @scorer(metrics={m: [applicable_mean()] for m in SYSTEM_MEASURES}, name="migration_system")
     def _make():
@@ -141,9 +143,6 @@ def migration_system():
 
 def identity_fidelity():
     """Behavioural identity fidelity: the same probe before and after the move (see the module docstring)."""
-    from inspect_ai.scorer import Score, scorer
-
-    from protocols.harness.scorers import PACKET_KEY
 
     @scorer(metrics={m: [applicable_mean()] for m in FIDELITY_MEASURES}, name="identity_fidelity")
     def _make():

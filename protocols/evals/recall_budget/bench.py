@@ -22,11 +22,23 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocols.evals.benchmark import Benchmark
+from lca.errors import LCAError
+from protocols.evals.benchmark import (
+    Benchmark,
+    BenchmarkResult,
+    build_provenance,
+    dataset_provenance,
+    loadavg,
+    write_result,
+)
+from protocols.harness import substrate
+from protocols.harness.scenario import load_scenarios
+from protocols.harness.substrate import evidence_of, replay_probe
+from protocols.harness.variants import checked_condition, parse_variants, split_conditions, variant_params
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SCENARIOS = REPO / "data" / "scenarios" / "study-v1-small.jsonl"
@@ -36,7 +48,6 @@ POLICY_VARIANTS = ("full-lca[policy=fixed-k]", "full-lca[policy=adaptive]", "ful
 
 def default_variants() -> tuple[str, ...]:
     """The three recall policies, then full-lca with each resonance term that is on by default zeroed."""
-    from dataclasses import asdict
 
     from lca.recall import ResonanceWeights
 
@@ -57,7 +68,6 @@ def parse_budget_variants(text: str) -> list[BudgetVariant]:
     """``--variants`` (comma-separated labels, commas inside brackets kept) as typed variants; an unknown
     condition or parameter, or a label given twice, is refused here, before anything loads. full-lca runs with
     consolidation off unless the label sets ``consolidate``."""
-    from protocols.harness.variants import checked_condition, parse_variants, split_conditions, variant_params
 
     out = []
     for variant in parse_variants(split_conditions(text)):
@@ -163,8 +173,6 @@ def measure(
 ) -> dict[str, Any]:
     """Every probe of one scenario file through every variant: per-variant figures, and one row per probe holding
     every variant's outcome on it (so variants are compared on the same probes)."""
-    from protocols.harness.scenario import load_scenarios
-    from protocols.harness.substrate import evidence_of, replay_probe
 
     scenarios, digest = load_scenarios(path)
     pairs = [(s, p) for s in scenarios for p in s.probes][: limit or None]
@@ -339,7 +347,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_recall_budget_bench(args: argparse.Namespace) -> int:
-    from lca.errors import LCAError
 
     files = [Path(p) for p in (args.scenarios or [DEFAULT_SCENARIOS])]
     missing = [str(p) for p in files if not p.is_file()]
@@ -351,8 +358,6 @@ def run_recall_budget_bench(args: argparse.Namespace) -> int:
     except (LCAError, ValueError) as exc:  # an unknown condition, parameter or policy: refused before loading
         print(f"lca bench recall-budget: {exc}", file=sys.stderr)
         return 2
-    from protocols.evals.benchmark import BenchmarkResult, build_provenance, dataset_provenance, loadavg, write_result
-    from protocols.harness import substrate
 
     scratch = None
     if not args.cache:  # document embeddings shared across variants; queries are never cached, so latency is fair
