@@ -8,7 +8,8 @@ no store (``StoreLayout.holds_store``) and create nothing; writing commands crea
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
-benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results),
+benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results), ``reproduce``
+(``lca reproduce``, a result record's command run again and compared),
 ``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
 fencing and migration),
 ``prereg`` (``lca prereg``, locking and checking a pre-registered study), ``report`` (``lca report``, the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from lca.errors import LCAError
 from lca.provenance import code_version
@@ -33,11 +35,13 @@ from protocols.cli import (
     prereg,
     raters,
     report,
+    reproduce,
     retention,
     run,
     scenarios,
     store,
 )
+from protocols.evals.benchmark import record_command
 
 __all__ = ["build_parser", "main"]
 
@@ -50,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_parsers(sub, common_args)
     bench.add_parser(sub)
     figures.add_parser(sub)
+    reproduce.add_parser(sub)
     governance.add_parsers(sub, common_args)
     bundles.add_parsers(sub, common_args)
     intents.add_parsers(sub, common_args)
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
+    record_command(sys.argv[1:] if argv is None else argv)
     # Read the revision as the command starts: a record of a run that a commit overtook names the code it ran.
     code_version()
     try:

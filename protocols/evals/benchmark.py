@@ -20,7 +20,12 @@ replaced it and which run that was (date and code). A rerun is what a user asks 
 but it is never silent; figures the documents quote come from committed files under ``results/examples/``
 (``lca figures``), which a rerun to the default ``results/bench/`` never touches.
 
-Adopting it in a benchmark (the retrieval benchmark is the one left)::
+``Provenance.command`` is the ``lca`` command line that wrote the record (the CLI records it as a command starts,
+secrets redacted), so ``lca reproduce RECORD`` can run it again and compare; ``Benchmark.run_to_run`` names the
+figures that vary from run to run (timings, load), which a reproduction reports beside each other but does not
+require equal.
+
+Adopting it in a benchmark::
 
     started = time.perf_counter()
     ...  # run; ``report`` is today's dict of figures
@@ -62,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lca.errors import RecordFormatError
 from lca.importers import file_sha256
 from lca.provenance import code_version
+from lca.secrets import redacted
 from protocols.evals.registry import REGISTRY
 
 RESULT_FORMAT = 1
@@ -74,6 +80,10 @@ PACKAGES = {  # what the figures depend on: the name reported, then the distribu
 }
 _REVISION = re.compile(r"\+g(?P<rev>[0-9a-f]{7,40})(?P<dirty>\.dirty)?$")
 _NAME = re.compile(r"[a-z][a-z0-9-]*")
+# Figures measured from the clock or the machine, by the naming the benchmarks share: a reproduction reports them
+# side by side and does not require them equal (``Benchmark.run_to_run``; fnmatch patterns over dotted keys).
+TIMING_FIGURES = ("*_ms", "*_ms.*", "*seconds*", "*_over_*", "*per_second*", "*rss*", "*load*", "*.wall", "*_s")
+_COMMAND: list[tuple[str, ...]] = []
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ class Benchmark:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    run_to_run: tuple[str, ...] = TIMING_FIGURES
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -138,6 +149,7 @@ class Provenance(_Record):
     versions: dict[str, str | None] = Field(default_factory=dict)
     platform: dict[str, str] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
+    command: tuple[str, ...] | None = None
 
 
 class BenchmarkResult(_Record):
@@ -321,7 +333,15 @@ def build_provenance(
             "processor": platform.processor() or platform.machine(),
         },
         extra=dict(extra or {}),
+        command=_COMMAND[-1] if _COMMAND else None,
     )
+
+
+def record_command(argv: Iterable[str]) -> None:
+    """Remember the ``lca`` command line this process runs (the CLI calls it as a command starts), so every record
+    the command writes names it; each argument passes the secret detector first."""
+    _COMMAND.clear()
+    _COMMAND.append(("lca", *(redacted(str(arg)) for arg in argv)))
 
 
 def jsonable(value: Any) -> Any:
