@@ -153,6 +153,32 @@ class StoreLayout:
         """Appends refused because the writer's authority was gone (``lca.authority``)."""
         return self.logs / "fencing.jsonl"
 
+    # ---- derived by the integration cycle (``lca.insight``): rebuildable from the memory files -------
+    @property
+    def insight(self) -> Path:
+        """Structural signatures, their quarantine and one report per integration cycle.
+
+        Derived, but not deleted by ``lca reindex``: a signature costs a model call, and ``lca integrate --rebuild``
+        regenerates them from the records."""
+        return self.root / "insight"
+
+    @property
+    def signatures(self) -> Path:
+        """One validated structural signature per record, with its provenance (``lca.insight.store``)."""
+        return self.insight / "signatures.jsonl"
+
+    @property
+    def signature_quarantine(self) -> Path:
+        """Signer answers refused by validation, each with its reason: counted, never silently dropped."""
+        return self.insight / "quarantine.jsonl"
+
+    @property
+    def integration_cycles(self) -> Path:
+        return self.insight / "cycles"
+
+    def integration_report(self, cycle_id: str) -> Path:
+        return self.integration_cycles / f"{cycle_id}.json"
+
     # ---- derived: everything ``lca reindex`` deletes and rebuilds ------------------------------
     @property
     def index(self) -> Path:
@@ -174,6 +200,12 @@ class StoreLayout:
     @property
     def lexical(self) -> Path:
         return self.index / "lexical"
+
+    @property
+    def insight_embeddings(self) -> Path:
+        """The integration cycle's embedding cache of both spaces (``lca.index.embedding_cache``): a cache, so it
+        lives with the index (reindex may delete it; bundles do not ship it)."""
+        return self.index / "insight-embeddings"
 
     def holds_store(self) -> bool:
         """Whether ``root`` already holds a store (a transcript, memory files or an index)."""

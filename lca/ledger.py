@@ -33,6 +33,7 @@ HYPOTHESIS_EVENTS = (
     "hypothesis_resurfaced",
     "hypothesis_promoted",
     "hypothesis_held",
+    "hypothesis_observed",  # seen again by a later cycle (its score joins the trajectory); the status stays
 )
 SCHEMA_EVENTS = ("schema_proposed", "schema_trial", "schema_established", "schema_deprecated", "schema_revised")
 OTHER_EVENTS = (
@@ -140,6 +141,15 @@ class Hypothesis:
     @property
     def once_refuted(self) -> bool:
         return bool(self.refutations)
+
+    @property
+    def trajectory(self) -> list[dict[str, Any]]:
+        """Each cycle's score of it, in order: the events that carried a ``score`` (the integration cycle's)."""
+        return [
+            {"cycle": e.get("cycle"), "at": e["at"], "score": e["score"], "kind": e["kind"]}
+            for e in self.history
+            if isinstance(e.get("score"), (int, float))
+        ]
 
 
 @dataclass
@@ -372,6 +382,8 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
         if h is None:
             raise RecordFormatError(f"ledger event {kind} for unknown hypothesis {subject}")
         h.history.append(entry)
+        if kind in ("hypothesis_observed", "hypothesis_resurfaced"):  # a later sighting may bring new members
+            h.members = h.members | frozenset(d.get("members") or ())
         if kind == "hypothesis_refuted":
             h.status = "dormant"
             h.refutations.append({"at": event.at, "reason": d.get("reason", ""), "cycle": d.get("cycle")})

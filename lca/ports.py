@@ -65,3 +65,25 @@ class TextGenerator(Protocol):
         seed: int | None = None,
         json_schema: Mapping[str, Any] | None = None,
     ) -> str: ...
+
+
+@runtime_checkable
+class StructuralSigner(Protocol):
+    """Turns a record's text into its structural signature, as a raw answer the substrate validates.
+
+    The answer is one JSON object meant to be valid under ``lca.insight.signatures.SIGNATURE_JSON_SCHEMA``;
+    the caller never trusts it (``lca.insight.signatures.validate_signature``). ``model_id`` and
+    ``prompt_version`` are the provenance a stored signature carries: the same record, model and prompt version
+    give the same signature from a deterministic signer, so a rebuild reproduces the stored ones. The default
+    signer is the summarizer role (``lca.insight.distill.SummarizerSigner``); a corpus that knows its records'
+    structure can sign them itself behind this same port.
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def prompt_version(self) -> str: ...
+
+    def sign(self, text: str) -> str:
+        """The raw answer for one record's text."""
