@@ -1,0 +1,301 @@
+"""The integration cycle, Living Memory's "sleep": signatures, two spaces, clusters, the null model, the ledger.
+
+``integrate`` runs, in order:
+
+1. the distillation pass (``lca.insight.distill``): a validated signature for every current record, or a refusal;
+2. both spaces: each record's text (content) and its signature's canonical text (structure), embedded by one
+   embedder through the embedding cache under ``index/insight-embeddings`` (the same MiniLM for both spaces: the
+   second space differs by what is embedded, not by the model);
+3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage);
+4. pairs: each record and its ``neighbours`` nearest in the structural space, scored by the differential
+   (``lca.insight.differential``);
+5. the null model's threshold (``lca.insight.null_model``), drawn from same-domain pairs at a candidate's content
+   distance;
+6. surfacing: cross-domain pairs above the threshold (in one structural cluster and in different content clusters,
+   each rule a config switch), joined into candidates by shared records, best first, at most ``max_surfaced`` a
+   cycle; the rest are counted as deferred;
+7. reconciliation with the ledger (``lca.insight.reconcile``) and a report under ``insight/cycles/``.
+
+Probes of high-activation with dormant pairings, the centrality refresh and the lens review are not built yet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lca.derived import derived_tree
+from lca.errors import RecordFormatError
+from lca.fileio import atomic_write_bytes
+from lca.index.embedding_cache import CachedEmbedder
+from lca.insight.differential import DifferentialConfig
+from lca.insight.distill import DistillReport, distill
+from lca.insight.null_model import NullModel, null_threshold
+from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
+from lca.insight.store import InsightRecord, SignatureRow, insight_records
+from lca.layout import StoreLayout
+from lca.ledger import Ledger
+from lca.ports import Embedder, StructuralSigner
+from lca.provenance import code_version
+
+
+@dataclass(frozen=True)
+class IntegrationConfig:
+    """Every parameter of a cycle, with its default; each switch is an ablation."""
+
+    differential: DifferentialConfig = field(default_factory=DifferentialConfig)
+    neighbours: int = 15  # per record, in the structural space
+    structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
+    content_cluster_distance: float = 0.6
+    require_shared_structural_cluster: bool = True
+    require_distinct_content_clusters: bool = True
+    null_shuffles: int = 200
+    null_quantile: float = 0.95
+    max_surfaced: int = 5  # candidates surfaced per cycle; the rest wait (deferred, counted)
+    reconcile_overlap: float = 0.5  # membership overlap at which a candidate is an entry seen again
+    report_pairs: int = 20  # the best cross-domain pairs the report lists, surfaced or not
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, least in (("neighbours", 1), ("null_shuffles", 1), ("max_surfaced", 0), ("report_pairs", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise RecordFormatError(f"must be an integer >= {least}, got {value!r}", field=name)
+        for name, low, high in (
+            ("structural_cluster_distance", 0.0, 2.0),
+            ("content_cluster_distance", 0.0, 2.0),
+            ("null_quantile", 0.0, 1.0),
+            ("reconcile_overlap", 0.0, 1.0),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise RecordFormatError(f"must be a number, got {value!r}", field=name)
+            if not low < value < high and not (name == "reconcile_overlap" and value == high):
+                raise RecordFormatError(f"must lie in ({low:g}, {high:g}), got {value!r}", field=name)
+
+
+@dataclass(frozen=True)
+class IntegrationResult:
+    """The typed record of one cycle; ``to_dict`` is its report."""
+
+    cycle_id: str
+    started: float
+    seconds: float
+    config: dict[str, Any]
+    provenance: dict[str, Any]
+    records: int
+    skipped: dict[str, int]
+    distill: DistillReport
+    signed_records: int
+    domains: dict[str, int]
+    clusters: dict[str, int]
+    pairs_scored: int
+    cross_domain_pairs: int
+    null: NullModel | None
+    above_threshold: int  # cross-domain pairs above the threshold that passed the cluster rules
+    best_pairs: tuple[ScoredPair, ...]  # the best-scored cross-domain pairs, surfaced or not (report_pairs of them)
+    candidates: tuple[InsightCandidate, ...]  # surfaced this cycle
+    deferred: tuple[InsightCandidate, ...]  # above the threshold, past the rate limit
+    reconciliations: tuple[Reconciliation, ...]
+    note: str | None = None  # why nothing could be scored, when so
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["distill"]["valid_share"] = self.distill.valid_share
+        out["null"] = self.null.summary() if self.null is not None else None
+        return derived_tree(out)
+
+
+def integrate(
+    home: Path | str,
+    signer: StructuralSigner,
+    embedder: Embedder,
+    config: IntegrationConfig | None = None,
+    *,
+    rebuild: bool = False,
+    progress: bool = False,
+) -> IntegrationResult:
+    """One integration cycle over the store at ``home`` (see the module docstring); writes its report and ledger
+    events, and returns its record."""
+    config = config or IntegrationConfig()
+    started, clock = time.time(), time.perf_counter()
+    cycle_id = f"integrate-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    layout = StoreLayout(home)
+    records, skipped = insight_records(home)
+    signatures, report = distill(home, records, signer, rebuild=rebuild, progress=progress)
+    signed = [r for r in records if r.id in signatures]
+    domains: dict[str, int] = {}
+    for record in signed:
+        domains[record.domain] = domains.get(record.domain, 0) + 1
+    provenance = {
+        "code_version": code_version(),
+        "embedder": embedder.embedder_id,
+        "signer": signer.model_id,
+        "prompt_version": signer.prompt_version,
+    }
+    base: dict[str, Any] = {
+        "cycle_id": cycle_id,
+        "started": started,
+        "config": asdict(config),
+        "provenance": provenance,
+        "records": len(records),
+        "skipped": skipped,
+        "distill": report,
+        "signed_records": len(signed),
+        "domains": domains,
+    }
+    if len(signed) < 3 or len(domains) < 2:
+        note = f"{len(signed)} signed record(s) in {len(domains)} domain(s): a cycle needs 3 records and 2 domains"
+        result = IntegrationResult(
+            seconds=time.perf_counter() - clock,
+            clusters={},
+            pairs_scored=0,
+            cross_domain_pairs=0,
+            null=None,
+            above_threshold=0,
+            best_pairs=(),
+            candidates=(),
+            deferred=(),
+            reconciliations=(),
+            note=note,
+            **base,
+        )
+        return _written(layout, result)
+    structural, content = _spaces(layout, embedder, signed, signatures)
+    clusters_s = _clusters(structural, config.structural_cluster_distance)
+    clusters_c = _clusters(content, config.content_cluster_distance)
+    first, second = _neighbour_pairs(structural, config.neighbours)
+    s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
+    c_cos = np.einsum("ij,ij->i", content[first], content[second])
+    scores = config.differential.score(s_cos, c_cos)
+    labels = [r.domain for r in signed]
+    distinct_content = clusters_c[first] != clusters_c[second]
+    null = null_threshold(
+        first,
+        second,
+        scores,
+        labels,
+        eligible=distinct_content if config.require_distinct_content_clusters else None,
+        shuffles=config.null_shuffles,
+        quantile=config.null_quantile,
+        seed=config.seed,
+    )
+    cross = np.array([labels[i] != labels[j] for i, j in zip(first, second)], dtype=bool)
+    keep = cross & (scores > (np.inf if null.threshold is None else null.threshold))
+    if config.require_shared_structural_cluster:
+        keep &= clusters_s[first] == clusters_s[second]
+    if config.require_distinct_content_clusters:
+        keep &= distinct_content
+    scored = [
+        ScoredPair(signed[i].id, signed[j].id, float(s_cos[k]), float(c_cos[k]), float(scores[k]))
+        for k, (i, j) in enumerate(zip(first, second))
+    ]
+    pairs = [pair for pair, kept in zip(scored, keep) if kept]
+    best = sorted((p for p, c in zip(scored, cross) if c), key=lambda p: (-p.score, p.first, p.second))
+    candidates = _candidates(pairs, {r.id: r for r in signed}, signatures)
+    surfaced, deferred = tuple(candidates[: config.max_surfaced]), tuple(candidates[config.max_surfaced :])
+    reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
+    result = IntegrationResult(
+        seconds=time.perf_counter() - clock,
+        clusters={
+            "structural": int(clusters_s.max()) + 1,
+            "content": int(clusters_c.max()) + 1,
+        },
+        pairs_scored=len(first),
+        cross_domain_pairs=int(cross.sum()),
+        null=null,
+        above_threshold=len(pairs),
+        best_pairs=tuple(best[: config.report_pairs]),
+        candidates=surfaced,
+        deferred=deferred,
+        reconciliations=tuple(reconciliations),
+        **base,
+    )
+    return _written(layout, result)
+
+
+def _written(layout: StoreLayout, result: IntegrationResult) -> IntegrationResult:
+    path = layout.integration_report(result.cycle_id)
+    atomic_write_bytes(path, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return result
+
+
+def _spaces(
+    layout: StoreLayout, embedder: Embedder, records: Sequence[InsightRecord], signatures: dict[str, SignatureRow]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The structural and the content vectors of ``records``, in order, through the cycle's embedding cache."""
+    cached = CachedEmbedder(embedder, layout.insight_embeddings)
+    try:
+        structural = cached.embed([signatures[r.id].text for r in records])
+        content = cached.embed([r.text for r in records])
+    finally:
+        cached.close()
+    return _normalized(structural), _normalized(content)
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _clusters(vectors: np.ndarray, distance: float) -> np.ndarray:
+    """Cluster labels of ``vectors`` (agglomerative, cosine, average linkage, stopped at ``distance``)."""
+    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
+
+    model = AgglomerativeClustering(n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance)
+    return np.asarray(model.fit_predict(vectors), dtype=np.int64)
+
+
+def _neighbour_pairs(vectors: np.ndarray, neighbours: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each record with its ``neighbours`` nearest (cosine), as unique pairs ``first[k] < second[k]``."""
+    from sklearn.neighbors import NearestNeighbors
+
+    k = min(neighbours + 1, len(vectors))
+    index = NearestNeighbors(n_neighbors=k, metric="cosine").fit(vectors)
+    found = index.kneighbors(vectors, return_distance=False)
+    pairs = {(min(i, int(j)), max(i, int(j))) for i, row in enumerate(found) for j in row if int(j) != i}
+    ordered = sorted(pairs)
+    return np.array([p[0] for p in ordered], dtype=np.int64), np.array([p[1] for p in ordered], dtype=np.int64)
+
+
+def _candidates(
+    pairs: Sequence[ScoredPair], records: dict[str, InsightRecord], signatures: dict[str, SignatureRow]
+) -> list[InsightCandidate]:
+    """Pairs joined into candidates where they share a record (connected components), best score first."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for pair in pairs:
+        parent[root(pair.first)] = root(pair.second)
+    groups: dict[str, list[ScoredPair]] = {}
+    for pair in pairs:
+        groups.setdefault(root(pair.first), []).append(pair)
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda p: (-p.score, p.first, p.second))
+        members = tuple(sorted({p.first for p in group} | {p.second for p in group}))
+        out.append(
+            InsightCandidate(
+                members=members,
+                domains=tuple(sorted({records[m].domain for m in members})),
+                score=group[0].score,
+                pairs=tuple(group),
+                skeleton=signatures[group[0].first].text,
+            )
+        )
+    return sorted(out, key=lambda c: (-c.score, c.members))

@@ -1,0 +1,97 @@
+"""The null model: how high a differential gets by chance, so a surfaced candidate must beat it.
+
+The domain labels are shuffled (a permutation: each domain keeps its size) ``shuffles`` times, seeded. In each
+shuffle a *spurious* pair is one the shuffled labels call cross-domain while the real labels put both records in
+one domain: whatever differential it scores is what chance and a domain's own structural habits give, not a rhyme
+across domains. Only pairs the surfacing rules could let through may be spurious (``eligible``: the cycle passes
+the pairs whose records lie in different content clusters, as a surfaced pair's must), so the null is drawn at the
+content distance of a real candidate: a same-domain pair's higher content similarity would otherwise discount it
+below any cross-domain pair and make the threshold too easy. The best spurious score of each shuffle makes the null
+distribution; the threshold is its declared quantile. A real cross-domain pair surfaces only above it.
+
+When no two records share a domain nothing can be spurious, and when too few shuffles yield a spurious pair the
+quantile means nothing: the threshold is then undefined, with the reason, and the cycle surfaces nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class NullModel:
+    """The threshold (None when undefined, ``reason`` says why) and the distribution it came from."""
+
+    shuffles: int
+    quantile: float
+    seed: int
+    threshold: float | None
+    informative_shuffles: int  # shuffles that had at least one spurious pair
+    best_spurious: tuple[float, ...]  # the best spurious score of each informative shuffle, sorted
+    reason: str | None = None
+
+    def summary(self) -> dict[str, object]:
+        values = np.asarray(self.best_spurious, dtype=np.float64)
+        spread = {}
+        if values.size:
+            spread = {
+                "min": float(values.min()),
+                "median": float(np.median(values)),
+                "max": float(values.max()),
+            }
+        return {
+            "shuffles": self.shuffles,
+            "quantile": self.quantile,
+            "seed": self.seed,
+            "threshold": self.threshold,
+            "informative_shuffles": self.informative_shuffles,
+            "best_spurious": spread,
+            "reason": self.reason,
+        }
+
+
+def null_threshold(
+    first: np.ndarray,
+    second: np.ndarray,
+    scores: np.ndarray,
+    domains: Sequence[str],
+    *,
+    eligible: np.ndarray | None = None,
+    shuffles: int,
+    quantile: float,
+    seed: int,
+    min_informative: int = 20,
+) -> NullModel:
+    """The threshold for pairs ``(first[k], second[k])`` (indexes into ``domains``) scored ``scores[k]``; only the
+    pairs where ``eligible`` is true (all, when None) can be spurious."""
+    if shuffles < 1 or not 0.0 < quantile < 1.0:
+        raise ValueError(f"shuffles must be >= 1 and quantile in (0, 1), got {shuffles}, {quantile}")
+    labels = np.unique(np.asarray(domains), return_inverse=True)[1]
+    first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.float64)
+    same_domain = labels[first] == labels[second]
+    if eligible is not None:
+        same_domain &= np.asarray(eligible, dtype=bool)
+
+    def undefined(reason: str, best: Sequence[float] = ()) -> NullModel:
+        return NullModel(shuffles, quantile, seed, None, len(best), tuple(sorted(best)), reason)
+
+    if not same_domain.any():
+        return undefined("no eligible scored pair lies within one domain: nothing can be spurious, so no threshold")
+    rng = np.random.default_rng(seed)
+    best: list[float] = []
+    for _ in range(shuffles):
+        shuffled = rng.permutation(labels)
+        spurious = same_domain & (shuffled[first] != shuffled[second])
+        if spurious.any():
+            best.append(float(scores[spurious].max()))
+    needed = min(min_informative, shuffles)
+    if len(best) < needed:
+        return undefined(
+            f"only {len(best)} of {shuffles} shuffles made a spurious pair (at least {needed} needed)", best
+        )
+    threshold = float(np.quantile(np.asarray(best), quantile, method="higher"))
+    return NullModel(shuffles, quantile, seed, threshold, len(best), tuple(sorted(best)))

@@ -1,0 +1,93 @@
+"""The review queue: the ledger's insight hypotheses as a reviewer reads them (``lca insights``).
+
+Waiting for review are the proposed and the resurfaced ones (a resurfaced one carries its earlier refutations as
+questions); ``everything`` adds the dormant, promoted and held ones. Each shows its records, domains, trajectory
+(the score each cycle gave it) and, for ``show``, each record's signature and the start of its text. A refusal is a
+``hypothesis_refuted`` event: the entry turns dormant and stays in the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lca.errors import LCAError
+from lca.insight.reconcile import INSIGHT_TYPE, MEMBER_PREFIX
+from lca.insight.store import SignatureStore, insight_records
+from lca.ledger import Hypothesis, Ledger
+
+WAITING = ("proposed", "resurfaced")
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    id: str
+    status: str
+    claim: str
+    records: tuple[str, ...]
+    domains: tuple[str, ...]
+    trajectory: tuple[dict[str, Any], ...]
+    questions: tuple[str, ...]  # the reasons it was refused before
+
+    @property
+    def last_score(self) -> float | None:
+        return float(self.trajectory[-1]["score"]) if self.trajectory else None
+
+
+def _item(h: Hypothesis) -> QueueItem:
+    domains: set[str] = set()
+    for event in h.history:
+        domains |= set(event.get("domains") or ())
+    return QueueItem(
+        id=h.id,
+        status=h.status,
+        claim=h.claim,
+        records=tuple(sorted(m[len(MEMBER_PREFIX) :] for m in h.members if m.startswith(MEMBER_PREFIX))),
+        domains=tuple(sorted(domains)),
+        trajectory=tuple(h.trajectory),
+        questions=tuple(r.get("reason", "") for r in h.refutations),
+    )
+
+
+def review_queue(home: Path | str, *, everything: bool = False) -> list[QueueItem]:
+    """The insight hypotheses waiting for review (all of them with ``everything``), best last score first."""
+    hypotheses = Ledger(home).state().hypotheses.values()
+    items = [_item(h) for h in hypotheses if h.type == INSIGHT_TYPE and (everything or h.status in WAITING)]
+    return sorted(items, key=lambda i: (-(i.last_score if i.last_score is not None else -1e9), i.id))
+
+
+def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
+    """One insight hypothesis with each of its records' domain, signature text and opening words."""
+    h = Ledger(home).state().hypotheses.get(hypothesis)
+    if h is None or h.type != INSIGHT_TYPE:
+        raise LCAError(f"no insight hypothesis {hypothesis!r} in the ledger (lca insights list shows them)")
+    item = _item(h)
+    records = {r.id: r for r in insight_records(home)[0]}
+    signed = {row.source: row for row in SignatureStore(home).signatures().values()}
+    members = []
+    for rid in item.records:
+        record, row = records.get(rid), signed.get(rid)
+        members.append(
+            {
+                "id": rid,
+                "domain": record.domain if record else None,
+                "text": (record.text[:240] if record else "(no longer a current record)"),
+                "signature": row.text if row else None,
+                "signed_by": f"{row.model} ({row.prompt_version})" if row else None,
+            }
+        )
+    return {"item": item, "members": members, "history": list(h.history)}
+
+
+def refute(home: Path | str, hypothesis: str, *, reason: str, by: str) -> None:
+    """A reviewer's refusal: the entry turns dormant (never deleted) and keeps the reason as a future question."""
+    if not reason.strip() or not by.strip():
+        raise LCAError("refuting an insight needs a reason and a reviewer's name")
+    ledger = Ledger(home)
+    h = ledger.state().hypotheses.get(hypothesis)
+    if h is None or h.type != INSIGHT_TYPE:
+        raise LCAError(f"no insight hypothesis {hypothesis!r} in the ledger (lca insights list shows them)")
+    ledger.append(
+        "hypothesis_refuted", hypothesis, {"reason": reason.strip(), "by": by.strip(), "members": sorted(h.members)}
+    )

@@ -1,0 +1,90 @@
+"""The differential's declared compositions and the null model's threshold, on numbers small enough to check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lca.errors import RecordFormatError
+from lca.insight.differential import COMPOSITIONS, DIFFERENTIAL_COMPOSITIONS, DifferentialConfig
+from lca.insight.null_model import null_threshold
+
+STRUCTURAL = np.array([0.95, 0.40, 0.90, 0.30])
+CONTENT = np.array([0.05, 0.80, 0.70, 0.10])  # a rhyme, a topical neighbour, alike in both, unlike in both
+
+
+def test_every_composition_is_declared_whole_and_named_once():
+    assert len(set(COMPOSITIONS)) == len(DIFFERENTIAL_COMPOSITIONS) >= 4
+    for row in DIFFERENTIAL_COMPOSITIONS:
+        assert row.formula and row.description
+        scores = DifferentialConfig(row.name).score(STRUCTURAL, CONTENT)
+        assert scores.shape == STRUCTURAL.shape and np.isfinite(scores).all()
+
+
+def test_the_discount_puts_the_rhyme_first_and_the_topical_neighbour_last():
+    discounted = DifferentialConfig("discounted").score(STRUCTURAL, CONTENT)
+    assert np.allclose(discounted, STRUCTURAL - CONTENT)
+    assert int(np.argmax(discounted)) == 0 and int(np.argmin(discounted)) == 1
+    product = DifferentialConfig("product", content_weight=1.0).score(STRUCTURAL, CONTENT)
+    assert np.allclose(product, STRUCTURAL * (1 - CONTENT))
+    # the baseline the paper argues against ranks the topical neighbour first
+    assert int(np.argmax(DifferentialConfig("content-only").score(STRUCTURAL, CONTENT))) == 1
+    assert np.allclose(DifferentialConfig("structural-only").score(STRUCTURAL, CONTENT), STRUCTURAL)
+
+
+def test_the_content_weight_scales_the_discount_and_zero_turns_it_off():
+    half = DifferentialConfig(content_weight=0.5).score(STRUCTURAL, CONTENT)
+    assert np.allclose(half, STRUCTURAL - 0.5 * CONTENT)
+    assert np.allclose(DifferentialConfig(content_weight=0.0).score(STRUCTURAL, CONTENT), STRUCTURAL)
+
+
+def test_ablations_name_every_other_composition():
+    ablations = DifferentialConfig("discounted", 0.7).ablations()
+    assert set(ablations) == set(COMPOSITIONS) - {"discounted"}
+    assert all(config.content_weight == 0.7 for config in ablations.values())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"composition": "cosine"}, None),
+        ({"content_weight": -1}, "content_weight"),
+        ({"content_weight": True}, "content_weight"),
+    ],
+)
+def test_a_bad_config_is_refused_naming_the_field(kwargs, field):
+    with pytest.raises(RecordFormatError) as caught:
+        DifferentialConfig(**kwargs)
+    assert caught.value.field == field
+    if field is None:
+        assert "discounted" in str(caught.value)  # the known names are listed
+
+
+def test_the_threshold_is_the_quantile_of_the_best_spurious_score():
+    # four records, two domains; pair scores: (0,1) same domain 0.2, (2,3) same domain 0.6, the rest cross-domain
+    domains = ["a", "a", "b", "b"]
+    first, second = np.array([0, 2, 0, 1, 0, 1]), np.array([1, 3, 2, 3, 3, 2])
+    scores = np.array([0.2, 0.6, 0.9, 0.1, 0.1, 0.1])
+    null = null_threshold(first, second, scores, domains, shuffles=300, quantile=0.5, seed=1)
+    assert null.threshold is not None and null.informative_shuffles > 0
+    assert set(null.best_spurious) <= {0.2, 0.6}  # only same-domain pairs are ever spurious
+    assert null.threshold == 0.6
+    again = null_threshold(first, second, scores, domains, shuffles=300, quantile=0.5, seed=1)
+    assert again == null  # seeded
+    # a same-domain pair the rules would never surface cannot be spurious
+    only_low = null_threshold(
+        first,
+        second,
+        scores,
+        domains,
+        eligible=np.array([True, False, True, True, True, True]),
+        shuffles=300,
+        quantile=0.5,
+        seed=1,
+    )
+    assert only_low.threshold == 0.2
+
+
+def test_no_threshold_when_nothing_can_be_spurious():
+    null = null_threshold(np.array([0]), np.array([1]), np.array([0.9]), ["a", "b"], shuffles=50, quantile=0.95, seed=0)
+    assert null.threshold is None and "nothing can be spurious" in (null.reason or "")
