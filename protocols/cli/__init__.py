@@ -7,7 +7,8 @@ no store (``StoreLayout.holds_store``) and create nothing; writing commands crea
 
 Modules by responsibility: ``common`` (store path, opening a store, errors), ``store`` (ingest, search,
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
-audit, identity), ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
+audit, identity), ``insight`` (``lca integrate``, ``lca insights``: the integration cycle and its review queue),
+``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
 benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results), ``reproduce``
 (``lca reproduce``, a result record's command run again and compared),
 ``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
@@ -31,6 +32,7 @@ from protocols.cli import (
     common,
     figures,
     governance,
+    insight,
     intents,
     prereg,
     raters,
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_parser(sub)
     reproduce.add_parser(sub)
     governance.add_parsers(sub, common_args)
+    insight.add_parsers(sub, common_args)
     bundles.add_parsers(sub, common_args)
     intents.add_parsers(sub, common_args)
     retention.add_parser(sub, common_args)

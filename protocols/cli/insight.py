@@ -1,0 +1,158 @@
+"""``lca integrate`` (one integration cycle: Living Memory's "sleep") and ``lca insights`` (its review queue).
+
+``integrate`` signs the store's memories with the summarizer role (the local SmolLM2 by default, any model string
+``lca checkpoint`` takes), embeds both spaces with the store's embedder, scores cross-domain pairs by the
+differential against the null model's threshold and records what surfaced in the ledger (``lca.insight``).
+``insights list|show|refute`` reads and reviews what it surfaced. Both refuse a path that holds no store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import protocols.cli.common as common
+from lca.errors import LCAError
+from protocols.cli.governance import _generator
+from protocols.study.manifest import json_safe
+
+
+def cmd_integrate(args: argparse.Namespace) -> int:
+    from lca.insight import DifferentialConfig, IntegrationConfig, SummarizerSigner, integrate
+
+    config = IntegrationConfig(
+        differential=DifferentialConfig(args.composition, args.content_weight),
+        null_shuffles=args.shuffles,
+        null_quantile=args.quantile,
+        max_surfaced=args.max_surfaced,
+        seed=args.seed,
+    )
+    substrate = common.open_store(args)
+    generator = _generator(args.model, threads=args.threads, seed=args.seed, timeout=args.timeout, role="summarizer")
+    try:
+        result = integrate(
+            substrate.home,
+            SummarizerSigner(generator, seed=args.seed),
+            substrate.embedder,
+            config,
+            rebuild=args.rebuild,
+            progress=not args.json,
+        )
+    finally:
+        if hasattr(generator, "close"):
+            generator.close()
+        substrate.close()
+    if args.json:
+        print(json.dumps(json_safe(result.to_dict()), indent=2, ensure_ascii=False))
+        return 0
+    d = result.distill
+    refused = ", ".join(f"{k} {v}" for k, v in d.refused.items() if v) or "none"
+    common.show(
+        f"cycle {result.cycle_id} in {result.seconds:.1f} s; signer {d.model} ({d.prompt_version}), "
+        f"embedder {result.provenance['embedder']}"
+    )
+    skipped = ", ".join(f"{k} {v}" for k, v in result.skipped.items() if v) or "none"
+    common.show(f"  records: {result.records} (skipped: {skipped}); domains: {result.domains}")
+    common.show(
+        f"  signatures: {d.signed} new, {d.reused} reused; refused this pass: {refused}; "
+        f"refused before: {d.refused_before}; domain words scrubbed: {d.scrubbed_terms}"
+    )
+    if result.note:
+        common.show(f"  nothing scored: {result.note}")
+        return 0
+    null = result.null
+    threshold = "undefined" if null is None or null.threshold is None else f"{null.threshold:.3f}"
+    why = f" ({null.reason})" if null is not None and null.reason else ""
+    common.show(
+        f"  clusters: {result.clusters}; pairs scored {result.pairs_scored}, cross-domain {result.cross_domain_pairs}; "
+        f"null threshold {threshold}{why}"
+    )
+    common.show(
+        f"  above the threshold: {result.above_threshold} pair(s); surfaced {len(result.candidates)} candidate(s), "
+        f"deferred {len(result.deferred)} (at most {config.max_surfaced} a cycle)"
+    )
+    for candidate, rec in zip(result.candidates, result.reconciliations):
+        common.show(f"   - {rec.hypothesis} [{rec.action}] {candidate.score:.3f} {', '.join(candidate.members)}")
+    return 0
+
+
+def cmd_insights(args: argparse.Namespace) -> int:
+    from lca.insight import insight_detail, refute, review_queue
+
+    home = common.checked_store_path(args)
+    if args.action == "list":
+        items = review_queue(home, everything=args.all)
+        if args.json:
+            print(json.dumps([json_safe(i.__dict__) for i in items], indent=2, ensure_ascii=False))
+            return 0
+        if not items:
+            common.show("no insight waits for review" + ("" if args.all else " (--all lists every one)"))
+        for item in items:
+            score = "-" if item.last_score is None else f"{item.last_score:.3f}"
+            common.show(
+                f"{item.id}  {item.status}  score {score} over {len(item.trajectory)} cycle(s)  "
+                f"{', '.join(item.domains)}: {', '.join(item.records)}"
+            )
+        return 0
+    if not args.id:
+        raise LCAError(f"lca insights {args.action}: name the insight id (lca insights list shows them)")
+    if args.action == "refute":
+        refute(home, args.id, reason=args.reason or "", by=args.by or "")
+        common.show(f"refuted: {args.id} is dormant (kept in the ledger; it resurfaces on new evidence)")
+        return 0
+    detail = insight_detail(home, args.id)
+    if args.json:
+        print(json.dumps(json_safe({**detail, "item": detail["item"].__dict__}), indent=2, ensure_ascii=False))
+        return 0
+    item = detail["item"]
+    common.show(f"{item.id}  {item.status}\n  {item.claim}")
+    common.show("  trajectory: " + ", ".join(f"{t['score']:.3f} ({t['kind']})" for t in item.trajectory))
+    for question in item.questions:
+        common.show(f"  refuted before, to answer: {question}")
+    for member in detail["members"]:
+        common.show(f"  {member['id']} [{member['domain']}]: {member['text'][:160]}")
+        common.show(f"      signature ({member['signed_by']}): {member['signature']}")
+    return 0
+
+
+def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
+    from lca.insight.differential import COMPOSITIONS  # numpy only
+
+    p = sub.add_parser(
+        "integrate",
+        parents=[common_args],
+        help="run one integration cycle (structural signatures, the differential, the null model, the ledger)",
+        description="Sign the store's memories with the summarizer role, score cross-domain pairs by the dual-space "
+        "differential against a null model of shuffled domain labels, and record what surfaces in the ledger.",
+    )
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="summarizer model: smollm2 (default), a GGUF path, or any inspect model string",
+    )
+    p.add_argument("--composition", choices=COMPOSITIONS, default="discounted", help="how the two cosines compose")
+    p.add_argument("--content-weight", type=float, default=1.0, help="the weight of the content cosine (0..2)")
+    p.add_argument("--shuffles", type=int, default=200, help="null model: domain-label shuffles (default 200)")
+    p.add_argument("--quantile", type=float, default=0.95, help="null model: the quantile to beat (default 0.95)")
+    p.add_argument("--max-surfaced", type=int, default=5, help="candidates surfaced per cycle (default 5)")
+    p.add_argument("--rebuild", action="store_true", help="sign every record again with this model")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: up to 2)")
+    p.add_argument("--timeout", type=float, help="seconds per model call (a longer one is a counted refusal)")
+    p.add_argument("--json", action="store_true", help="print the cycle's report as JSON")
+    p.set_defaults(func=cmd_integrate)
+
+    q = sub.add_parser(
+        "insights",
+        parents=[common_args],
+        help="the integration cycle's review queue: list, show, refute",
+        description="List the insight candidates waiting for review (--all: every one), show one with its records "
+        "and signatures, or refute one (it turns dormant and resurfaces only on new evidence).",
+    )
+    q.add_argument("action", choices=["list", "show", "refute"])
+    q.add_argument("id", nargs="?", help="show, refute: the insight's id")
+    q.add_argument("--all", action="store_true", help="list: dormant, promoted and held ones too")
+    q.add_argument("--reason", help="refute: why")
+    q.add_argument("--by", help="refute: the reviewer's name")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_insights)
