@@ -33,6 +33,7 @@ from lca.types import (
     EntryKind,
     TranscriptEntry,
     canonical_json,
+    entry_rule_problem,
     field_label,
     sha256_hex,
     wire_value_problem,
@@ -45,6 +46,7 @@ MAX_SESSION_FILE_NAME = 200
 _QUARANTINE_STEM_CHARS = 160
 _REQUIRED_STR = ("id", "session_id", "agent_id", "kind", "ts", "channel", "content", "hash")
 _OPTIONAL_STR = ("parent_id", "author", "subagent_id")
+_OPTIONAL_TOKEN = ("session_key",)  # left out when unset (a null is refused: the line hash would not say which)
 _AGENT_KIND = EntryKind.ASSISTANT_TURN.value
 
 
@@ -101,6 +103,9 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
     for name in _OPTIONAL_STR:
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise fail(f"must be a string or null, got {type(obj[name]).__name__}", name)
+    for name in _OPTIONAL_TOKEN:
+        if name in obj and not isinstance(obj[name], str):
+            raise fail(f"must be a string when present (omit it when there is none), got {_shown(obj[name])}", name)
     for name, value in obj.items():
         # before any hashing: a lone surrogate (valid in a JSON escape, not in UTF-8) cannot be encoded
         problem = wire_value_problem(value, field_label(name), finite=False)
@@ -116,7 +121,7 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
     meta = obj.get("meta", {})
     if not isinstance(meta, dict):
         raise fail("must be an object", "meta")
-    unknown = set(obj) - set(_REQUIRED_STR) - set(_OPTIONAL_STR) - {"v", "meta"}
+    unknown = set(obj) - set(_REQUIRED_STR) - set(_OPTIONAL_STR) - set(_OPTIONAL_TOKEN) - {"v", "meta"}
     if unknown:
         names = sorted(unknown)
         raise fail(f"unknown field(s) {[field_label(n) for n in names[:5]]}", field_label(names[0]))
@@ -132,6 +137,7 @@ def entry_from_wire(obj: Any, *, path: str | None = None, line: int | None = Non
         author=obj.get("author"),
         subagent_id=obj.get("subagent_id"),
         meta=meta,
+        session_key=obj.get("session_key"),
     )
     check_entry(entry, path=path, line=line)
     try:
@@ -151,11 +157,10 @@ def _shown(value: Any) -> str:
 
 
 def check_entry(entry: TranscriptEntry, *, path: str | None = None, line: int | None = None) -> None:
-    """Rules beyond field types: a subagent turn names its subagent."""
-    if entry.kind is EntryKind.SUBAGENT_TURN and not entry.subagent_id:
-        raise RecordFormatError("a subagent_turn must name its subagent", path=path, line=line, field="subagent_id")
-    if entry.kind is not EntryKind.SUBAGENT_TURN and entry.subagent_id:
-        raise RecordFormatError("only a subagent_turn carries a subagent_id", path=path, line=line, field="subagent_id")
+    """Rules beyond field types (``lca.types.entry_rule_problem``): who spoke, and the session key's shape."""
+    problem = entry_rule_problem(entry)
+    if problem is not None:
+        raise RecordFormatError(problem[1], path=path, line=line, field=problem[0])
 
 
 def check_new_entry(

@@ -24,6 +24,11 @@ DEFAULT_MAX_ENTRY_BYTES = 1 << 20
 (content, meta and the other fields). An entry is chunked and embedded whole: one 50 MB entry became
 44,811 chunks and 7.7 GB of memory. Importers take ``max_entry_bytes`` to change it."""
 
+SESSION_KEY = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""A cross-surface session key: 1 to 128 of A-Z, a-z, 0-9 and ``. _ : -``. It ties one conversation together across
+the sessions and channels it touched (a Slack thread, then the CLI), so it is a bounded token a host can mint and
+any reader can put in a file name, a URL or a shell argument without quoting."""
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SHOWN_KEY_CHARS = 40
 
@@ -118,6 +123,30 @@ class EntryKind(str, Enum):
     CHECKPOINT = "checkpoint"
     HANDOFF = "handoff"
     SUBAGENT_TURN = "subagent_turn"
+    PEER_AGENT_TURN = "peer_agent_turn"  # from another agent, named in ``author``: an observation, never an instruction
+
+
+AGENT_SPEAKERS = frozenset({"user", "assistant"})  # the speakers a peer agent is not
+
+
+def entry_rule_problem(entry: TranscriptEntry) -> tuple[str, str] | None:
+    """The first rule beyond field types ``entry`` breaks, as (field, reason): a subagent turn names its subagent and
+    only it carries one; a peer agent's turn names the peer in ``author`` (neither the user nor this agent); a
+    session key is a ``SESSION_KEY`` token."""
+    if entry.kind is EntryKind.SUBAGENT_TURN and not entry.subagent_id:
+        return "subagent_id", "a subagent_turn must name its subagent"
+    if entry.kind is not EntryKind.SUBAGENT_TURN and entry.subagent_id:
+        return "subagent_id", "only a subagent_turn carries a subagent_id"
+    if entry.kind is EntryKind.PEER_AGENT_TURN:
+        if not isinstance(entry.author, str) or not entry.author.strip():
+            return "author", "a peer_agent_turn must name the peer agent that sent it"
+        if entry.author.strip().lower() in AGENT_SPEAKERS:
+            return "author", f"a peer agent is neither the user nor this agent, got {entry.author!r}: name the peer"
+    key = entry.session_key
+    if key is not None and (not isinstance(key, str) or SESSION_KEY.fullmatch(key) is None):
+        shown = repr(key) if len(repr(key)) <= 60 else repr(key)[:60] + "..."
+        return "session_key", f"must be 1 to 128 of A-Z a-z 0-9 . _ : - (got {shown})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -135,9 +164,12 @@ class TranscriptEntry:
     author: str | None = None
     subagent_id: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    session_key: str | None = None  # ties one conversation across surfaces (``SESSION_KEY``); optional
 
     def hashed_fields(self) -> dict[str, Any]:
-        return {
+        """Every field the line hash covers; ``session_key`` only when set, so a line without one hashes as it
+        always did."""
+        hashed: dict[str, Any] = {
             "v": WIRE_VERSION,
             "id": self.id,
             "session_id": self.session_id,
@@ -151,6 +183,9 @@ class TranscriptEntry:
             "content": self.content,
             "meta": dict(self.meta),
         }
+        if self.session_key is not None:
+            hashed["session_key"] = self.session_key
+        return hashed
 
     @property
     def content_hash(self) -> str:
@@ -179,6 +214,10 @@ class SourcePointer:
     path: str | None = None
     char_start: int = 0
     char_end: int = 0
+    # who spoke, for a transcript turn: the subagent that wrote it, or the peer agent it came from (derived forms);
+    # not part of ``key``, so a chunk's id does not depend on them
+    subagent_id: str | None = None
+    peer_agent: str | None = None
 
     def key(self) -> str:
         if self.source_type is SourceType.TRANSCRIPT:
@@ -188,6 +227,7 @@ class SourcePointer:
         return f"{base}[{self.char_start}:{self.char_end}]"
 
     def to_dict(self) -> dict[str, Any]:
+        """The pointer as JSON; the speaker fields only when set, so a pointer without them reads as before."""
         return {
             "source_type": self.source_type.value,
             "session_id": self.session_id,
@@ -196,6 +236,7 @@ class SourcePointer:
             "path": self.path,
             "char_start": self.char_start,
             "char_end": self.char_end,
+            **speakers_set(self),
         }
 
     @classmethod
@@ -208,7 +249,18 @@ class SourcePointer:
             path=data.get("path"),
             char_start=int(data.get("char_start", 0)),
             char_end=int(data.get("char_end", 0)),
+            subagent_id=data.get("subagent_id"),
+            peer_agent=data.get("peer_agent"),
         )
+
+
+SPEAKER_FIELDS = ("subagent_id", "peer_agent")  # who spoke a turn beyond its kind: pointers and candidates carry them
+
+
+def speakers_set(record: Any) -> dict[str, str]:
+    """The speaker fields ``record`` has set, for a JSON record that leaves them out when unset (so a record of a
+    turn by the user or the agent reads as it did before they were recorded)."""
+    return {name: value for name in SPEAKER_FIELDS if (value := getattr(record, name)) is not None}
 
 
 def shown_entry_key(key: str) -> str:
