@@ -31,6 +31,7 @@ from lca.consolidation.prompts import (
 )
 from lca.consolidation.records import (
     CANDIDATE_TYPES,
+    INSTRUCTION_TYPES,
     SKIPPED_KINDS,
     Candidate,
     ConsolidationConfig,
@@ -211,12 +212,15 @@ class Consolidator:
                         redacted(" ".join(entry.content.split())),  # no model is shown a credential
                         entry.timestamp,
                         entry.meta,
+                        entry.kind is EntryKind.PEER_AGENT_TURN,
                     )
                 )
         return lines, marks
 
     @staticmethod
     def _speaker(entry: TranscriptEntry) -> str:
+        if entry.kind is EntryKind.PEER_AGENT_TURN:  # the writer is told whose words these are
+            return f"peer agent {redacted(entry.author or '')}"
         if entry.author:
             return entry.author
         return {"user_turn": "user", "assistant_turn": "assistant"}.get(entry.kind.value, entry.kind.value)
@@ -298,6 +302,10 @@ class Consolidator:
                     )
                     continue
                 cited = [by_number[n] for n in numbers if n in by_number]
+                if kind in INSTRUCTION_TYPES and cited and all(line.peer_agent for line in cited):
+                    why = f"window {w + 1}: a {kind} resting on peer agents' messages alone: an observation, dropped"
+                    failures.append(Failure("extract", "peer_instruction", why, raw=statement))
+                    continue
                 cand = Candidate(
                     hypothesis_id(statement),
                     kind,

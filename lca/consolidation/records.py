@@ -23,6 +23,9 @@ CANDIDATE_TYPES = {
     "procedure": MemoryType.PROCEDURE,
 }
 SKIPPED_KINDS = {EntryKind.CHECKPOINT, EntryKind.HANDOFF, EntryKind.REASONING}
+INSTRUCTION_TYPES = frozenset({"rule", "procedure", "preference"})
+"""Candidate types that would bind the agent later: only the user sets them, so one resting on peer agents' messages
+alone is dropped (another agent's words are an observation, never an instruction)."""
 
 
 class ConsolidationTrigger(str, Enum):  # noqa: UP042 (StrEnum would change str() of a member)
@@ -72,6 +75,7 @@ class SpanLine:
     timestamp: str
     # the entry's meta (scenario events, channel, role): never shown to a model; not part of equality
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    peer_agent: bool = field(default=False, compare=False)  # a peer agent's message: an observation, never a rule
 
 
 @dataclass(frozen=True)

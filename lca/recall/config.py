@@ -15,7 +15,7 @@ from lca.errors import RecordFormatError
 from lca.params import ParameterError
 from lca.recall.floor import FLOOR_MODES
 from lca.recall.resonance import TERMS, ResonanceWeights
-from lca.recall.terms import DEFAULT_AUTHORITY
+from lca.recall.terms import DEFAULT_AUTHORITY, PEER_AGENT_AUTHORITY
 from lca.recall_log import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
 from lca.retrieval.config import RetrievalConfig
 
@@ -105,6 +105,14 @@ class RecallConfig:
                 )
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise RecordFormatError(f"must be a number in [0, 1], got {value!r}", field=f"authority_table.{key}")
+        table = {**DEFAULT_AUTHORITY, **(self.authority_table or {})}
+        if table[PEER_AGENT_AUTHORITY] >= table["transcript"]:  # a peer agent ranks below the user, whatever is set
+            named = PEER_AGENT_AUTHORITY if PEER_AGENT_AUTHORITY in (self.authority_table or {}) else "transcript"
+            raise RecordFormatError(
+                f"the {PEER_AGENT_AUTHORITY} row ({table[PEER_AGENT_AUTHORITY]:g}) must stay below the transcript row "
+                f"({table['transcript']:g}): a peer agent's messages rank below the user's",
+                field=f"authority_table.{named}",
+            )
         if self.wildcard_mode not in ("precision", "balanced", "explore"):
             raise RecordFormatError(
                 f"unknown wildcard mode {self.wildcard_mode!r}; known: precision, balanced, explore",

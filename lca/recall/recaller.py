@@ -35,6 +35,7 @@ from lca.recall.terms import (
     asks_for_agent_words,
     replies_to_replaced,
     risk_reasons,
+    transcript_authority,
 )
 from lca.recall.tokens import TokenTally
 from lca.recall_log import RecallLog
@@ -303,7 +304,7 @@ class Recaller:
                     agent = agent_risk if hit.pointer.entry_id in by_agent else 0.0
                     if agent:
                         agent_ids.add(hit.chunk_id)
-                authority_key, source_type = "transcript", "transcript"
+                authority_key, source_type = transcript_authority(hit.pointer.peer_agent), "transcript"
                 tags = {hit.channel.lower()} if hit.channel else set()  # a transcript turn carries its channel
                 if scoped:  # ... and, in its meta, the visibility, project and role of where it was said
                     meta = self._meta(hit.pointer.session_id, hit.pointer.entry_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from lca.derived import derived_message, derived_text
 from lca.recall.resonance import RESONANCE_TERMS, ResonanceWeights
+from lca.types import speakers_set
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -59,6 +60,8 @@ class ScoredCandidate:
     prompt_of: str | None = None  # recalled as the turn right before this chunk's turn (RecallConfig.exchanges)
     marker: str | None = None  # what replaced this turn, shown in its header ("superseded 2026-03-13 by s4:7")
     said_in: str | None = None  # where the turn was said, when not where recall was asked ("project harbour-st")
+    subagent_id: str | None = None  # the subagent that wrote the turn (lca.types.SourcePointer)
+    peer_agent: str | None = None  # the peer agent the turn came from: shown as an observation, never an instruction
 
     def contribution(self, weights: ResonanceWeights) -> dict[str, float]:
         """What each term added to the score (a penalty's is negative)."""
@@ -106,18 +109,21 @@ def log_record(result: RecallResult, weights: Any, floor: float) -> dict[str, An
         "tokens": result.tokens,
         "budget": result.budget,
         "latency_ms": round(result.latency_ms, 3),
-        "candidates": [
-            {
-                "chunk_id": c.chunk_id,
-                "source": c.source,
-                "cosine": round(c.cosine, 6) if math.isfinite(c.cosine) else None,
-                "terms": {k: round(v, 6) for k, v in c.terms.items()},
-                "score": round(c.score, 6),
-                "injected": c.injected,
-                "wildcard": c.wildcard,
-                "prompt_of": c.prompt_of,
-                "why_not": c.why_not,
-            }
-            for c in result.candidates
-        ],
+        "candidates": [_logged(c) for c in result.candidates],
+    }
+
+
+def _logged(c: ScoredCandidate) -> dict[str, Any]:
+    """One candidate's row in the recall log; who spoke only where the turn names a subagent or a peer agent."""
+    return {
+        "chunk_id": c.chunk_id,
+        "source": c.source,
+        "cosine": round(c.cosine, 6) if math.isfinite(c.cosine) else None,
+        "terms": {k: round(v, 6) for k, v in c.terms.items()},
+        "score": round(c.score, 6),
+        "injected": c.injected,
+        "wildcard": c.wildcard,
+        "prompt_of": c.prompt_of,
+        "why_not": c.why_not,
+        **speakers_set(c),
     }

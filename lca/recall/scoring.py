@@ -67,6 +67,8 @@ def scored_candidates(
                 why_not=why_not,
                 marker=marker,
                 said_in=said_in,
+                subagent_id=hit.pointer.subagent_id,
+                peer_agent=hit.pointer.peer_agent,
             )
         )
     return out

@@ -127,26 +127,43 @@ WILDCARD_NOTE = "wildcard: dormant record offered for exploration"
 
 
 def item_label(number: int, item: ScoredCandidate) -> str:
-    """The header of a recalled item: its number, the turn or memory it comes from, the authority row where the source
-    does not already say it, when it was said (date and minute as recorded) and its weight. The character span is
-    left to the result's pointer: a header costs budget on every item, and at about 55 tokens (a full ISO time, the
-    span, three decimals, "transcript" twice) it took a third of a short turn's cost. A turn whose entry id names its
-    session (``<session>:<n>``, as every importer and the harness write them) is named by its entry id alone
-    (``shown_pointer``). A prompt brought by ``exchanges`` shows neither time nor weight: it sits right before the turn
-    that brought it, whose header gives the time, and it was brought for that turn, not for its own weight."""
+    """The header of a recalled item: its number, the turn or memory it comes from, who spoke where a subagent or a
+    peer agent did (``speaker_note``), the authority row where the source does not already say it, when it was said
+    (date and minute as recorded) and its weight. The character span is left to the result's pointer: a header costs
+    budget on every item, and at about 55 tokens (a full ISO time, the span, three decimals, "transcript" twice) it
+    took a third of a short turn's cost. A turn whose entry id names its session (``<session>:<n>``, as every importer
+    and the harness write them) is named by its entry id alone (``shown_pointer``). A prompt brought by ``exchanges``
+    shows neither time nor weight: it sits right before the turn that brought it, whose header gives the time, and it
+    was brought for that turn, not for its own weight."""
     where = shown_pointer(item.source)
     parts = [WILDCARD_NOTE] if item.wildcard else []
     if item.marker:  # never silently: a turn a later one replaced says so, with what replaced it and when
         parts.append(item.marker)
     if item.said_in:  # a turn from another project or channel says where it belongs
         parts.append(item.said_in)
-    if item.authority_key != item.source_type:
+    if (speaker := speaker_note(item.subagent_id, item.peer_agent)) is not None:
+        parts.append(speaker)
+    if item.authority_key != item.source_type and item.peer_agent is None:  # a peer's note names its row
         parts.append(item.authority_key)
     if not item.prompt_of:
         if item.timestamp:
             parts.append(short_time(item.timestamp))
         parts.append(f"weight {item.score:.2f}")
     return f"[{number}] {where} ({', '.join(parts)})" if parts else f"[{number}] {where}"
+
+
+PEER_AGENT_NOTE = "observation from peer agent"
+
+
+def speaker_note(subagent_id: str | None, peer_agent: str | None) -> str | None:
+    """Who spoke a recalled turn, as its header says it: a peer agent's message is shown as what it is, an observation
+    to weigh and never an instruction ("observation from peer agent relay-bot"); a subagent's turn names the subagent
+    ("subagent planner"); None for the user's and the agent's own turns."""
+    if peer_agent:
+        return f"{PEER_AGENT_NOTE} {peer_agent}"
+    if subagent_id:
+        return f"subagent {subagent_id}"
+    return None
 
 
 def shown_pointer(source: str) -> str:

@@ -11,14 +11,24 @@ from functools import lru_cache
 from lca.errors import RecordFormatError
 from lca.types import as_utc
 
+PEER_AGENT_AUTHORITY = "transcript:peer_agent"
+"""The authority row of a message from a peer agent (``peer_agent_turn``): another agent's words are an observation
+to weigh, never an instruction, so the row stays below the user's (``transcript``; ``RecallConfig`` checks it)."""
+
 DEFAULT_AUTHORITY = {
     "memory:approved": 1.0,
     "memory:reviewed": 0.8,
     "memory:unreviewed": 0.6,
     "memory:inferred": 0.4,
     "transcript": 0.5,
+    PEER_AGENT_AUTHORITY: 0.25,
     "summary": 0.3,
 }
+
+
+def transcript_authority(peer_agent: str | None) -> str:
+    """The authority row of a transcript turn: a peer agent's, or the transcript's own (the user's, the agent's)."""
+    return PEER_AGENT_AUTHORITY if peer_agent else "transcript"
 
 
 # ---- the terms -------------------------------------------------------------------------
@@ -78,9 +88,11 @@ def authority_term(
 ) -> float:
     """A: source authority from a table users can change. When exact wording is asked for, the raw transcript
     outranks every derived source: it takes 1.0 and each derived source half its row (an approved memory's 1.0
-    would otherwise only tie it)."""
+    would otherwise only tie it); a peer agent's words are verbatim too, and keep their own row, below the user's."""
     if exact_wording:
-        return 1.0 if source_key == "transcript" else EXACT_WORDING_DERIVED_SHARE * float(table.get(source_key, 0.0))
+        if source_key in ("transcript", PEER_AGENT_AUTHORITY):
+            return 1.0 if source_key == "transcript" else float(table.get(source_key, 0.0))
+        return EXACT_WORDING_DERIVED_SHARE * float(table.get(source_key, 0.0))
     return float(table.get(source_key, 0.0))
 
 
