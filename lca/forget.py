@@ -38,7 +38,7 @@ from lca.errors import LCAError
 from lca.fileio import atomic_write_bytes, fsync_dir, refuse_link
 from lca.layout import StoreLayout
 from lca.transcript import encode_entry
-from lca.types import EntryKind, HealthCheck, HealthStatus, TranscriptEntry, as_utc, canonical_json
+from lca.types import SESSION_KEY, EntryKind, HealthCheck, HealthStatus, TranscriptEntry, as_utc, canonical_json
 
 FORGOTTEN = "[FORGOTTEN]"
 WINDOW = 5
@@ -53,9 +53,10 @@ class ForgetError(LCAError):
 
 @dataclass(frozen=True)
 class ForgetRequest:
-    """What to forget: entries (``session#entry`` keys or bare entry ids), a session, a time range, text
-    (case-insensitive, whitespace-normalized), a channel, an author and/or entry kinds. An entry is selected when
-    it meets every selector given (channel, author and kinds narrow; they do not select on their own)."""
+    """What to forget: entries (``session#entry`` keys or bare entry ids), a session, a session key (one conversation
+    across surfaces), a time range, text (case-insensitive, whitespace-normalized), a channel, an author and/or entry
+    kinds. An entry is selected when it meets every selector given (channel, author and kinds narrow; they do not
+    select on their own)."""
 
     entries: tuple[str, ...] = ()
     session: str | None = None
@@ -65,10 +66,15 @@ class ForgetRequest:
     channel: str | None = None
     author: str | None = None
     kinds: tuple[str, ...] = ()
+    session_key: str | None = None
 
     def __post_init__(self) -> None:
-        if not (self.entries or self.session or self.since or self.until or self.matching):
-            raise ForgetError("a forget request names at least one selector (entry, session, time range or text)")
+        if not (self.entries or self.session or self.session_key or self.since or self.until or self.matching):
+            raise ForgetError(
+                "a forget request names at least one selector (entry, session, session key, time range or text)"
+            )
+        if self.session_key is not None and SESSION_KEY.fullmatch(self.session_key) is None:
+            raise ForgetError(f"--session-key {self.session_key!r}: must be 1 to 128 of A-Z a-z 0-9 . _ : -")
         if self.matching is not None and not _words(self.matching):
             raise ForgetError("--matching must hold at least one word")
 
@@ -76,6 +82,8 @@ class ForgetRequest:
         if self.entries and not ({entry.id, f"{entry.session_id}#{entry.id}"} & set(self.entries)):
             return False
         if self.session is not None and entry.session_id != self.session:
+            return False
+        if self.session_key is not None and entry.session_key != self.session_key:
             return False
         if self.channel is not None and entry.channel != self.channel:
             return False
@@ -281,6 +289,7 @@ def tombstone(entry: TranscriptEntry, *, by: str, why: str, at: str) -> Transcri
         parent_id=entry.parent_id,
         author=entry.author,
         subagent_id=entry.subagent_id,
+        session_key=entry.session_key,  # the tombstone stays in its conversation: a later export or forget finds it
         meta={
             "forgotten": {
                 "by": by,

@@ -274,6 +274,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     request = ForgetRequest(
         entries=tuple(args.entry or ()),
         session=args.session,
+        session_key=args.session_key,
         since=datetime.fromtimestamp(common.moment(args.since), UTC) if args.since else None,
         until=datetime.fromtimestamp(common.moment(args.until), UTC) if args.until else None,
         matching=args.matching,
@@ -299,7 +300,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with common.open_store(args) as substrate:
         lines = export_lines(
-            exported_entries(substrate.transcript, session=args.session, author=args.author, verbatim=args.verbatim)
+            exported_entries(
+                substrate.transcript,
+                session=args.session,
+                author=args.author,
+                session_key=args.session_key,
+                verbatim=args.verbatim,
+            )
         )
         if args.out in (None, "-"):
             count = 0
@@ -431,6 +438,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--entry", action="append", metavar="SESSION#ENTRY", help="an entry key or id; repeatable")
     p.add_argument("--session", help="every entry of this session")
+    p.add_argument("--session-key", help="every entry carrying this session key, in whichever session or channel")
     p.add_argument("--since", help="entries at or after this ISO time")
     p.add_argument("--until", help="entries before this ISO time")
     p.add_argument("--matching", help="entries whose text holds these words (case and spacing ignored)")
@@ -444,11 +452,15 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "export",
         parents=[common_args],
-        help="one session's or one speaker's turns in the wire format",
-        description="Write the selected transcript lines (by --session, --author, or both) as wire-format JSONL. "
-        "Credentials are redacted and the line hash computed again (meta.export_redacted) unless --verbatim.",
+        help="one session's, one conversation's or one speaker's turns in the wire format",
+        description="Write the selected transcript lines (by --session, --session-key, --author; every one given "
+        "must hold) as wire-format JSONL. Credentials are redacted and the line hash computed again "
+        "(meta.export_redacted) unless --verbatim.",
     )
     p.add_argument("--session")
+    p.add_argument(
+        "--session-key", help="one conversation across surfaces: the turns carrying this session key, in any session"
+    )
     p.add_argument("--author", help="the speaker whose turns to export")
     p.add_argument("--out", help="file to write (default: standard output)")
     p.add_argument("--verbatim", action="store_true", help="the lines as recorded, credentials included")
