@@ -1,7 +1,8 @@
 """Retention rules: what the store keeps, for how long, declared once and applied by ``forget``.
 
 A store may declare in ``retention.yaml`` (configuration: it ships in a bundle's body) rules such as "tool results
-older than 30 days", "the support channel after 365 days" or "everything said by one author after 90 days"::
+older than 30 days", "the support channel after 365 days", "everything said by one author after 90 days" or "one
+conversation, across the surfaces it touched, after 30 days" (its ``session_key``)::
 
     rules:
       - name: tool-output
@@ -12,7 +13,7 @@ older than 30 days", "the support channel after 365 days" or "everything said by
         channel: support
 
 Each rule is a ``lca.forget.ForgetRequest`` bounded by its age (``until = now - older_than_days``) and narrowed by
-its channel, author and kinds; ``apply_retention`` forgets what each selects, with the rule named in every
+its channel, author, session key and kinds; ``apply_retention`` forgets what each selects, with the rule named in every
 tombstone (``why``), so history says which rule removed what. Nothing is forgotten until it is applied
 (``lca retention apply``, ``--dry-run`` to see first); health's ``retention`` check counts the entries past a
 rule that are still held. Migration events (``lca-migrations``) are the store's own history and are never
@@ -32,11 +33,11 @@ import yaml
 from lca.errors import RecordFormatError
 from lca.forget import ForgetReport, ForgetRequest, forget, is_tombstone
 from lca.layout import StoreLayout
-from lca.types import EntryKind, HealthCheck, HealthStatus, TranscriptEntry
+from lca.types import SESSION_KEY, EntryKind, HealthCheck, HealthStatus, TranscriptEntry
 
 RETENTION_FILE = "retention.yaml"
 PROTECTED_SESSIONS = frozenset({"lca-migrations"})
-_FIELDS = {"name", "older_than_days", "channel", "author", "kinds"}
+_FIELDS = {"name", "older_than_days", "channel", "author", "session_key", "kinds"}
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,13 @@ class RetentionRule:
     channel: str | None = None
     author: str | None = None
     kinds: tuple[str, ...] = ()
+    session_key: str | None = None
 
     def request(self, now: datetime) -> ForgetRequest:
         until = now - timedelta(days=self.older_than_days)
-        return ForgetRequest(until=until, channel=self.channel, author=self.author, kinds=self.kinds)
+        return ForgetRequest(
+            until=until, channel=self.channel, author=self.author, kinds=self.kinds, session_key=self.session_key
+        )
 
 
 def _rule(data: Any, where: str) -> RetentionRule:
@@ -65,14 +69,17 @@ def _rule(data: Any, where: str) -> RetentionRule:
         raise RecordFormatError(f"{where}: field 'name' must be a non-empty string")
     if isinstance(days, bool) or not isinstance(days, int | float) or days <= 0:
         raise RecordFormatError(f"{where}: field 'older_than_days' must be a number of days > 0, got {days!r}")
-    for field_name in ("channel", "author"):
+    for field_name in ("channel", "author", "session_key"):
         if data.get(field_name) is not None and not isinstance(data[field_name], str):
             raise RecordFormatError(f"{where}: field {field_name!r} must be a string")
+    key = data.get("session_key")
+    if key is not None and SESSION_KEY.fullmatch(key) is None:
+        raise RecordFormatError(f"{where}: field 'session_key' must be 1 to 128 of A-Z a-z 0-9 . _ : -, got {key!r}")
     kinds = data.get("kinds") or []
     known = {k.value for k in EntryKind}
     if not isinstance(kinds, list) or any(k not in known for k in kinds):
         raise RecordFormatError(f"{where}: field 'kinds' must list entry kinds among {', '.join(sorted(known))}")
-    return RetentionRule(name, float(days), data.get("channel"), data.get("author"), tuple(kinds))
+    return RetentionRule(name, float(days), data.get("channel"), data.get("author"), tuple(kinds), key)
 
 
 def read_retention(root: Path | str) -> tuple[RetentionRule, ...]:

@@ -27,7 +27,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
                 common.show(f"store {substrate.home}: no retention rules (retention.yaml)")
             for row in rows if not args.json else ():
                 shown = {k: ", ".join(v) if isinstance(v, list) else v for k, v in row.items()}
-                narrow = "; ".join(f"{k} {shown[k]}" for k in ("channel", "author", "kinds") if row[k])
+                narrow = "; ".join(f"{k} {shown[k]}" for k in ("channel", "author", "session_key", "kinds") if row[k])
                 common.show(
                     f"{row['name']}: older than {row['older_than_days']:g} days{f' ({narrow})' if narrow else ''}; "
                     f"{row['due']} entr(y/ies) due"

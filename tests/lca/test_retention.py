@@ -89,6 +89,7 @@ def test_rules_forget_what_they_select_name_themselves_and_health_sees_them_due(
         ("rules:\n  - name: x\n    older_than_days: -1\n", "rules[0]: field 'older_than_days'"),
         ("rules:\n  - name: x\n    older_than_days: 3\n    kinds: [tweet]\n", "rules[0]: field 'kinds'"),
         ("rules:\n  - name: x\n    older_than_days: 3\n    keep: forever\n", "rules[0]: unknown field(s) keep"),
+        ("rules:\n  - name: x\n    older_than_days: 3\n    session_key: a b\n", "rules[0]: field 'session_key'"),
         ("rules: [\n", "not valid YAML"),
         ("policy: []\n", "one key, 'rules'"),
     ],
@@ -111,3 +112,25 @@ def test_the_cli_lists_due_rules_and_applies_them(store, capsys):
     (store / "retention.yaml").write_text("rules:\n  - name: x\n")
     assert main(["retention", "apply", "--store", str(store)]) == 2
     assert "retention.yaml, rules[0]: field 'older_than_days'" in capsys.readouterr().err
+
+
+def test_a_rule_by_session_key_forgets_that_conversation_across_sessions_and_nothing_else(tmp_path):
+    root = tmp_path / "s"
+    old = "2026-01-02T10:00:00+00:00"
+    with open_store(root) as s:
+        s.append(
+            [
+                make_entry("slack-1", 1, "the private thread", channel="slack", session_key="conv-7", timestamp=old),
+                make_entry(
+                    "cli-4", 1, "the same thread on the cli", channel="cli", session_key="conv-7", timestamp=old
+                ),
+                make_entry("cli-4", 2, "another conversation", channel="cli", session_key="conv-8", timestamp=old),
+            ]
+        )
+    (root / "retention.yaml").write_text("rules:\n  - name: conv-7\n    older_than_days: 30\n    session_key: conv-7\n")
+    with open_store(root) as s:
+        (rule,) = read_retention(root)
+        assert rule.session_key == "conv-7"
+        apply_retention(s, now=NOW)
+        gone = {(e.session_id, e.id) for e in s.transcript.iter_entries() if is_tombstone(e)}
+        assert gone == {("slack-1", "slack-1:1"), ("cli-4", "cli-4:1")}
