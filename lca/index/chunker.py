@@ -192,6 +192,14 @@ def indexed(entry) -> bool:
     return bool(entry.content.strip()) and entry.kind not in UNINDEXED_KINDS and not (entry.meta or {}).get(OPERATIONAL)
 
 
+def entry_speakers(entry) -> tuple[str | None, str | None]:
+    """Who spoke a turn, as its chunks' pointers hold it (derived forms): the subagent that wrote it, and the peer
+    agent it came from (a ``peer_agent_turn``'s author)."""
+    subagent = derived_id(entry.subagent_id) if entry.subagent_id else None
+    peer = derived_text(entry.author) if entry.kind is EntryKind.PEER_AGENT_TURN and entry.author else None
+    return subagent, peer
+
+
 def entry_chunks(entry, chunker: Chunker) -> list:
     """Chunks of one transcript entry; a named speaker is kept as an indexed prefix, an attachment's caption
     as indexed text after the content (its pointer covers the content only)."""
@@ -199,6 +207,7 @@ def entry_chunks(entry, chunker: Chunker) -> list:
     if not indexed(entry):
         return []
     prefix = _speaker_prefix(entry.author)
+    subagent, peer = entry_speakers(entry)
     whole = RedactedText.of(entry.content + attachment_text(entry.meta))  # redacted before it is cut
     pieces = chunker.split(whole.text, prefix=prefix, keep=whole.kept())
     out = []
@@ -209,6 +218,8 @@ def entry_chunks(entry, chunker: Chunker) -> list:
             entry_id=derived_id(entry.id),
             char_start=min(whole.source_offset(piece.start), len(entry.content)),
             char_end=min(whole.source_offset(piece.end, end=True), len(entry.content)),
+            subagent_id=subagent,
+            peer_agent=peer,
         )
         text = prefix + piece.text
         out.append(
