@@ -16,7 +16,8 @@ from typing import Any
 from lca.derived import derived_id
 from lca.errors import RecordFormatError
 from lca.index.catalog import Catalog
-from lca.index.chunker import Chunker, entry_chunks, memory_chunks
+from lca.index.catalog_schema import SPEAKERS_PENDING
+from lca.index.chunker import Chunker, entry_chunks, entry_speakers, memory_chunks
 from lca.index.store import AddResult, IndexStore
 from lca.memory import MemoryStore
 from lca.provenance import code_version
@@ -99,6 +100,23 @@ def watermark_problem(path: Path, mark: int) -> str | None:
     )
 
 
+def fill_speakers(catalog: Catalog, transcript: TranscriptStore) -> int:
+    """Say who spoke on the chunks indexed before the catalog recorded it (a catalog migrated to schema version 3,
+    ``lca.index.catalog_schema``): the subagent or peer agent of every turn that has one, read from the transcript
+    once. Returns how many turns it named."""
+    speakers = []
+    for session_id in transcript.session_ids():
+        for entry in transcript.read(session_id).entries:
+            subagent, peer = entry_speakers(entry)
+            if subagent or peer:
+                speakers.append((derived_id(entry.session_id), derived_id(entry.id), subagent, peer))
+    catalog.begin()
+    catalog.set_speakers(speakers)
+    catalog.delete_meta(SPEAKERS_PENDING)
+    catalog.commit()
+    return len(speakers)
+
+
 def ingest_pending(
     index: IndexStore,
     transcript: TranscriptStore,
@@ -116,6 +134,8 @@ def ingest_pending(
     index.catalog_.set_meta("last_writer_version", code_version())
     record_writer(index.catalog_, code_version())
     out.repairs = index.repair()
+    if index.catalog_.get_meta(SPEAKERS_PENDING):
+        fill_speakers(index.catalog_, transcript)
     retried = index.retry_failures()
     out.index.merge(retried)
     chunks = []

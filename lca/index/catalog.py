@@ -14,77 +14,19 @@ from typing import Any
 from urllib.parse import quote
 
 from lca.errors import DerivedStoreDamagedError, LCAError
+from lca.index.catalog_schema import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    SPEAKER_COLUMNS,
+    STORED_TEXT,
+    bring_up_to_date,
+    check_readable,
+    chunk_columns,
+    has_speaker_columns,
+)
 from lca.types import Chunk, SourcePointer, SourceType
 
-SCHEMA_VERSION = 2
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS embedders (code INTEGER PRIMARY KEY, embedder_id TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS texts (
-    text_hash TEXT PRIMARY KEY,
-    vector_id INTEGER NOT NULL UNIQUE,
-    embedder INTEGER NOT NULL REFERENCES embedders(code),
-    text TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    row INTEGER PRIMARY KEY AUTOINCREMENT,
-    chunk_id TEXT NOT NULL UNIQUE,
-    text_hash TEXT NOT NULL REFERENCES texts(text_hash),
-    source_type TEXT NOT NULL,
-    session_id TEXT,
-    entry_id TEXT,
-    memory_id TEXT,
-    path TEXT,
-    char_start INTEGER NOT NULL,
-    char_end INTEGER NOT NULL,
-    part INTEGER NOT NULL,
-    parts INTEGER NOT NULL,
-    timestamp TEXT,
-    channel TEXT
-);
-CREATE INDEX IF NOT EXISTS chunks_text ON chunks(text_hash);
-CREATE INDEX IF NOT EXISTS chunks_memory ON chunks(memory_id);
-CREATE TABLE IF NOT EXISTS embedding_failures (
-    chunk_id TEXT PRIMARY KEY,
-    text_hash TEXT NOT NULL,
-    text TEXT NOT NULL,
-    pointer TEXT NOT NULL,
-    part INTEGER NOT NULL,
-    parts INTEGER NOT NULL,
-    timestamp TEXT,
-    channel TEXT,
-    attempts INTEGER NOT NULL,
-    error TEXT NOT NULL,
-    first_at REAL NOT NULL,
-    last_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sentence_keys (
-    chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
-    text_hash TEXT NOT NULL REFERENCES texts(text_hash),
-    PRIMARY KEY (chunk_id, text_hash)
-);
-CREATE INDEX IF NOT EXISTS sentence_keys_text ON sentence_keys(text_hash);
-CREATE TABLE IF NOT EXISTS window_keys (
-    chunk_id TEXT PRIMARY KEY REFERENCES chunks(chunk_id),
-    text_hash TEXT NOT NULL REFERENCES texts(text_hash)
-);
-CREATE INDEX IF NOT EXISTS chunks_session ON chunks(session_id);
-CREATE TABLE IF NOT EXISTS watermarks (source TEXT PRIMARY KEY, position TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-"""
-
-_STORED_TEXT = (  # every column holding text a writer chose: the chunk texts first
-    "texts.text",
-    *(f"chunks.{c}" for c in ("session_id", "entry_id", "memory_id", "path", "timestamp", "channel")),
-    *(f"embedding_failures.{c}" for c in ("text", "pointer", "timestamp", "channel", "error")),
-    "watermarks.source",
-    "meta.value",
-)
-_CHUNK_COLUMNS = (
-    "row, chunk_id, c.text_hash, source_type, session_id, entry_id, memory_id, path, "
-    "char_start, char_end, part, parts, timestamp, t.text, channel"
-)
+__all__ = ["SCHEMA_VERSION", "Catalog"]
 
 
 def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
@@ -96,6 +38,8 @@ def _row_to_chunk(row: Sequence) -> tuple[int, Chunk]:
         path=row[7],
         char_start=row[8],
         char_end=row[9],
+        subagent_id=row[15],
+        peer_agent=row[16],
     )
     return row[0], Chunk(
         chunk_id=row[1],
@@ -219,13 +163,15 @@ def _connect_read_only(path: Path) -> _CatalogConnection:
 class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.speakers = False  # whether the chunks say who spoke (lca.index.catalog_schema)
         self.read_only = path.exists() and not _writable(path)
         if self.read_only:  # a read-only store is still searchable: SQLite is never asked to write
             self.db = _connect_read_only(path)
             try:
                 if self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone() is None:
                     raise DerivedStoreDamagedError(path, "no catalog tables")
-                self._check_schema_version()
+                check_readable(self.db, path)
+                self.speakers = has_speaker_columns(self.db)  # False: a read-only catalog left at version 2
             except BaseException:
                 self.db.close()
                 raise
@@ -236,22 +182,15 @@ class Catalog:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             existing = self.db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
-            if existing:
-                self._check_schema_version()
-            self.db.executescript(_SCHEMA)
+            if existing:  # an older schema is migrated in place, or refused (lca.index.catalog_schema)
+                bring_up_to_date(self.db, path)
+            self.db.executescript(SCHEMA)
             if self.get_meta("schema_version") is None:
                 self.set_meta("schema_version", str(SCHEMA_VERSION))
+            self.speakers = True
         except BaseException:
             self.db.close()
             raise
-
-    def _check_schema_version(self) -> None:
-        stored = self.get_meta("schema_version")
-        if stored is not None and stored != str(SCHEMA_VERSION):
-            raise LCAError(
-                f"{self.path}: catalog schema version {stored}, this code writes {SCHEMA_VERSION}; "
-                "the index is derived: run `lca reindex` to rebuild it from the transcript"
-            )
 
     def close(self) -> None:
         self.db.close()
@@ -277,6 +216,9 @@ class Catalog:
             "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
             (key, value),
         )
+
+    def delete_meta(self, key: str) -> None:
+        self.db.execute("DELETE FROM meta WHERE key=?", (key,))
 
     def bump_generation(self) -> str:
         generation = uuid.uuid4().hex
@@ -356,7 +298,8 @@ class Catalog:
         p = chunk.pointer
         self.db.execute(
             "INSERT OR IGNORE INTO chunks(chunk_id, text_hash, source_type, session_id, entry_id, memory_id, path, "
-            "char_start, char_end, part, parts, timestamp, channel) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "char_start, char_end, part, parts, timestamp, channel, subagent_id, peer_agent) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 chunk.chunk_id,
                 chunk.text_hash,
@@ -371,7 +314,18 @@ class Catalog:
                 chunk.parts,
                 chunk.timestamp,
                 chunk.channel,
+                p.subagent_id,
+                p.peer_agent,
             ),
+        )
+
+    def set_speakers(self, speakers: Iterable[tuple[str, str, str | None, str | None]]) -> None:
+        """Who spoke each (session id, entry id) turn, as (session, entry, subagent id, peer agent) in derived form:
+        filled in on chunks indexed before the catalog recorded it (``SPEAKERS_PENDING``)."""
+        self.db.executemany(
+            "UPDATE chunks SET subagent_id=?, peer_agent=? WHERE source_type='transcript' AND session_id=? "
+            "AND entry_id=?",
+            [(subagent, peer, session, entry) for session, entry, subagent, peer in speakers],
         )
 
     def insert_sentence_key(self, chunk_id: str, text_hash: str) -> None:
@@ -471,9 +425,9 @@ class Catalog:
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not len(rows):
             return {}
-        marks = ",".join("?" * len(rows))
+        marks, columns = ",".join("?" * len(rows)), chunk_columns(self.speakers)
         found = self.db.execute(  # fetched in one call: a recall's pool of rows on the latency path
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
+            f"SELECT {columns} FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE row IN ({marks})",
             [int(x) for x in rows],
         ).fetchall()
         return dict(_row_to_chunk(r) for r in found)
@@ -582,7 +536,9 @@ class Catalog:
     def stored_values(self, *, texts: bool = True) -> Iterator[tuple[str, str]]:
         """("table.column", value) of each distinct text the catalog stores, but its own hashes and numbers: what
         health scans for credentials (``texts=False``: not the chunk texts, which their writer scanned)."""
-        for column in _STORED_TEXT[0 if texts else 1 :]:
+        for column in STORED_TEXT[0 if texts else 1 :]:
+            if column.partition(".")[2] in SPEAKER_COLUMNS and not self.speakers:
+                continue
             table = column.partition(".")[0]
             for (value,) in self.db.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL"):
                 yield column, str(value)
