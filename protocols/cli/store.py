@@ -20,6 +20,7 @@ from lca.importers import import_transcript_jsonl
 from lca.layout import StoreLayout
 from lca.params import parse_assignments
 from lca.recall import TERMS, RecallConfig, RecallContext
+from lca.types import speakers_set
 from protocols.evals.datasets import DATASETS, options_by_flag
 
 SHIPPED_OFF_TOPIC_QUERIES = Path(__file__).resolve().parents[2] / "data" / "calibration" / "off_topic_queries.txt"
@@ -179,6 +180,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                                 "cosine": c.cosine,
                                 "terms": dict(c.terms),
                                 "tokens": c.tokens,
+                                **speakers_set(c),  # who spoke, where a subagent or a peer agent did
                             }
                             for c in result.candidates
                         ],

@@ -23,6 +23,7 @@ from lca.standing_rules import standing_rule
 from lca.substrate import Substrate
 from lca.transcript import TranscriptStore, encode_entry, entry_from_wire
 from lca.types import EntryKind, canonical_json, sha256_hex
+from protocols.cli import common as cli_common
 from protocols.cli import main
 from tests.conftest import make_entry
 from tests.fakes import FakeFlakyEmbedder, FakeHashingEmbedder
@@ -72,6 +73,17 @@ def test_the_subagent_id_travels_from_the_turn_to_the_index_recall_its_header_an
     (record,) = list(store.recall_log().records())
     logged = {c["source"].split("#")[1].split("[")[0]: c for c in record["candidates"]}
     assert logged["s1:2"]["subagent_id"] == "planner" and "subagent_id" not in logged["s1:1"]
+
+
+def test_lca_recall_json_says_who_spoke(store, capsys, monkeypatch):
+    store.close()  # the command opens the store with the fake embedder it was built with
+    monkeypatch.setattr(
+        cli_common, "open_store", lambda args, **kw: Substrate(store.home, embedder=FakeHashingEmbedder())
+    )
+    assert main(["recall", "billing database backup", "--json"]) == 0
+    candidates = {c["source"].split("#")[1].split("[")[0]: c for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert candidates["s1:3"]["peer_agent"] == "relay-bot" and candidates["s1:2"]["subagent_id"] == "planner"
+    assert "peer_agent" not in candidates["s1:1"] and "subagent_id" not in candidates["s1:1"]
 
 
 def test_a_failed_embedding_keeps_who_spoke_until_it_is_retried(tmp_path):
