@@ -9,7 +9,8 @@ recorded command's paths are relative to where it ran.
 Compared: every metric, check, config value and row field, the embedder id and each dataset's sha256 (a different
 file is not a reproduction). Figures the benchmark declares as varying from run to run (``Benchmark.run_to_run``:
 timings, load) are reported side by side and never count as a difference. Numbers agree within ``rtol``; anything
-else must be equal.
+else must be equal. A figure the record holds and the rerun no longer writes is a difference; one only the rerun
+writes (the code records more than it did) is listed as added, not judged.
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ class FigurePair:
 
 @dataclass(frozen=True)
 class Reproduction:
-    """The comparison of a record with its rerun: ``differences`` decide; ``run_to_run`` is shown, not judged."""
+    """The comparison of a record with its rerun: ``differences`` decide; ``run_to_run`` and ``added`` (figures only
+    the rerun writes) are shown, not judged."""
 
     record: str
     command: tuple[str, ...]
     compared: int
     differences: tuple[FigurePair, ...]
     run_to_run: tuple[FigurePair, ...] = field(default=())
+    added: tuple[str, ...] = field(default=())
 
     @property
     def reproduced(self) -> bool:
@@ -88,23 +91,30 @@ def _agree(a: Any, b: Any, rtol: float) -> bool:
 
 
 def compare_records(
-    recorded: BenchmarkResult, reproduced: BenchmarkResult, *, run_to_run: Iterable[str], rtol: float = 1e-6
-) -> tuple[int, tuple[FigurePair, ...], tuple[FigurePair, ...]]:
-    """(figures compared, differences, run-to-run figures) between two records of one benchmark."""
+    recorded: BenchmarkResult,
+    reproduced: BenchmarkResult,
+    *,
+    run_to_run: Iterable[str],
+    rtol: float = 1e-6,
+    record: str = "",
+    command: tuple[str, ...] = (),
+) -> Reproduction:
+    """Compare two records of one benchmark figure by figure (see the module docstring)."""
     patterns = tuple(run_to_run)
     mine, theirs = flat_figures(recorded), flat_figures(reproduced)
     differences: list[FigurePair] = []
     varying: list[FigurePair] = []
     if recorded.benchmark != reproduced.benchmark:
         differences.append(FigurePair("benchmark", recorded.benchmark, reproduced.benchmark))
-    for key in sorted(set(mine) | set(theirs)):
-        pair = FigurePair(key, mine.get(key), theirs.get(key))
+    for key in sorted(mine):
+        pair = FigurePair(key, mine[key], theirs.get(key))
         leaf = key.split(".", 1)[1] if "." in key else key
         if any(fnmatch.fnmatchcase(leaf, p) or fnmatch.fnmatchcase(key, p) for p in patterns):
             varying.append(pair)
-        elif key not in mine or key not in theirs or not _agree(pair.recorded, pair.reproduced, rtol):
+        elif key not in theirs or not _agree(pair.recorded, pair.reproduced, rtol):
             differences.append(pair)
-    return len(set(mine) | set(theirs)), tuple(differences), tuple(varying)
+    added = tuple(sorted(set(theirs) - set(mine)))
+    return Reproduction(record, command, len(mine), tuple(differences), tuple(varying), added)
 
 
 def _redirected(argv: list[str], out: Path, name: str) -> list[str]:
@@ -119,10 +129,11 @@ def _redirected(argv: list[str], out: Path, name: str) -> list[str]:
 
 
 def _written(folder: Path, record_path: Path, name: str) -> BenchmarkResult:
-    """The record the rerun wrote: the file named like the committed one, else the one record of its benchmark."""
+    """The record the rerun wrote: the file named like the committed one, else the one record of its benchmark (a
+    retrieval run with ``--ablate`` writes its ablation record beside the main one)."""
     same = folder / record_path.name
-    if same.is_file():
-        return BenchmarkResult.read(same)
+    if same.is_file() and (result := BenchmarkResult.read(same)).benchmark == name:
+        return result
     found = []
     for path in sorted(folder.rglob("*.json")):
         try:
@@ -168,5 +179,6 @@ def reproduce(
         if done.returncode != 0:
             raise LCAError(f"{record_path}: the rerun `lca {' '.join(rerun)}` exited with status {done.returncode}")
         reproduced = _written(folder, record_path, recorded.benchmark)
-    compared, differences, varying = compare_records(recorded, reproduced, run_to_run=declared, rtol=rtol)
-    return Reproduction(str(record_path), ("lca", *argv), compared, differences, varying)
+    return compare_records(
+        recorded, reproduced, run_to_run=declared, rtol=rtol, record=str(record_path), command=("lca", *argv)
+    )

@@ -52,6 +52,10 @@ def run(args) -> int:
             print(_pair(pair))
         if len(result.differences) > _SHOWN:
             print(f"  ... and {len(result.differences) - _SHOWN} more (--json lists all)")
+        if result.added:
+            print(
+                f"  {len(result.added)} figure(s) only the rerun writes (added since the record), e.g. {result.added[0]}"
+            )
         if result.run_to_run:
             print(f"  {len(result.run_to_run)} run-to-run figure(s) (timings, load) not judged, e.g.")
             for pair in result.run_to_run[:3]:

@@ -29,16 +29,17 @@ def _result(metrics, *, rows=(), sha="a" * 64):
 def test_compare_judges_figures_and_only_shows_timings():
     recorded = _result({"hit": 0.5, "latency": {"p50_ms": 3.0}, "n": 10}, rows=[{"q": "a", "build_ms": 1.0}])
     same = _result({"hit": 0.5 + 1e-12, "latency": {"p50_ms": 9.0}, "n": 10}, rows=[{"q": "a", "build_ms": 7.0}])
-    compared, differences, varying = compare_records(recorded, same, run_to_run=TIMING_FIGURES)
-    assert differences == ()
-    assert {p.key for p in varying} == {"metrics.latency.p50_ms", "rows.0.build_ms"}
-    assert compared >= 5
+    same_run = compare_records(recorded, same, run_to_run=TIMING_FIGURES)
+    assert same_run.reproduced and same_run.added == ()
+    assert {p.key for p in same_run.run_to_run} == {"metrics.latency.p50_ms", "rows.0.build_ms"}
+    assert same_run.compared >= 5
     moved = _result({"hit": 0.4, "latency": {"p50_ms": 3.0}, "extra": 1}, rows=[{"q": "b", "build_ms": 1.0}])
-    _, differences, _ = compare_records(recorded, moved, run_to_run=TIMING_FIGURES)
-    assert {p.key for p in differences} == {"metrics.hit", "metrics.n", "metrics.extra", "rows.0.q"}
+    moved_run = compare_records(recorded, moved, run_to_run=TIMING_FIGURES)
+    assert {p.key for p in moved_run.differences} == {"metrics.hit", "metrics.n", "rows.0.q"}
+    assert moved_run.added == ("metrics.extra",)  # written only by the rerun: listed, not judged
     other_file = _result({"hit": 0.5, "latency": {"p50_ms": 3.0}, "n": 10}, rows=[{"q": "a"}], sha="b" * 64)
-    _, differences, _ = compare_records(recorded, other_file, run_to_run=TIMING_FIGURES)
-    assert [p.key for p in differences] == ["provenance.datasets.d.sha256"]
+    other_run = compare_records(recorded, other_file, run_to_run=TIMING_FIGURES)
+    assert [p.key for p in other_run.differences] == ["provenance.datasets.d.sha256"]
 
 
 @pytest.fixture(autouse=True)
