@@ -432,14 +432,20 @@ class Catalog:
         ).fetchall()
         return dict(_row_to_chunk(r) for r in found)
 
-    def lexical_corpus(self) -> tuple[list[int], list[str]]:
-        rows, texts = [], []
-        for row, text in self.db.execute(
-            "SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash ORDER BY c.row"
-        ):
-            rows.append(row)
-            texts.append(text)
-        return rows, texts
+    def lexical_corpus(self, after: int = -1) -> tuple[list[int], list[str]]:
+        """(rows, texts) of the chunks past row ``after`` in row order: the lexical index's documents (a row is
+        never reused: ``AUTOINCREMENT``)."""
+        found = self.db.execute(
+            "SELECT c.row, t.text FROM chunks c JOIN texts t ON c.text_hash=t.text_hash WHERE c.row > ? ORDER BY c.row",
+            (after,),
+        ).fetchall()
+        return [row for row, _ in found], [text for _, text in found]
+
+    def chunk_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def chunk_rows(self) -> list[int]:
+        return [row for (row,) in self.db.execute("SELECT row FROM chunks ORDER BY row")]
 
     # ---- failures -----------------------------------------------------------------
     def record_failure(self, chunk: Chunk, error: str) -> None:

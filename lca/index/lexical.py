@@ -1,42 +1,32 @@
-"""Lexical BM25 over the same chunks, with bm25s (lucene variant, k1=1.5, b=0.75).
+"""Lexical BM25 over the same chunks: bm25s's tokenizer and scoring (Lucene variant, k1=1.5, b=0.75) over
+segments (``lca.index.segments``), so an ingest adds its chunks as a small segment instead of rebuilding the index.
 
-bm25s builds a static index, so the whole index is rebuilt when chunks change;
-``generation`` records which catalog state it reflects so a stale index is noticed.
+``generation`` records which catalog state the index reflects; ``synced`` brings a stale one to the catalog by
+adding the chunks past its last row and marking dead the ones the catalog no longer holds, which gives the scores
+of an index rebuilt over the same chunks. On disk: ``lca.index.lexical_files``.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import threading
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
-from lca.errors import DerivedStoreDamagedError
-from lca.fileio import fsync_dir
+from lca.index.catalog import Catalog
+from lca.index.lexical_files import NPY_READS, read_state, write_state
+from lca.index.segments import Segment, SegmentSet, merge_due, segment_name, text_crc
 
-# numpy parses a .npy header with ``ast.literal_eval``, which CPython 3.11 does not make safe across threads
-# (two loads at once can raise "SystemError: AST constructor recursion depth mismatch"): one load at a time
-NPY_READS = threading.Lock()
+__all__ = ["NPY_READS", "Bm25LexicalIndex", "TermPairs", "TermPostings"]
 
 
 def _tokenizer() -> Tokenizer:
     return Tokenizer(lower=True, stopwords="en", stemmer=Stemmer.Stemmer("english"))
-
-
-def _check_arrays(scores: dict) -> None:
-    """bm25s's sparse score matrix must hold together, or a search would index out of bounds later."""
-    data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
-    if len(indptr) == 0 or int(indptr[-1]) != len(indices) or len(data) != len(indices):
-        raise ValueError("the score arrays disagree in length")
-    if len(indices) and (int(indices.max()) >= int(scores["num_docs"]) or int(indices.min()) < 0):
-        raise ValueError("a score points past the indexed documents")
 
 
 @dataclass(frozen=True)
@@ -121,39 +111,84 @@ class TermPairs:
 
 
 class Bm25LexicalIndex:
-    """BM25 over chunk rows; ``rows_[i]`` is the catalog row of document ``i``."""
+    """BM25 over chunk rows, in segments; ``rows_[i]`` is the catalog row of live document ``i`` (ascending)."""
 
     def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
         self.k1 = k1
         self.b = b
-        self.retriever_ = None
         self.tokenizer_ = _tokenizer()
-        self.rows_ = np.empty(0, dtype=np.int64)
+        self.segments_ = SegmentSet()
         self.generation_: str = ""
+        self.on_disk_: frozenset[str] = frozenset()  # segments already written where this index was loaded or saved
+
+    @property
+    def rows_(self) -> np.ndarray:
+        return self.segments_.rows
 
     def __len__(self) -> int:
         return int(len(self.rows_))
 
+    # ---- writing ---------------------------------------------------------------------------------------------
     def build(self, rows: Sequence[int], texts: Sequence[str], generation: str) -> None:
+        """An index of these documents alone, with a vocabulary of its own: what a rebuild makes."""
         self.tokenizer_ = _tokenizer()
-        self.rows_ = np.asarray(rows, dtype=np.int64)
+        self.segments_ = SegmentSet()
         self.generation_ = generation
-        if not len(texts):
-            self.retriever_ = None
-            return
-        tokens = self.tokenizer_.tokenize(list(texts), update_vocab=True, return_as="tuple", show_progress=False)
-        retriever = bm25s.BM25(k1=self.k1, b=self.b)
-        retriever.index(tokens, show_progress=False)
-        self.retriever_ = retriever
+        self.append(rows, texts)
 
+    def append(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """Index documents past every indexed row as one new segment; their new words extend the vocabulary (the
+        ids a rebuild over the same documents, in row order, would give them)."""
+        if not len(texts):
+            return
+        if int(rows[0]) <= self.segments_.last_row():
+            raise ValueError(f"row {rows[0]} is not past the indexed rows (up to {self.segments_.last_row()})")
+        tokenizer = self.tokenizer_
+        stems, words = len(tokenizer.stem_to_sid), len(tokenizer.word_to_id)
+        ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", show_progress=False)
+        segment = Segment.from_sequences(
+            segment_name(),
+            rows,
+            texts,
+            ids,
+            first_stem=stems,
+            stems=list(islice(tokenizer.stem_to_sid, stems, None)),  # a dict keeps insertion order: id order
+            words=dict(islice(tokenizer.word_to_id.items(), words, None)),
+        )
+        self.segments_ = self.segments_.appended(segment)
+
+    def remove(self, rows: Sequence[int] | np.ndarray) -> None:
+        """Mark the documents at ``rows`` dead: left out of every score and statistic, dropped at a merge."""
+        self.segments_ = self.segments_.without_rows(np.asarray(rows, dtype=np.int64))
+
+    def synced(self, catalog: Catalog) -> Bm25LexicalIndex:
+        """This index if it reflects the catalog's generation, else a new one that does: the chunks past its last
+        row appended and the ones the catalog no longer holds marked dead (the generation is read first, so a
+        write racing this read leaves the index stale, never stamped newer than it is). Rebuilt whole when its
+        last live document is not the catalog's chunk at that row (another catalog) or it holds none."""
+        generation = catalog.get_meta("chunks_generation") or ""
+        if generation == self.generation_:
+            return self
+        out = copy.copy(self)
+        anchor = self.segments_.anchor()
+        if anchor is None or not _holds(catalog, *anchor):
+            out.build(*catalog.lexical_corpus(), generation)
+            return out
+        out.append(*catalog.lexical_corpus(after=self.segments_.last_row()))
+        if catalog.chunk_count() != len(out):  # rows are never reused: equal counts, equal sets
+            out.remove(np.setdiff1d(out.rows_, np.asarray(catalog.chunk_rows(), dtype=np.int64)))
+        out.generation_ = generation
+        return out
+
+    # ---- reading ---------------------------------------------------------------------------------------------
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, rows) with a positive score."""
-        if self.retriever_ is None or k <= 0:
+        if not len(self) or k <= 0:
             return np.empty(0, np.float32), np.empty(0, np.int64)
         known = self.query_terms(query)
         if not known:
             return np.empty(0, np.float32), np.empty(0, np.int64)
-        scores = self.retriever_.get_scores_from_ids(known)
+        scores = self.term_scores(known)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         # stable order: score descending, then document position
@@ -163,7 +198,7 @@ class Bm25LexicalIndex:
 
     def query_terms(self, query: str) -> list[int]:
         """The query's indexed term ids, as BM25 scores them (a repeated term counts each time)."""
-        if self.retriever_ is None:
+        if not len(self):
             return []
         ids = self.tokenizer_.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
         return [int(t) for t in ids if t in self._valid_ids]
@@ -171,8 +206,7 @@ class Bm25LexicalIndex:
     def term_sequences(self, texts: Sequence[str]) -> tuple[list[np.ndarray], int]:
         """Each text's indexed term ids in order under this index's tokenizer and vocabulary (a word it never
         indexed is left out, as a query's would be), and the vocabulary's size."""
-        word_ids = self.tokenizer_.word_to_id.values() if self.retriever_ is not None else ()
-        vocabulary = max(word_ids, default=-1) + 1
+        vocabulary = len(self.tokenizer_.stem_to_sid) if len(self) else 0
         if not (texts and vocabulary):
             return [np.zeros(0, np.int64) for _ in texts], vocabulary
         tokenized = self.tokenizer_.tokenize(list(texts), update_vocab=False, return_as="ids", show_progress=False)
@@ -194,62 +228,43 @@ class Bm25LexicalIndex:
 
     def term_scores(self, terms: Sequence[int]) -> np.ndarray:
         """The BM25 score of every document for a query of these indexed term ids, in ``rows_`` order."""
-        if self.retriever_ is None or not terms:
+        if not len(self) or not terms:
             return np.zeros(len(self.rows_), dtype=np.float32)
-        return np.asarray(self.retriever_.get_scores_from_ids(list(terms)), dtype=np.float32)
+        return self.segments_.scores(terms, self.k1, self.b)
 
     @property
     def _valid_ids(self) -> set[int]:
+        """Every stem id but the empty token's (what bm25s gives a document with no term)."""
+        stems = self.tokenizer_.stem_to_sid
         cached = getattr(self, "_valid_cache", None)
-        if cached is None or cached[0] is not self.retriever_:
-            words = set(self.tokenizer_.word_to_id.values())
-            words.discard(self.tokenizer_.word_to_id.get("", -1))
-            cached = (self.retriever_, words)
-            self._valid_cache = cached
+        if cached is None or cached[0] != len(stems):
+            valid = set(stems.values())
+            valid.discard(stems.get("", -1))
+            cached = self._valid_cache = (len(stems), valid)
         return cached[1]
 
+    # ---- on disk ---------------------------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
-        tmp = directory.with_name(directory.name + ".tmp")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        np.save(tmp / "rows.npy", self.rows_)
-        (tmp / "generation.json").write_text(json.dumps({"generation": self.generation_, "k1": self.k1, "b": self.b}))
-        if self.retriever_ is not None:
-            self.retriever_.save(str(tmp / "bm25"))
-            self.tokenizer_.save_vocab(str(tmp / "bm25"))
-        old = directory.with_name(directory.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        fsync_dir(directory.parent)
-        if old.exists():
-            shutil.rmtree(old)
+        """Merge the segments where due (``lca.index.segments.merge_due``), then write what is not on disk yet and
+        the manifest that commits it (``lca.index.lexical_files.write_state``)."""
+        self.segments_ = merge_due(self.segments_)
+        self.on_disk_ = write_state(directory, self.segments_, self.generation_, self.k1, self.b, self.on_disk_)
 
     @classmethod
     def load(cls, directory: Path) -> Bm25LexicalIndex:
-        """The saved index. Any file here that cannot be read, or rows that do not match the documents,
-        is a damaged derived store (named), never a traceback: ``lca reindex`` rebuilds it."""
-        at = directory / "generation.json"
-        try:
-            meta = json.loads(at.read_text(encoding="utf-8"))
-            obj = cls(k1=float(meta["k1"]), b=float(meta["b"]))
-            obj.generation_ = str(meta["generation"])
-            with NPY_READS:
-                at = directory / "rows.npy"
-                obj.rows_ = np.asarray(np.load(at, allow_pickle=False), dtype=np.int64).reshape(-1)
-                at = directory / "bm25"
-                retriever = obj.retriever_ = bm25s.BM25.load(str(at)) if at.exists() else None
-                if retriever is not None:
-                    obj.tokenizer_.load_vocab(str(at))
-            if retriever is not None:
-                _check_arrays(retriever.scores)
-                documents = int(retriever.scores["num_docs"])
-                if documents != len(obj.rows_):
-                    at = directory / "rows.npy"
-                    raise ValueError(f"{len(obj.rows_)} rows for {documents} indexed documents")
-        except Exception as exc:  # every reader below (json, numpy, bm25s, scipy) has its own error types
-            raise DerivedStoreDamagedError(at, f"{type(exc).__name__}: {exc}") from exc
+        """The saved index; an empty, stale one where no manifest was committed (rebuilt from the catalog). A file
+        the manifest names that cannot be read is a damaged derived store, named: ``lca reindex`` rebuilds it."""
+        state = read_state(directory)
+        if state is None:
+            return cls()
+        obj = cls(k1=state.k1, b=state.b)
+        obj.segments_, obj.generation_ = state.segments, state.generation
+        obj.on_disk_ = frozenset(s.name for s in state.segments.segments)
+        obj.tokenizer_.stem_to_sid, obj.tokenizer_.word_to_id = state.stem_ids, state.word_ids
         return obj
+
+
+def _holds(catalog: Catalog, row: int, digest: int) -> bool:
+    """Whether the catalog holds at ``row`` the text whose check value is ``digest``."""
+    chunk = catalog.chunks_by_rows([row]).get(row)
+    return chunk is not None and text_crc(chunk.text) == digest

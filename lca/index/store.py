@@ -22,6 +22,7 @@ from lca.index.completeness import SAVED_META, record_saved
 from lca.index.frames import StoreStructure
 from lca.index.hybrid import hybrid_search
 from lca.index.lexical import Bm25LexicalIndex
+from lca.index.lexical_files import MANIFEST, leftover_files, remove_leftovers
 from lca.index.redaction import shown, vouch
 from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex, interrupted_saves, vector_id_for
@@ -86,11 +87,9 @@ class IndexConsistency:
 
 
 def interrupted_save_files(layout: StoreLayout) -> list[Path]:
-    """Files of index saves a killed writer left behind: faiss temporaries of dead processes (the next
-    ``flush`` removes them) and the lexical index's ``.tmp``/``.old`` folders (its next save does)."""
-    lexical = layout.lexical
-    partial = (lexical.with_name(lexical.name + ".tmp"), lexical.with_name(lexical.name + ".old"))
-    return interrupted_saves(layout.vectors) + [p for p in partial if p.exists()]
+    """Files of index saves a killed writer left behind, which the next ``flush`` removes: faiss temporaries of
+    dead processes and the lexical index's (``lca.index.lexical_files.leftover_files``)."""
+    return interrupted_saves(layout.vectors) + leftover_files(layout.lexical)
 
 
 class IndexStore:
@@ -185,17 +184,11 @@ class IndexStore:
 
     @property
     def lexical(self) -> Bm25LexicalIndex:
-        generation = self.catalog_.get_meta("chunks_generation") or ""
         if self._lexical is None:
-            path = self.layout.lexical
-            if path.exists():
-                self._lexical = Bm25LexicalIndex.load(path)
-        if self._lexical is None or self._lexical.generation_ != generation:
-            # stale or missing: rebuild in memory (persisted by the next writer)
-            self._lexical = Bm25LexicalIndex()
-            rows, texts = self.catalog_.lexical_corpus()
-            self._lexical.build(rows, texts, generation)
-            self._lexical_dirty = True
+            self._lexical = Bm25LexicalIndex.load(self.layout.lexical)
+        synced = self._lexical.synced(self.catalog_)  # stale: brought up in memory (the next writer saves it)
+        if synced is not self._lexical:
+            self._lexical, self._lexical_dirty = synced, True
         return self._lexical
 
     def consistency(self) -> IndexConsistency:
@@ -382,7 +375,7 @@ class IndexStore:
         return {"orphans_removed": int(len(orphans)), "vectors_reembedded": reembedded}
 
     def flush(self) -> None:
-        """Persist faiss, drop unreferenced texts, and rebuild the lexical index if chunks changed."""
+        """Persist faiss, drop unreferenced texts, and bring the lexical index to the catalog's chunks."""
         orphans = self.catalog_.orphan_texts()
         if orphans:
             self.catalog_.begin()
@@ -391,13 +384,12 @@ class IndexStore:
             self.vectors.remove(np.asarray([v for _, v in orphans], dtype=np.int64))
             self._vectors_dirty = True
         self.dir.mkdir(parents=True, exist_ok=True)
-        for leftover in interrupted_saves(self.layout.vectors):  # a save killed before its rename
-            leftover.unlink(missing_ok=True)
+        remove_leftovers(interrupted_save_files(self.layout))  # of saves killed before their rename or manifest
         if self._vectors is not None and (self._vectors_dirty or not self.layout.vectors.exists()):
             self._vectors.save(self.layout.vectors)
             self._vectors_dirty = False
-        lexical = self.lexical  # rebuilds if the generation moved
-        if self._lexical_dirty or not self.layout.lexical.exists():
+        lexical = self.lexical  # appends the new chunks if the generation moved
+        if self._lexical_dirty or not (self.layout.lexical / MANIFEST).exists():
             lexical.save(self.layout.lexical)
             self._lexical_dirty = False
         record_saved(self.catalog_)  # faiss and BM25 now hold this generation (lca.index.completeness)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import protocols.cli as cli
@@ -221,11 +220,36 @@ DAMAGE = {
         "vectors.faiss",
         lambda index: (index / "vectors.faiss").write_bytes((index / "vectors.faiss").read_bytes()[:100]),
     ),
-    "bm25-rows": ("rows.npy", lambda index: _garbage(index / "lexical" / "rows.npy")),
-    "bm25-rows-wrong-length": ("rows.npy", lambda index: np.save(index / "lexical" / "rows.npy", np.arange(2))),
-    "bm25-generation": ("generation.json", lambda index: _garbage(index / "lexical" / "generation.json")),
-    "bm25-scores": ("bm25", lambda index: _garbage(next((index / "lexical" / "bm25").glob("*.npy")))),
+    "bm25-manifest": ("manifest.json", lambda index: _garbage(index / "lexical" / "manifest.json")),
+    "bm25-manifest-torn": ("manifest.json", lambda index: _truncate(index / "lexical" / "manifest.json")),
+    "bm25-manifest-wrong-count": (".npz", lambda index: _miscount(index / "lexical" / "manifest.json")),
+    "bm25-segment": (".npz", lambda index: _garbage(_segment(index, ".npz"))),
+    "bm25-segment-torn": (".npz", lambda index: _truncate(_segment(index, ".npz"))),
+    "bm25-segment-flipped-byte": (".npz", lambda index: _flip(_segment(index, ".npz"))),
+    "bm25-segment-missing": (".npz", lambda index: _segment(index, ".npz").unlink()),
+    "bm25-vocabulary": (".vocab.json", lambda index: _garbage(_segment(index, ".vocab.json"))),
 }
+
+
+def _segment(index: Path, suffix: str) -> Path:
+    return next((index / "lexical").glob(f"seg-*{suffix}"))
+
+
+def _truncate(path: Path) -> None:
+    """What a write torn by a crash leaves (a save renames whole files into place, so only the disk does this)."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x5A  # the zip's CRC of the array (or its header) the byte is in no longer matches
+    path.write_bytes(bytes(data))
+
+
+def _miscount(manifest: Path) -> None:
+    record = json.loads(manifest.read_text())
+    record["segments"][0]["documents"] += 1
+    manifest.write_text(json.dumps(record))
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))

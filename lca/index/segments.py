@@ -1,0 +1,323 @@
+"""The lexical index's segments: immutable runs of documents whose BM25 is scored at query time from statistics
+summed over every segment, so an ingest adds a small segment instead of rebuilding the index.
+
+BM25 (Lucene's idf, k1, b) reads three numbers of the whole corpus: how many documents there are, their mean
+length in terms, and how many hold each query term. A segment stores what they are summed from (its documents'
+rows and lengths, and each term's postings: which of its documents hold the term, how often), never a score, so
+the scores over any set of segments equal those of one index built over the same documents. A removed document
+is marked dead in its segment (left out of every statistic) until a merge drops it. The arithmetic is bm25s's,
+step for step (a term's weight in a document in float64, rounded to float32, summed in float32 in the query's
+order), so the scores are bit-equal to a bm25s index over the same tokens (``tests/lca/index/test_segments.py``).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+ARRAYS = ("rows", "digests", "lengths", "terms", "indptr", "docs", "counts")
+EMPTY_POSTINGS = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+MAIN_SHARE = 0.125  # the small segments are merged into the first once they hold this share of its documents
+WEIGHTS_KEPT = 1_000_000  # term weights kept per index state across queries, in postings (12 bytes each)
+
+
+def segment_name() -> str:
+    """A name no other segment has had: a save writes new files before the manifest that names them."""
+    return f"seg-{uuid.uuid4().hex[:16]}"
+
+
+def text_crc(text: str) -> int:
+    """A document's check value: the store's last document is compared with the catalog's before an append."""
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Documents in catalog-row order, their postings by term (ids of the store's one vocabulary), and the stems
+    and words this segment added to that vocabulary (stem ids ``first_stem`` on)."""
+
+    name: str
+    rows: np.ndarray  # int64, ascending
+    digests: np.ndarray  # int64: each document's ``text_crc``
+    lengths: np.ndarray  # int64: terms per document ("" once for a document with none, as bm25s counts it)
+    terms: np.ndarray  # int64, ascending: the terms some document here holds
+    indptr: np.ndarray  # int64: term ``terms[i]``'s postings are docs[indptr[i]:indptr[i + 1]]
+    docs: np.ndarray  # int64: positions of documents in this segment, ascending per term
+    counts: np.ndarray  # float32: how often the term occurs in that document
+    first_stem: int
+    stems: tuple[str, ...] = ()
+    words: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @classmethod
+    def from_sequences(
+        cls,
+        name: str,
+        rows: Sequence[int],
+        texts: Sequence[str],
+        sequences: Sequence[Sequence[int]],
+        *,
+        first_stem: int,
+        stems: Sequence[str],
+        words: dict[str, int],
+    ) -> Segment:
+        """A segment of documents given as term-id sequences (the tokenizer's, "" token included)."""
+        lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+        flat = np.fromiter((t for s in sequences for t in s), dtype=np.int64, count=int(lengths.sum()))
+        doc_of = np.repeat(np.arange(len(sequences), dtype=np.int64), lengths)
+        # one key per (term, document), term-major: sorted, each key's count is the term's frequency there
+        keys, counts = np.unique(flat * max(len(sequences), 1) + doc_of, return_counts=True)
+        term_of, docs = np.divmod(keys, max(len(sequences), 1))
+        terms, starts = np.unique(term_of, return_index=True)
+        indptr = np.append(starts, len(keys)).astype(np.int64)
+        digests = np.fromiter((text_crc(t) for t in texts), dtype=np.int64, count=len(texts))
+        return cls(
+            name,
+            np.asarray(rows, dtype=np.int64),
+            digests,
+            lengths,
+            terms.astype(np.int64),
+            indptr,
+            docs.astype(np.int64),
+            counts.astype(np.float32),
+            first_stem,
+            tuple(stems),
+            dict(words),
+        )
+
+    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """(documents, counts) of one term here."""
+        at = int(self.terms.searchsorted(term))
+        if at < len(self.terms) and self.terms[at] == term:
+            lo, hi = self.indptr[at], self.indptr[at + 1]
+            return self.docs[lo:hi], self.counts[lo:hi]
+        return EMPTY_POSTINGS
+
+    def check(self) -> None:
+        """Raise ValueError unless the arrays hold together (a search would otherwise index out of bounds)."""
+        n = len(self.rows)
+        if not (len(self.digests) == len(self.lengths) == n):
+            raise ValueError(f"{n} rows but {len(self.digests)} digests and {len(self.lengths)} lengths")
+        if len(self.indptr) != len(self.terms) + 1 or int(self.indptr[0]) != 0:
+            raise ValueError("the term pointers do not match the terms")
+        if int(self.indptr[-1]) != len(self.docs) or len(self.docs) != len(self.counts):
+            raise ValueError("the postings disagree in length")
+        if np.any(np.diff(self.indptr) <= 0) or np.any(np.diff(self.terms) <= 0) or np.any(np.diff(self.rows) <= 0):
+            raise ValueError("terms, rows or term pointers are out of order")
+        if len(self.docs) and (int(self.docs.min()) < 0 or int(self.docs.max()) >= n):
+            raise ValueError("a posting points past the segment's documents")
+        if len(self.terms) and (int(self.terms[0]) < 0 or int(self.terms[-1]) >= self.first_stem + len(self.stems)):
+            raise ValueError("a posting names a term past the vocabulary")
+
+    def to_bytes(self) -> bytes:
+        out = io.BytesIO()
+        np.savez(out, **{name: getattr(self, name) for name in ARRAYS})
+        return out.getvalue()
+
+    @classmethod
+    def from_bytes(
+        cls, name: str, data: bytes, first_stem: int, stems: Sequence[str], words: dict[str, int]
+    ) -> Segment:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:  # zip CRCs: a flipped byte fails here
+            loaded = {key: np.asarray(arrays[key]) for key in ARRAYS}
+        dtypes = {"counts": np.float32}
+        return cls(
+            name,
+            **{k: v.astype(dtypes.get(k, np.int64), copy=False).reshape(-1) for k, v in loaded.items()},
+            first_stem=first_stem,
+            stems=tuple(stems),
+            words=dict(words),
+        )
+
+
+def merge_segments(name: str, parts: Sequence[Segment], alive: Sequence[np.ndarray | None]) -> Segment:
+    """One segment of the live documents of consecutive segments, in order: postings are placed by counting,
+    no sort, so a merge costs a pass over the postings. Their vocabulary additions are consecutive too."""
+    keep = [np.ones(len(p), dtype=bool) if a is None else a for p, a in zip(parts, alive)]
+    new_id = [np.cumsum(k) - 1 for k in keep]
+    bases = np.cumsum([0] + [int(k.sum()) for k in keep])
+    terms = np.unique(np.concatenate([p.terms for p in parts])) if parts else np.zeros(0, np.int64)
+    kept_postings, per_term = [], []
+    total = np.zeros(len(terms), dtype=np.int64)
+    for part, k in zip(parts, keep):
+        live = k[part.docs]
+        term_of = np.repeat(np.arange(len(part.terms)), np.diff(part.indptr))[live]
+        counts = np.bincount(term_of, minlength=len(part.terms))
+        at = np.searchsorted(terms, part.terms)
+        total[at] += counts  # a term occurs once per segment: no repeated index
+        kept_postings.append(live)
+        per_term.append((at, counts))
+    indptr = np.concatenate([[0], np.cumsum(total)]).astype(np.int64)
+    docs = np.zeros(int(indptr[-1]), dtype=np.int64)
+    counts_out = np.zeros(int(indptr[-1]), dtype=np.float32)
+    cursor = indptr[:-1].copy()
+    for part, live, (at, counts), ids, base in zip(parts, kept_postings, per_term, new_id, bases):
+        starts = np.cumsum(counts) - counts
+        rank = np.arange(int(counts.sum())) - np.repeat(starts, counts)
+        dest = np.repeat(cursor[at], counts) + rank
+        docs[dest] = base + ids[part.docs[live]]
+        counts_out[dest] = part.counts[live]
+        cursor[at] += counts
+    present = np.flatnonzero(total)
+    words: dict[str, int] = {}
+    for part in parts:
+        words.update(part.words)
+    return Segment(
+        name,
+        np.concatenate([p.rows[k] for p, k in zip(parts, keep)]).astype(np.int64),
+        np.concatenate([p.digests[k] for p, k in zip(parts, keep)]).astype(np.int64),
+        np.concatenate([p.lengths[k] for p, k in zip(parts, keep)]).astype(np.int64),
+        terms[present],
+        np.append(indptr[:-1][present], indptr[-1]).astype(np.int64),
+        docs,
+        counts_out,
+        parts[0].first_stem,
+        tuple(s for p in parts for s in p.stems),
+        words,
+    )
+
+
+@dataclass(frozen=True)
+class SegmentSet:
+    """The segments of one index state and which of their documents are alive (``None``: all of them), with the
+    corpus-wide statistics BM25 reads, summed over the live documents of every segment."""
+
+    segments: tuple[Segment, ...] = ()
+    alive: tuple[np.ndarray | None, ...] = ()
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)  # length norms and term weights
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.cumsum([0] + [len(s) for s in self.segments]).astype(np.int64)
+
+    @cached_property
+    def live_slots(self) -> np.ndarray | None:
+        """Positions of the live documents among all (segment after segment), or None when none is dead."""
+        if all(a is None for a in self.alive):
+            return None
+        return np.flatnonzero(np.concatenate([np.ones(len(s), bool) if a is None else a for s, a in self.pairs]))
+
+    @property
+    def pairs(self) -> list[tuple[Segment, np.ndarray | None]]:
+        return list(zip(self.segments, self.alive))
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        """The live documents' catalog rows, ascending (segments hold ascending rows, each past the one before)."""
+        every = np.concatenate([s.rows for s in self.segments]) if self.segments else np.zeros(0, np.int64)
+        return every if self.live_slots is None else every[self.live_slots]
+
+    @cached_property
+    def total_length(self) -> int:
+        return int(sum(int(s.lengths.sum() if a is None else s.lengths[a].sum()) for s, a in self.pairs))
+
+    def live_count(self, at: int) -> int:
+        alive = self.alive[at]
+        return len(self.segments[at]) if alive is None else int(alive.sum())
+
+    def last_row(self) -> int:
+        """The highest row ever indexed here, live or dead: the catalog's rows past it are new."""
+        return max((int(s.rows[-1]) for s in self.segments if len(s)), default=-1)
+
+    def anchor(self) -> tuple[int, int] | None:
+        """(row, text check value) of the highest live document: the catalog must hold that text at that row."""
+        for segment, alive in reversed(self.pairs):
+            live = np.flatnonzero(alive) if alive is not None else np.arange(len(segment))
+            if len(live):
+                return int(segment.rows[live[-1]]), int(segment.digests[live[-1]])
+        return None
+
+    def appended(self, segment: Segment) -> SegmentSet:
+        return SegmentSet((*self.segments, segment), (*self.alive, None))
+
+    def without_rows(self, rows: np.ndarray) -> SegmentSet:
+        """This set with the documents at ``rows`` dead."""
+        alive = []
+        for segment, was in self.pairs:
+            gone = np.isin(segment.rows, rows)
+            alive.append(was if not gone.any() else (~gone if was is None else was & ~gone))
+        return SegmentSet(self.segments, tuple(alive))
+
+    def merged(self, start: int, name: str) -> SegmentSet:
+        """The segments from ``start`` on as one, their dead documents dropped."""
+        merged = merge_segments(name, self.segments[start:], self.alive[start:])
+        return SegmentSet((*self.segments[:start], merged), (*self.alive[:start], None))
+
+    def scores(self, terms: Sequence[int], k1: float, b: float) -> np.ndarray:
+        """BM25 of every live document (``rows`` order) for a query of these term ids, a repeated term counted
+        each time: bm25s's arithmetic over the corpus-wide statistics."""
+        out = np.zeros(int(self.offsets[-1]), dtype=np.float32)
+        weighed = self._memo.setdefault("weights", {})
+        for term in terms:
+            key = (term, k1, b)
+            found = weighed.get(key)
+            if found is None:
+                found = weighed[key] = self._term_weights(term, k1, b)
+                self._memo["postings"] = self._memo.get("postings", 0) + sum(len(s) for s, _ in found)
+            for slots, weights in found:
+                out[slots] += weights  # one posting per document and term: no repeated slot
+        if self._memo.get("postings", 0) > WEIGHTS_KEPT:
+            weighed.clear()
+            self._memo["postings"] = 0
+        return out if self.live_slots is None else out[self.live_slots]
+
+    def _norms(self, k1: float, b: float) -> list[tuple[int, Segment, np.ndarray | None, np.ndarray]]:
+        """Per segment: its first slot, itself, its live documents and each document's length norm in BM25's
+        denominator, ``k1 x (1 - b + b x length / mean length)`` (bm25s's order of operations), once per state."""
+        key = (k1, b)
+        if key not in self._memo:
+            mean_length = self.total_length / len(self.rows) if len(self.rows) else 1.0
+            self._memo[key] = [
+                (offset, segment, alive, k1 * ((1 - b) + b * segment.lengths / mean_length))
+                for offset, (segment, alive) in zip(self.offsets.tolist(), self.pairs)
+            ]
+        return self._memo[key]
+
+    def _term_weights(self, term: int, k1: float, b: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(slots, float32 weights) of one term in the live documents holding it, per segment holding it."""
+        found = []
+        for offset, segment, alive, norm in self._norms(k1, b):
+            docs, tf = segment.postings(term)
+            if alive is not None and len(docs):
+                live = alive[docs]
+                docs, tf = docs[live], tf[live]
+            if len(docs):
+                found.append((docs + offset if offset else docs, tf, norm[docs]))
+        df = sum(len(docs) for docs, _, _ in found)
+        if not df:
+            return []
+        idf = float(np.float32(math.log(1 + (len(self.rows) - df + 0.5) / (df + 0.5))))  # bm25s keeps it in float32
+        out = []
+        for slots, tf, norm in found:
+            tf64 = tf.astype(np.float64)
+            weights = tf64 / (norm + tf64)  # bm25s's _score_tfc_robertson
+            weights *= idf
+            out.append((slots, weights.astype(np.float32)))
+        return out
+
+
+def merge_due(state: SegmentSet) -> SegmentSet:
+    """The segments with the merges that are due: the last two while the newer holds at least half as many live
+    documents as the older (so the small segments stay few, about log2 of their documents, and each document is
+    merged about that often), then all into one once the small ones hold ``MAIN_SHARE`` of the first's live
+    documents or the first has that share dead (so the whole index is rewritten after it grew by that share:
+    a constant cost per document added)."""
+    while len(state.segments) > 2 and state.live_count(-1) * 2 >= state.live_count(-2):
+        state = state.merged(len(state.segments) - 2, segment_name())
+    if not state.segments:
+        return state
+    main = state.live_count(0)
+    added = sum(state.live_count(i) for i in range(1, len(state.segments)))
+    dead = len(state.segments[0]) - main
+    if (len(state.segments) > 1 and added >= MAIN_SHARE * main) or dead > MAIN_SHARE * len(state.segments[0]):
+        state = state.merged(0, segment_name())
+    return state
