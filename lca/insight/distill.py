@@ -33,11 +33,11 @@ from lca.ports import StructuralSigner, TextGenerator
 
 SIGNATURE_PROMPT_VERSION = "insight-signature/1"
 MAX_RECORD_CHARS = 1500  # the local model's context is small; a memory is a fact or a lesson, rarely longer
-MAX_ANSWER_TOKENS = 320
+MAX_ANSWER_TOKENS = 448  # the longest answer the schema allows, about 1,000 characters
 KEPT_ANSWER_CHARS = 600  # of a refused answer, in the quarantine file
 
 SYSTEM = (
-    "You describe the structure of a note, never its subject. Name up to six variables with the letters A to F, "
+    "You describe the structure of a note, never its subject. Name up to four variables with the letters A to D, "
     "each with a kind: quantity, rate, resource, capacity, signal, pressure, population or agent. Say which "
     "variable increases or decreases which, any threshold where something collapses, switches, saturates, is "
     "released, shuts down or surges, and the dynamics of the whole. The pattern is one sentence in letters and "

@@ -1,6 +1,6 @@
 """The structural signature: what a record says about how things behave, with what it is about removed.
 
-A signature names up to six variables by letter and kind, the signed relations between them, the thresholds at
+A signature names up to four variables by letter and kind, the signed relations between them, the thresholds at
 which something changes, and the dynamics the whole shows. Its vocabulary is closed (the kinds, effects,
 consequences and dynamics are enumerations), so two records from different domains with one skeleton get one
 canonical text, whatever their words; the free ``pattern`` sentence is the one place a domain word can slip in,
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lca.ledger import key_terms
 
-VariableName = Literal["A", "B", "C", "D", "E", "F"]
+VariableName = Literal["A", "B", "C", "D"]
 VariableKind = Literal["quantity", "rate", "resource", "capacity", "signal", "pressure", "population", "agent"]
 Effect = Literal["increases", "decreases"]
 ThresholdSide = Literal["above", "below"]
@@ -40,8 +40,8 @@ EFFECTS: tuple[str, ...] = get_args(Effect)
 THRESHOLD_SIDES: tuple[str, ...] = get_args(ThresholdSide)
 CONSEQUENCES: tuple[str, ...] = get_args(Consequence)
 DYNAMICS: tuple[str, ...] = get_args(Dynamic)
-MAX_VARIABLES, MAX_RELATIONS, MAX_THRESHOLDS, MAX_DYNAMICS = 6, 8, 3, 3
-MAX_PATTERN_CHARS = 200
+MAX_VARIABLES, MAX_RELATIONS, MAX_THRESHOLDS, MAX_DYNAMICS = 4, 6, 2, 3  # small: a small model fills every slot
+MAX_PATTERN_CHARS = 120
 MAX_LOOP_LENGTH = 4
 
 # Why a signer's answer was refused (counted per pass; each refusal is kept in the quarantine file).

@@ -12,7 +12,7 @@ from tests.fakes import FakeScriptedGenerator
 
 
 def _sig(kinds, relations, dynamics, thresholds=()):
-    names = "ABCDEF"
+    names = "ABCD"
     return {
         "variables": [{"name": names[i], "kind": k} for i, k in enumerate(kinds)],
         "relations": [{"source": s, "effect": e, "target": t} for s, e, t in relations],

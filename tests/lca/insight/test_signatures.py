@@ -50,10 +50,10 @@ def test_loops_and_their_signs_are_read_off_the_relations():
 
 def test_the_canonical_text_does_not_depend_on_the_letters():
     relettered = {
-        "variables": [{"name": "F", "kind": "population"}, {"name": "C", "kind": "population"}],
+        "variables": [{"name": "D", "kind": "population"}, {"name": "C", "kind": "population"}],
         "relations": [
-            {"source": "F", "effect": "increases", "target": "C"},
-            {"source": "C", "effect": "decreases", "target": "F"},
+            {"source": "D", "effect": "increases", "target": "C"},
+            {"source": "C", "effect": "decreases", "target": "D"},
         ],
         "thresholds": [],
         "dynamics": ["delay", "oscillation"],
