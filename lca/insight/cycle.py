@@ -8,7 +8,9 @@
    second space differs by what is embedded, not by the model);
 3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage);
 4. pairs: each record and its ``neighbours`` nearest in the structural space, scored by the differential
-   (``lca.insight.differential``);
+   (``lca.insight.differential``) of its two cosines, each centred on the mean of its kind of pair (across domains
+   or within one: records of one domain share words, so without it any pair across domains would look like a
+   rhyme next to the null's same-domain pairs);
 5. the null model's threshold (``lca.insight.null_model``), drawn from same-domain pairs at a candidate's content
    distance;
 6. surfacing: cross-domain pairs above the threshold (in one structural cluster and in different content clusters,
@@ -53,6 +55,9 @@ class IntegrationConfig:
     """Every parameter of a cycle, with its default; each switch is an ablation."""
 
     differential: DifferentialConfig = field(default_factory=DifferentialConfig)
+    # each cosine less the mean of its kind of pair (same domain or across domains) before the differential: pairs
+    # across domains share fewer words by nature, and uncentred they would outscore the null's same-domain pairs
+    centre_by_pair_kind: bool = True
     neighbours: int = 15  # per record, in the structural space
     structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
     content_cluster_distance: float = 0.6
@@ -176,8 +181,12 @@ def integrate(
     first, second = _neighbour_pairs(structural, config.neighbours)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
-    scores = config.differential.score(s_cos, c_cos)
     labels = [r.domain for r in signed]
+    cross = np.array([labels[i] != labels[j] for i, j in zip(first, second)], dtype=bool)
+    if config.centre_by_pair_kind:
+        scores = config.differential.score(_centred(s_cos, cross), _centred(c_cos, cross))
+    else:
+        scores = config.differential.score(s_cos, c_cos)
     distinct_content = clusters_c[first] != clusters_c[second]
     null = null_threshold(
         first,
@@ -189,7 +198,6 @@ def integrate(
         quantile=config.null_quantile,
         seed=config.seed,
     )
-    cross = np.array([labels[i] != labels[j] for i, j in zip(first, second)], dtype=bool)
     keep = cross & (scores > (np.inf if null.threshold is None else null.threshold))
     if config.require_shared_structural_cluster:
         keep &= clusters_s[first] == clusters_s[second]
@@ -240,6 +248,15 @@ def _spaces(
     finally:
         cached.close()
     return _normalized(structural), _normalized(content)
+
+
+def _centred(cosines: np.ndarray, cross: np.ndarray) -> np.ndarray:
+    """Each pair's cosine less the mean cosine of the pairs of its kind (across domains, or within one)."""
+    out = np.asarray(cosines, dtype=np.float64).copy()
+    for kind in (cross, ~cross):
+        if kind.any():
+            out[kind] -= out[kind].mean()
+    return out
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
