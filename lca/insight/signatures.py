@@ -238,12 +238,8 @@ def validate_signature(
     """The signature in a signer's raw answer, its pattern scrubbed of the record's words (and how many), or the
     refusal: not one JSON object (``malformed_json``), not of the schema (``schema_invalid``), or naming a
     variable it did not declare or declaring one twice (``inconsistent``)."""
-    stripped = answer.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.strip("`").strip()
-        stripped = stripped[len("json") :] if stripped.lower().startswith("json") else stripped
-    try:
-        raw = json.loads(stripped)
+    try:  # the signer was asked under the schema (constrained decoding, or a provider's checked structured output)
+        raw = json.loads(answer)
     except ValueError as exc:
         return None, 0, SignatureRefusal("malformed_json", f"not one JSON value: {exc}")
     if not isinstance(raw, dict):

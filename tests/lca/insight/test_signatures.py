@@ -68,6 +68,7 @@ def test_the_canonical_text_does_not_depend_on_the_letters():
     ("answer", "reason"),
     [
         ("The wolves eat the deer.", "malformed_json"),
+        ("```json\n{}\n```", "malformed_json"),
         ("[1, 2]", "malformed_json"),
         (json.dumps({**SKELETONS["runaway"], "variables": [{"name": "A", "kind": "wolf"}]}), "schema_invalid"),
         (json.dumps({**SKELETONS["runaway"], "extra": 1}), "schema_invalid"),
@@ -92,11 +93,6 @@ def test_the_pattern_loses_the_records_own_words_and_keeps_structural_ones():
     assert scrubbed == 3
     assert signature.pattern == "X grow as X grow, then the X thin A"
     assert "wolves" not in canonical_text(signature).lower()
-
-
-def test_a_fenced_json_answer_is_read():
-    signature, _, refusal = validate_signature("```json\n" + json.dumps(SKELETONS["decay"]) + "\n```", "text")
-    assert refusal is None and signature is not None
 
 
 def test_the_summarizer_signer_meets_the_port_and_asks_under_the_schema(tmp_path):
