@@ -90,6 +90,7 @@ def meter_ingest(meter: Meter, embedder, index, events=None) -> None:
     meter.wrap(embedder, "count_tokens", items=lambda texts: len(texts))
     meter.wrap(embedder, "token_offsets", items=lambda text: 1)
     meter.wrap(index, "flush", label="index_flush")
+    meter.wrap(index.vectors, "save", label="faiss_save")  # inside the flush: the whole faiss file written again
     meter.wrap(index, "add_chunks", label="index_add_chunks", items=lambda chunks, **_: len(chunks))
 
 

@@ -82,6 +82,10 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
             "--fresh",
             "--sentence-keys",
             keys,
+            "--sessions",
+            "2",
+            "--session-turns",
+            "4",
         ]
     )
     assert bench.run(args) == 0
@@ -90,8 +94,17 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
     record = BenchmarkResult.read(out)
     assert record.benchmark == "index" and record.all_pass is not None
     result = record.metrics
-    assert list(result) == ["transcript_ingest", "memory_ingest", "store", "index_size", "reingest", "latency"]
+    assert list(result) == [
+        "transcript_ingest",
+        "memory_ingest",
+        "store",
+        "index_size",
+        "reingest",
+        "latency",
+        "incremental",
+    ]
     assert set(record.checks) == {
+        "incremental_session_seconds",
         "hybrid_p50_ms",
         "hybrid_p95_ms",
         "index_bytes_per_chunk_beyond_text",
@@ -114,6 +127,17 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
     assert result["index_size"]["text_bytes"] == stats["text_bytes"]
     assert set(result["index_size"]["groups_bytes"]) == {"catalog", "vectors", "lexical", "other"}
     assert result["reingest"]["embedded_texts"] == 0 and record.checks["reingest_embeds_nothing"]["pass"]
+    incremental = result["incremental"]  # two sessions the store did not hold, four turns each, one at a time
+    runs = incremental["runs"]
+    assert [r["turns"] for r in runs] == [4, 4] and len({r["session"] for r in runs}) == 2
+    assert all(r["new_chunks"] >= 4 and r["lexical_seconds"] > 0 and r["phases"]["faiss_save"]["calls"] for r in runs)
+    assert incremental["chunks_before"] == stats["chunks"]
+    rebuild = incremental["lexical_rebuild"]
+    assert rebuild["documents"] == stats["chunks"] + sum(r["new_chunks"] for r in runs) and len(rebuild["seconds"]) == 2
+    assert incremental["lexical_over_rebuild"] == round(
+        incremental["lexical_seconds_median"] / rebuild["median_seconds"], 5
+    )
+    assert record.checks["incremental_session_seconds"]["value"] == incremental["ingest_seconds_median"]
     latency = result["latency"]
     assert latency["queries"] == 6 and set(latency["stats"]) == {
         "hybrid",
