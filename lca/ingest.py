@@ -21,6 +21,7 @@ from lca.index.chunker import Chunker, entry_chunks, entry_speakers, memory_chun
 from lca.index.store import AddResult, IndexStore
 from lca.memory import MemoryStore
 from lca.provenance import code_version
+from lca.recall.floor import fit_store_profile
 from lca.transcript import TranscriptStore
 
 TRANSCRIPT_MARK = "transcript:"  # catalog watermark of a session file: the byte offset indexed up to
@@ -195,5 +196,6 @@ def ingest_pending(
         index.catalog_.set_watermark(key, value)
     index.catalog_.commit()
     index.flush()
+    fit_store_profile(index)  # recall's floor, fitted here and kept in the store: never on the recall path
     if observe is not None and entries:
         out.events_inferred += observe(entries)

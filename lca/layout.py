@@ -198,6 +198,11 @@ class StoreLayout:
         return self.index / "vectors.faiss"
 
     @property
+    def floor_profile(self) -> Path:
+        """Recall's measure of the store for its floor (``lca.recall.floor``), fitted at ingest."""
+        return self.index / "floor_profile.npz"
+
+    @property
     def lexical(self) -> Path:
         return self.index / "lexical"
 

@@ -7,7 +7,8 @@ floor recall applies (``floor_mode: store``) is this store's *off-topic ceiling*
 that coherent off-topic questions (``data/calibration/off_topic_queries.txt``) reach anywhere in the
 store, plus a margin; never above the absolute ``floor`` (a large store keeps the absolute
 behaviour) and never below ``floor_min``. The ceiling is measured by one matrix product over the
-store's vectors, cached per index and recomputed when the store has changed. The same measurement
+store's vectors at ingest (``fit_store_profile``), kept in the store and fitted again once the store has
+changed, so recall reads it and never measures it on its path. The same measurement
 reads a question against the store's *topic*, twice: its cosine to the mean of the store's vectors (what
 the history is about as a whole), and the mean of its few best cosines in the store (one of the subjects a
 history of several subjects holds: a tax question, a knee injury and a party in one person's history),
@@ -17,8 +18,12 @@ store's whole history past the floor for a question on its topic (``RecallConfig
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import re
 import weakref
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from lca.errors import EmbeddingFailedError
+from lca.fileio import atomic_write_bytes
 from lca.retrieval.query import unit_query_vector
 from lca.temporal_anchor import MONTHS, TemporalAnchor, anchor_weight, temporal_anchor
 from lca.types import as_utc, parse_timestamp
@@ -38,6 +44,7 @@ FLOOR_MODES = ("store", "absolute")
 SMALL_STORE_VECTORS = 4096  # below this a recount is cheaper than deciding whether to skip it
 REMEASURE_GROWTH = 0.02  # above it, remeasure when the vector count moved by more than this share
 TOPIC_NEIGHBOURS = 3  # a question's subject in the store: the mean of its this many best cosines there
+PROFILE_FORMAT = 1  # of the profile a store keeps (``fit_store_profile``)
 
 
 def load_queries(path: Path | str) -> list[str]:
@@ -146,8 +153,12 @@ def prime_off_topic(embedder: Any, path: Path | None = None) -> bool:
     return vectors is not None
 
 
+def _query_key(embedder: Any, path: Path) -> tuple[str, str]:
+    return str(getattr(embedder, "embedder_id", type(embedder).__name__)), str(path)
+
+
 def _embedded_off_topic(embedder: Any, path: Path, embed_query: Any) -> np.ndarray | None:
-    key = (str(getattr(embedder, "embedder_id", type(embedder).__name__)), str(path))
+    key = _query_key(embedder, path)
     if key not in _query_vectors:
         if not path.exists():
             return None
@@ -183,18 +194,119 @@ def best_cosines(index: Any, query_vectors: np.ndarray) -> np.ndarray | None:
     return (np.asarray(query_vectors, dtype=np.float32) @ stored.T).max(axis=1)
 
 
+def _holds(measured: int, count: int | None) -> bool:
+    """Whether a profile measured on ``measured`` vectors still describes a store of ``count``: the same count, or
+    a large store within ``REMEASURE_GROWTH`` of it."""
+    return count is not None and (
+        measured == count or (measured >= SMALL_STORE_VECTORS and abs(count - measured) <= REMEASURE_GROWTH * measured)
+    )
+
+
+def _remember(index: Any, profile: StoreProfile | None) -> None:
+    try:
+        if profile is not None:
+            _profiles[index] = profile
+    except TypeError:  # not weak-referenceable: no cache
+        pass
+
+
 def store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
-    """The off-topic ceiling and the topic centroid of this store (cached per index while it is unchanged;
-    a large store is remeasured when it has grown by more than ``REMEASURE_GROWTH``). None: no vectors."""
+    """The off-topic ceiling and the topic centroid of this store: the one ingest fitted and kept in the store
+    (``fit_store_profile``), read once per index while it holds; measured here (kept in memory only) just for a
+    store no ingest fitted (indexed by an older version, or its file gone). None: no vectors."""
     path = path or OFF_TOPIC_QUERIES
     count = _vector_count(index)
     if count == 0:
         return None
     cached = _profiles.get(index)
-    if cached is not None and count is not None:
-        old = cached.count
-        if old == count or (old >= SMALL_STORE_VECTORS and abs(count - old) <= REMEASURE_GROWTH * old):
-            return cached
+    if cached is not None and _holds(cached.count, count):
+        return cached
+    kept = _read_kept(index, path, count)
+    profile = kept[0] if kept is not None and _holds(kept[0].count, count) else _measure(index, path, count)
+    _remember(index, profile)
+    return profile
+
+
+def fit_store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
+    """Fit this store's profile at ingest unless the one it keeps still holds, and keep it in the store
+    (``StoreLayout.floor_profile``, with the off-topic questions' vectors, so a later ingest embeds none): recall
+    reads it and never fits it on its path (a first recall used to, about 0.9 s a store). The caller holds the
+    writer lock."""
+    path = path or OFF_TOPIC_QUERIES
+    count = _vector_count(index)
+    if not count:
+        return None
+    kept = _read_kept(index, path, count)
+    if kept is not None and _holds(kept[0].count, count):
+        _remember(index, kept[0])
+        return kept[0]
+    if kept is not None and kept[1] is not None:  # the questions' vectors this embedder gave: not embedded again
+        _query_vectors.setdefault(_query_key(index.embedder, path), kept[1])
+    profile = _measure(index, path, count)
+    at = _kept_path(index)
+    if profile is not None and at is not None:
+        vectors = _off_topic_vectors(index, path)
+        meta = {
+            "format": PROFILE_FORMAT,
+            "embedder": str(getattr(index.embedder, "embedder_id", "")),
+            "queries": _queries_digest(path),
+            "count": profile.count,
+            "ceiling": profile.ceiling,
+            "topic_ceiling": profile.topic_ceiling,
+            "subject_ceiling": profile.subject_ceiling,
+        }
+        data = io.BytesIO()
+        np.savez(
+            data,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            centroid=profile.centroid if profile.centroid is not None else np.zeros(0, np.float32),
+            off_topic=vectors if vectors is not None else np.zeros((0, 0), np.float32),
+        )
+        atomic_write_bytes(at, data.getvalue())
+    _remember(index, profile)
+    return profile
+
+
+def _kept_path(index: Any) -> Path | None:
+    layout = getattr(index, "layout", None)
+    return getattr(layout, "floor_profile", None)
+
+
+def _queries_digest(path: Path) -> str:
+    return hashlib.sha256("\n".join(load_queries(path)).encode()).hexdigest() if path.exists() else ""
+
+
+def _read_kept(index: Any, path: Path, count: int | None) -> tuple[StoreProfile, np.ndarray | None] | None:
+    """The profile the store keeps and its off-topic vectors, if fitted by this embedder on these questions; None
+    where there is none, or it cannot be read (a cache: ingest fits it again)."""
+    at = _kept_path(index)
+    if at is None or not at.is_file():
+        return None
+    try:
+        with np.load(at, allow_pickle=False) as kept:
+            meta = json.loads(kept["meta"].tobytes())
+            centroid, off_topic = np.asarray(kept["centroid"], np.float32), np.asarray(kept["off_topic"], np.float32)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    embedder = str(getattr(index.embedder, "embedder_id", ""))
+    if meta.get("format") != PROFILE_FORMAT or meta.get("embedder") != embedder:
+        return None
+    if meta.get("queries") != _queries_digest(path):
+        return None
+    small = int(meta["count"]) <= SMALL_STORE_VECTORS and _holds(int(meta["count"]), count)
+    profile = StoreProfile(
+        int(meta["count"]),
+        meta.get("ceiling"),
+        centroid if len(centroid) else None,
+        meta.get("topic_ceiling"),
+        _stored(index) if small else None,  # a small store's vectors, read (not measured) to read a subject
+        meta.get("subject_ceiling"),
+    )
+    return profile, off_topic if off_topic.size else None
+
+
+def _measure(index: Any, path: Path, count: int | None) -> StoreProfile | None:
+    """The store's profile measured now over its stored vectors (None: it lists none)."""
     stored = _stored(index)
     if stored is None:
         return None
@@ -204,7 +316,7 @@ def store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
     centroid = centroid / norm if norm > 0 else None
     scores = vectors @ stored.T if vectors is not None else None
     small = len(stored) <= SMALL_STORE_VECTORS
-    profile = StoreProfile(
+    return StoreProfile(
         count or 0,
         float(scores.max()) if scores is not None else None,
         centroid,
@@ -212,11 +324,6 @@ def store_profile(index: Any, path: Path | None = None) -> StoreProfile | None:
         stored if small else None,
         float(subject_scores(scores).max()) if scores is not None and small else None,
     )
-    try:
-        _profiles[index] = profile
-    except TypeError:  # not weak-referenceable: no cache
-        pass
-    return profile
 
 
 def off_topic_ceiling(index: Any, path: Path | None = None) -> float | None:
