@@ -7,8 +7,9 @@ A save writes the segments not on disk yet, each by an atomic rename, then the m
 the commit point. A kill before it leaves the last state whole (the new files, named by no manifest, are left over);
 a kill after it leaves the old segments' files over. Either way the next save removes them, and until then health
 counts them as left by an interrupted save. A file the manifest names that cannot be read, or that disagrees with
-what the manifest says of it, is a damaged derived store, named; a folder with no manifest (an older format, or a
-first save a kill stopped) holds no committed index, and the store rebuilds it from the catalog.
+what the manifest says of it, is a damaged derived store, named. A folder with no manifest (the first format, or a
+first save a kill stopped), or with an older format's, holds no index this code reads: the store rebuilds it from
+the catalog.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lca.index.segments import Segment, SegmentSet
 from lca.index.vectors import interrupted_saves
 
 MANIFEST = "manifest.json"
-FORMAT = 2  # 1: one bm25s index (rows.npy, generation.json, bm25/), rebuilt whole at each change
+FORMAT = 3  # 1: one bm25s index (rows.npy, generation.json, bm25/), rebuilt whole at each change; 2: wider arrays
 
 # numpy parses a .npy header with ``ast.literal_eval``, which CPython 3.11 does not make safe across threads
 # (two loads at once can raise "SystemError: AST constructor recursion depth mismatch"): one load at a time
@@ -93,8 +94,11 @@ def _read_manifest(directory: Path) -> dict | None:
     at = directory / MANIFEST
     try:
         manifest = json.loads(at.read_bytes())
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise ValueError(f"format {manifest.get('format') if isinstance(manifest, dict) else '?'}, not {FORMAT}")
+        written = manifest.get("format") if isinstance(manifest, dict) else None
+        if isinstance(written, int) and 1 < written < FORMAT:
+            return None  # an older format: no index this code reads, rebuilt from the catalog
+        if written != FORMAT:
+            raise ValueError(f"format {written!r}, not {FORMAT}")
         return manifest
     except FileNotFoundError:
         return None

@@ -22,8 +22,19 @@ from functools import cached_property
 
 import numpy as np
 
-ARRAYS = ("rows", "digests", "lengths", "terms", "indptr", "docs", "counts")
-EMPTY_POSTINGS = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+# each array's type on disk and in memory: a posting costs 6 bytes (its document and its count), a document 16
+DTYPES = {
+    "rows": np.int64,
+    "digests": np.uint32,
+    "lengths": np.int32,
+    "terms": np.int32,
+    "indptr": np.int64,
+    "docs": np.int32,
+    "counts": np.uint16,  # a term's count in one document (bm25s holds it as a float32: the same integer)
+}
+ARRAYS = tuple(DTYPES)
+COUNT_MAX = int(np.iinfo(np.uint16).max)
+EMPTY_POSTINGS = (np.zeros(0, np.int32), np.zeros(0, np.uint16))
 MAIN_SHARE = 0.125  # the small segments are merged into the first once they hold this share of its documents
 WEIGHTS_KEPT = 1_000_000  # term weights kept per index state across queries, in postings (12 bytes each)
 
@@ -45,12 +56,12 @@ class Segment:
 
     name: str
     rows: np.ndarray  # int64, ascending
-    digests: np.ndarray  # int64: each document's ``text_crc``
-    lengths: np.ndarray  # int64: terms per document ("" once for a document with none, as bm25s counts it)
-    terms: np.ndarray  # int64, ascending: the terms some document here holds
-    indptr: np.ndarray  # int64: term ``terms[i]``'s postings are docs[indptr[i]:indptr[i + 1]]
-    docs: np.ndarray  # int64: positions of documents in this segment, ascending per term
-    counts: np.ndarray  # float32: how often the term occurs in that document
+    digests: np.ndarray  # each document's ``text_crc``
+    lengths: np.ndarray  # terms per document ("" once for a document with none, as bm25s counts it)
+    terms: np.ndarray  # ascending: the terms some document here holds
+    indptr: np.ndarray  # term ``terms[i]``'s postings are docs[indptr[i]:indptr[i + 1]]
+    docs: np.ndarray  # positions of documents in this segment, ascending per term
+    counts: np.ndarray  # how often the term occurs in that document
     first_stem: int
     stems: tuple[str, ...] = ()
     words: dict[str, int] = field(default_factory=dict)
@@ -79,16 +90,18 @@ class Segment:
         term_of, docs = np.divmod(keys, max(len(sequences), 1))
         terms, starts = np.unique(term_of, return_index=True)
         indptr = np.append(starts, len(keys)).astype(np.int64)
-        digests = np.fromiter((text_crc(t) for t in texts), dtype=np.int64, count=len(texts))
+        digests = np.fromiter((text_crc(t) for t in texts), dtype=np.uint32, count=len(texts))
+        if len(counts) and int(counts.max()) > COUNT_MAX:
+            raise ValueError(f"a term occurs {int(counts.max())} times in one document: more than a count holds")
         return cls(
             name,
-            np.asarray(rows, dtype=np.int64),
+            np.asarray(rows, dtype=DTYPES["rows"]),
             digests,
-            lengths,
-            terms.astype(np.int64),
-            indptr,
-            docs.astype(np.int64),
-            counts.astype(np.float32),
+            lengths.astype(DTYPES["lengths"]),
+            terms.astype(DTYPES["terms"]),
+            indptr.astype(DTYPES["indptr"]),
+            docs.astype(DTYPES["docs"]),
+            counts.astype(DTYPES["counts"]),
             first_stem,
             tuple(stems),
             dict(words),
@@ -129,10 +142,12 @@ class Segment:
     ) -> Segment:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:  # zip CRCs: a flipped byte fails here
             loaded = {key: np.asarray(arrays[key]) for key in ARRAYS}
-        dtypes = {"counts": np.float32}
+        for key, array in loaded.items():
+            if array.dtype != DTYPES[key]:
+                raise ValueError(f"{key} holds {array.dtype}, not {np.dtype(DTYPES[key])}")
         return cls(
             name,
-            **{k: v.astype(dtypes.get(k, np.int64), copy=False).reshape(-1) for k, v in loaded.items()},
+            **{key: array.reshape(-1) for key, array in loaded.items()},
             first_stem=first_stem,
             stems=tuple(stems),
             words=dict(words),
@@ -157,8 +172,8 @@ def merge_segments(name: str, parts: Sequence[Segment], alive: Sequence[np.ndarr
         kept_postings.append(live)
         per_term.append((at, counts))
     indptr = np.concatenate([[0], np.cumsum(total)]).astype(np.int64)
-    docs = np.zeros(int(indptr[-1]), dtype=np.int64)
-    counts_out = np.zeros(int(indptr[-1]), dtype=np.float32)
+    docs = np.zeros(int(indptr[-1]), dtype=DTYPES["docs"])
+    counts_out = np.zeros(int(indptr[-1]), dtype=DTYPES["counts"])
     cursor = indptr[:-1].copy()
     for part, live, (at, counts), ids, base in zip(parts, kept_postings, per_term, new_id, bases):
         starts = np.cumsum(counts) - counts
@@ -173,11 +188,11 @@ def merge_segments(name: str, parts: Sequence[Segment], alive: Sequence[np.ndarr
         words.update(part.words)
     return Segment(
         name,
-        np.concatenate([p.rows[k] for p, k in zip(parts, keep)]).astype(np.int64),
-        np.concatenate([p.digests[k] for p, k in zip(parts, keep)]).astype(np.int64),
-        np.concatenate([p.lengths[k] for p, k in zip(parts, keep)]).astype(np.int64),
-        terms[present],
-        np.append(indptr[:-1][present], indptr[-1]).astype(np.int64),
+        np.concatenate([p.rows[k] for p, k in zip(parts, keep)]).astype(DTYPES["rows"]),
+        np.concatenate([p.digests[k] for p, k in zip(parts, keep)]).astype(DTYPES["digests"]),
+        np.concatenate([p.lengths[k] for p, k in zip(parts, keep)]).astype(DTYPES["lengths"]),
+        terms[present].astype(DTYPES["terms"]),
+        np.append(indptr[:-1][present], indptr[-1]).astype(DTYPES["indptr"]),
         docs,
         counts_out,
         parts[0].first_stem,
@@ -291,7 +306,7 @@ class SegmentSet:
                 live = alive[docs]
                 docs, tf = docs[live], tf[live]
             if len(docs):
-                found.append((docs + offset if offset else docs, tf, norm[docs]))
+                found.append((docs + np.int64(offset), tf, norm[docs]))
         df = sum(len(docs) for docs, _, _ in found)
         if not df:
             return []

@@ -156,14 +156,20 @@ def test_an_index_over_another_catalog_is_rebuilt_not_appended_to(tmp_path):
         assert len(s.index.lexical.segments_.segments) == 1  # built whole, none of the other store's kept
 
 
-def test_an_older_formats_index_is_stale_then_rebuilt_and_its_files_removed(tmp_path):
+@pytest.mark.parametrize("older", ["one bm25s index", "segments of wider arrays"])
+def test_an_older_formats_index_is_stale_then_rebuilt_and_its_files_removed(tmp_path, older):
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         s.append(session("s0"))
     lexical = tmp_path / "index" / "lexical"
     shutil.rmtree(lexical)
-    (lexical / "bm25").mkdir(parents=True)  # what the format before segments saved
-    (lexical / "generation.json").write_text(json.dumps({"generation": "old", "k1": 1.5, "b": 0.75}))
-    (lexical / "rows.npy").write_bytes(b"rows")
+    if older == "one bm25s index":  # what the format before segments saved
+        (lexical / "bm25").mkdir(parents=True)
+        (lexical / "generation.json").write_text(json.dumps({"generation": "old", "k1": 1.5, "b": 0.75}))
+        (lexical / "rows.npy").write_bytes(b"rows")
+    else:  # the first segments' manifest (format 2: int64 postings), whose files this code does not read
+        lexical.mkdir(parents=True)
+        (lexical / MANIFEST).write_text(json.dumps({"format": 2, "generation": "old", "segments": []}))
+        (lexical / "seg-0.npz").write_bytes(b"int64 postings")
     with Substrate(tmp_path, embedder=FakeHashingEmbedder()) as s:
         consistency = s.health().check("consistency")
         assert consistency.status is HealthStatus.FAIL and "(stale)" in consistency.detail
