@@ -208,6 +208,31 @@ def _retrieval_unkeyed(unkeyed_resonance: BenchmarkResult, unkeyed_hybrid: Bench
     )
 
 
+EMBEDDER_RUNS = ("retrieval/locomo-hybrid-embedders.json", "retrieval/longmemeval-hybrid-embedders.json")
+
+
+def _retrieval_embedders(locomo: BenchmarkResult, longmemeval: BenchmarkResult) -> str:
+    """Each dataset's first headline figure per embedder (``lca bench retrieval --embedder a,b``: the same stores and
+    configuration, one run), its change from the reference embedder, and which embedder is best on it."""
+    parts = []
+    for title, record in (("LoCoMo", locomo), ("LongMemEval_S dev", longmemeval)):
+        compared, reference = record.metrics["embedders"], record.metrics["reference"]
+        metric = record.metrics["best"]["by"]
+        figures = ", ".join(
+            f"{name} {row['metrics'][metric]:.3f}" + ("" if name == reference else f" ({row['delta'][metric]:+.3f})")
+            for name, row in compared.items()
+        )
+        conditions = store_conditions(record)
+        scope = f" ({', '.join(conditions)})" if conditions else ""
+        best = record.metrics["best"]["embedders"]
+        verdict = f"{' and '.join(best)} {'tie' if len(best) > 1 else 'best'}"
+        runs = record.config["embedders"]
+        wall = ", ".join(f"{name} {runs[name]['wall_seconds']:,.0f} s" for name in compared)
+        parts.append(f"{title}{scope}, {record.config['retriever']} {metric}: {figures}; {verdict} (wall {wall})")
+    days = sorted({_day(locomo), _day(longmemeval)})
+    return f"{'; '.join(parts)} ({_source(*EMBEDDER_RUNS)}, {' to '.join(days)})"
+
+
 def _docs_probes(probes: BenchmarkResult) -> str:
     """Per scenario file, the share of probes whose needed turns were all injected, per condition."""
     parts = []
@@ -352,6 +377,28 @@ def _docs_events_fit(fit: BenchmarkResult) -> str:
     )
 
 
+def _docs_imprinting(imprinting: BenchmarkResult) -> str:
+    """The recall arm's in-domain curve by checkpoint (lessons met, lesson in the context, kept out mistakes, the
+    domain's E mass, out-of-domain quiet cases) and what zeroing E changed, paired case by case."""
+    curves = imprinting.metrics["recall"]["curves"]
+    points = [curves[k] for k in sorted(curves, key=int)]
+
+    def series(key: str) -> str:
+        return ", ".join(_share(p[key]) for p in points)
+
+    ablation = imprinting.metrics["e_ablation"]
+    dataset = imprinting.provenance.datasets[0]
+    return (
+        f"on `{Path(dataset.path).name}` (sha256 `{dataset.sha256[:12]}`), the `recall` arm by checkpoint "
+        f"0-{len(points) - 1}: lessons met {series('lessons_seen')}; in-domain cases with the lesson in the context "
+        f"{series('in_domain_lesson_in_context')} (by recall {series('in_domain_lesson_in_recall')}); corrected "
+        f"mistakes kept out {series('in_domain_mistake_kept_out')}; domain E mass {series('domain_e_mass')}; "
+        f"out-of-domain cases that got nothing {series('off_domain_quiet')}. `{ablation['ablated']}` against "
+        f"`{ablation['arm']}`, paired over {ablation['cases']} in-domain cases: {ablation['gained']} lessons brought "
+        f"in only with E at 0, {ablation['lost']} only with it ({_source('imprinting.json')}, {_day(imprinting)})"
+    )
+
+
 FIGURES = {
     f.name: f
     for f in (
@@ -393,11 +440,13 @@ FIGURES = {
         ),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
+        Figure("imprinting", ("imprinting.json",), _docs_imprinting),
         Figure(
             "retrieval-unkeyed",
             UNKEYED_RUNS,
             _retrieval_unkeyed,
         ),
+        Figure("retrieval-embedders", EMBEDDER_RUNS, _retrieval_embedders),
     )
 }
 

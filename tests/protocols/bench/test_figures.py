@@ -12,6 +12,7 @@ import pytest
 
 from lca.errors import LCAError
 from protocols.bench.figures import EXAMPLES, FIGURES, render
+from protocols.bench.registry import available_benchmarks
 from protocols.bench.retrieval.report import HELD_OUT, TARGETS, check
 from protocols.cli import main
 from protocols.evals.benchmark import BenchmarkResult
@@ -27,18 +28,13 @@ def test_the_committed_documents_agree_with_the_committed_results(capsys):
 
 
 def test_every_result_file_a_figure_reads_is_a_committed_record():
+    """Each source parses as a result record of a registered bench (a variant record such as ``retrieval-grid``
+    is named after the bench that wrote it)."""
+    registered = set(available_benchmarks())
     sources = {source for name, figure in FIGURES.items() if name not in AWAITING_RESULTS for source in figure.sources}
     for source in sources:
-        assert BenchmarkResult.read(REPO / EXAMPLES / source).benchmark in {
-            "index",
-            "recall",
-            "gravity-well",
-            "probes",
-            "retrieval",
-            "retrieval-grid",
-            "events",
-            "redaction",
-        }
+        written_by = BenchmarkResult.read(REPO / EXAMPLES / source).benchmark
+        assert written_by in registered or written_by.split("-")[0] in registered, (source, written_by)
 
 
 def test_every_figure_is_used_by_a_document():
