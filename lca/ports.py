@@ -33,10 +33,11 @@ class Embedder(Protocol):
         """Character span of every content token of ``text`` (special tokens excluded)."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Shape (len(texts), dimension), float32, rows of unit norm."""
+        """Shape (len(texts), dimension), float32, rows of unit norm: the texts a store keeps (passages)."""
 
     def embed_query(self, text: str) -> np.ndarray:
-        """One text on the latency path; equal to ``embed([text])[0]`` within 1e-6."""
+        """One question on the latency path (search, recall). For a symmetric model equal to ``embed([text])[0]``
+        within 1e-6; a model trained with query and passage prefixes (e5) embeds it as a query instead."""
 
 
 @runtime_checkable

@@ -56,6 +56,8 @@ class SentenceTransformerEmbedder:
     ) -> None:
         self.model_path = model_path
         self.model_name = model_name
+        # what a store records to open itself with this embedder again (``lca.index.embedder_choice``)
+        self.source = str(Path(model_path).resolve()) if model_path else "minilm"
         self.batch_size = batch_size
         self.threads = threads
         self.trace_query = trace_query

@@ -46,6 +46,11 @@ class CachedEmbedder:
         return self.inner.dimension
 
     @property
+    def source(self) -> str | None:
+        """The registered name or model folder the inner embedder was made from, if it says."""
+        return getattr(self.inner, "source", None)
+
+    @property
     def max_input_tokens(self) -> int:
         return self.inner.max_input_tokens
 

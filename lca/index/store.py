@@ -141,9 +141,12 @@ class IndexStore:
     def embedder_mismatch(self) -> str | None:
         stored = self.stored_embedder_id()
         if stored is not None and stored != self.embedder.embedder_id:
+            source = self.catalog_.get_meta("embedder_source")
+            switch = f"`lca reindex --embedder {getattr(self.embedder, 'source', None) or 'NAME'}`"
             return (
-                f"the store at {self.root} was embedded by '{stored}', the running embedder is "
-                f"'{self.embedder.embedder_id}'; vectors are never mixed: run `lca reindex` to re-embed"
+                f"the store at {self.root} was embedded by '{stored}'{f' ({source})' if source else ''}, the running "
+                f"embedder is '{self.embedder.embedder_id}'; vectors are never mixed: reindex required ({switch} "
+                "re-embeds the store with it)"
             )
         generation = self.catalog_.get_meta("chunks_generation")
         if self._models_checked != generation:  # a full scan, so once per catalog generation
@@ -217,6 +220,8 @@ class IndexStore:
         if self.catalog_.get_meta("embedder_id") is None:
             self.catalog_.set_meta("embedder_id", self.embedder.embedder_id)
             self.catalog_.set_meta("dimension", str(self.embedder.dimension))
+            if source := getattr(self.embedder, "source", None):  # how the next command opens it with this embedder
+                self.catalog_.set_meta("embedder_source", str(source))
             self.catalog_.set_meta(SAVED_META, "")  # nothing saved yet: a kill before the first flush is named
         unique: dict[str, Chunk] = {}
         for chunk in chunks:

@@ -16,6 +16,12 @@ combination of some values (on LoCoMo each conversation is also scored under the
 on the other nine: the held-out figure). Embeddings are cached by content hash (``--cache``), so a warm run
 embeds nothing.
 
+``--embedder a,b`` builds the stores with each embedder in turn (a registered name, ``lca.index.embedder_choice``,
+or a sentence-transformers model folder) and asks them under the same configuration: ``<out>`` is then the record
+comparing their headline figures, each with its provenance (benchmark ``retrieval-embedders``,
+``protocols.bench.retrieval.embedder_table``), and each run's own records go beside it as
+``<out stem>-<embedder>.json``.
+
 Each output is a ``BenchmarkResult`` (``protocols.bench.retrieval.report``): ``<out>.json`` (benchmark
 ``retrieval``: the summary figures, one row per question or item, the issue's targets as checks),
 ``<out>-ablation.json`` and ``<out>-grid.json`` (``retrieval-ablation``, ``retrieval-grid``), each with its
@@ -37,6 +43,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from lca.errors import LCAError
 from lca.fileio import atomic_write_bytes
 from lca.params import ParameterError
 from lca.retrieval import RetrievalConfig
@@ -48,6 +55,12 @@ from protocols.bench.retrieval.config import (
     grid_variants,
     recall_config_for,
     with_assignments,
+)
+from protocols.bench.retrieval.embedder_table import (
+    EmbedderRun,
+    embedder_comparison,
+    embedder_label,
+    write_embedder_table,
 )
 from protocols.bench.retrieval.report import comparison_result, run_result, write_report
 from protocols.evals.benchmark import Benchmark, build_provenance, dataset_provenance, jsonable, write_result
@@ -93,6 +106,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     counted = " or ".join(f"{p.retrieval.records} ({p.title})" for p in retrieval_datasets().values() if p.retrieval)
     parser.add_argument("--limit", type=int, help=f"first N {counted}")
+    parser.add_argument(
+        "--embedder",
+        default="minilm",
+        metavar="NAME[,NAME...]",
+        help="the embedder the stores are built with (registered: see `lca ingest --help`; or a sentence-transformers "
+        "model folder); several, comma-separated, run the same benchmark once each: --out is then the record "
+        "comparing them, and each run's record goes beside it as <out stem>-<embedder>.json",
+    )
     parser.add_argument("--cache", default="results/bench/cache", help="embedding cache folder (kept across runs)")
     parser.add_argument("--out", default="results/bench/{dataset}-{retriever}{units}.json")
     parser.add_argument("--quiet", action="store_true")
@@ -122,12 +143,25 @@ def checked_config(args) -> AskedConfig:
                 f"{option.flag} applies to {' and '.join(p.title for p in readers)}, not "
                 f"{dataset_plugin(args.dataset).title}"
             )
+    if len(embedder_sources(args)) > 1 and (getattr(args, "ablate", False) or getattr(args, "grid", None)):
+        raise ValueError("several --embedder values compare the run's configuration only: drop --ablate and --grid")
     if (getattr(args, "ablate", False) or getattr(args, "grid", None)) and retriever not in ("hybrid", "resonance"):
         raise ValueError(
             "--ablate and --grid vary the hybrid's RetrievalConfig (and recall's settings): they need --retriever "
             "hybrid or resonance"
         )
     return config
+
+
+def embedder_sources(args) -> list[str]:
+    """``--embedder``'s names, each checked (a registered name or a model folder; ``LCAError`` otherwise), once."""
+    from lca.index.embedder_choice import embedder_source
+
+    names = [name.strip() for name in (getattr(args, "embedder", None) or "minilm").split(",") if name.strip()]
+    sources = list(dict.fromkeys(embedder_source(name) for name in names))
+    if not sources:
+        raise ValueError("--embedder names no embedder")
+    return sources
 
 
 def run_configs(args, config: AskedConfig) -> dict[str, AskedConfig]:
@@ -228,12 +262,10 @@ def run_retrieval_bench(args) -> int:
     try:  # options are checked before any file is read or model loaded
         config = checked_config(args)
         configs = run_configs(args, config)
-    except (ValueError, ParameterError) as exc:
+        sources = embedder_sources(args)
+    except (ValueError, ParameterError, LCAError) as exc:
         print(f"lca: error: {exc}", file=sys.stderr)
         return 2
-
-    from lca.index.embedders import SentenceTransformerEmbedder  # torch: loaded when the run starts
-    from lca.index.embedding_cache import CachedEmbedder
 
     file = retrieval_spec(args.dataset).file  # the eval.yaml dataset: where it is found, and its pinned sha256
     path = dataset_plugin(args.dataset).find_file(file, args.data)
@@ -242,14 +274,45 @@ def run_retrieval_bench(args) -> int:
             f"no {args.dataset} file: pass --data PATH (a file in the official format, plain, "
             ".gz or .xz, or a folder holding it) or set LCA_DATA"
         )
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(), args.cache, cache_queries=True)
-    workdir = out_path(args).parent / "work-retrieval"
+    started = time.perf_counter()
+    out = out_path(args)
+    runs: dict[str, EmbedderRun] = {}
+    for source in sources:  # the same benchmark, stores and configuration, one embedder at a time
+        label = embedder_label(source)
+        each = out if len(sources) == 1 else out.with_name(f"{out.stem}-{label}.json")  # the comparison is <out>
+        code, run = run_one_embedder(args, source, config, configs, path, file, each)
+        if run is None:
+            return code
+        runs[label] = run
+    if len(runs) > 1:
+        provenance = build_provenance(
+            embedder_id=", ".join(str(run.provenance["embedder_id"]) for run in runs.values()),
+            datasets=[dataset_provenance(path, file)],
+            seeds={},
+            wall_seconds=time.perf_counter() - started,
+        )
+        result = embedder_comparison(runs, config=run_record_config(args, config), provenance=provenance)
+        write_embedder_table(result, out)
+    return 0
 
-    def progress(questions, desc: str = f"{args.dataset} {args.retriever}"):
+
+def run_one_embedder(
+    args, source: str, config: AskedConfig, configs, path: Path, file, out: Path
+) -> tuple[int, EmbedderRun | None]:
+    """The benchmark over stores built with one embedder (``source``), its records written to ``out`` (and its
+    ablation's and grid's beside it); (130, None) when interrupted, what finished kept in partial records."""
+    from lca.index.embedder_choice import make_embedder  # torch: loaded when the run starts
+    from lca.index.embedding_cache import CachedEmbedder
+
+    embedder = CachedEmbedder(make_embedder(source), args.cache, cache_queries=True)
+    workdir = out.parent / "work-retrieval"
+    label = "" if source == "minilm" else f" {embedder_label(source)}"
+
+    def progress(questions, desc: str = f"{args.dataset} {args.retriever}{label}"):
         return tqdm(questions, desc=desc, unit="q", disable=args.quiet)
 
     started = time.perf_counter()
-    run_config = run_record_config(args, config)
+    run_config = run_record_config(args, config) | {"embedder": source}
 
     def records(reports: dict[str, dict[str, Any]], partial: dict[str, Any] | None = None) -> list[tuple[Path, Any]]:
         provenance = build_provenance(
@@ -259,7 +322,8 @@ def run_retrieval_bench(args) -> int:
             wall_seconds=time.perf_counter() - started,
             extra={"embedding_cache": {"hits": embedder.hits, "misses": embedder.misses, "path": str(embedder.path)}},
         )
-        return run_records(args, reports, configs, run_config | ({"partial": partial} if partial else {}), provenance)
+        config_now = run_config | ({"partial": partial} if partial else {})
+        return run_records(args, reports, configs, config_now, provenance, out=out)
 
     checkpoints = PartialRecords(records)
     try:
@@ -275,19 +339,32 @@ def run_retrieval_bench(args) -> int:
             )
         else:
             print("lca: interrupted before any store was done: nothing written", file=sys.stderr)
-        return 130
+        return 130, None
     finally:
         embedder.close()
-    for out, result in final:
-        write_report(result, out)
+    for where, result in final:
+        write_report(result, where)
     checkpoints.remove()
-    return 0
+    prov = final[0][1].provenance
+    return 0, EmbedderRun(
+        report=reports["default"],
+        provenance={
+            "embedder": source,
+            "embedder_id": embedder.embedder_id,
+            "dimension": embedder.dimension,
+            "wall_seconds": prov.wall_seconds,
+            "embedding_cache": prov.extra["embedding_cache"],
+            "record": final[0][0].name,
+        },
+    )
 
 
-def run_records(args, reports, configs, run_config: dict[str, Any], provenance) -> list[tuple[Path, Any]]:
-    """The run's records and where each goes: the run (``<out>``), its ablation (``<out stem>-ablation.json``)
-    and its grid (``<out stem>-grid.json``) when asked."""
-    out = out_path(args)
+def run_records(
+    args, reports, configs, run_config: dict[str, Any], provenance, *, out: Path | None = None
+) -> list[tuple[Path, Any]]:
+    """The run's records and where each goes: the run (``out``, else ``<out>``), its ablation (``<out
+    stem>-ablation.json``) and its grid (``<out stem>-grid.json``) when asked."""
+    out = out or out_path(args)
     written = [(out, run_result(reports["default"], config=run_config, provenance=provenance))]
     if getattr(args, "ablate", False):
         ablation = _comparison("ablation", "without ", reports, configs, run_config, provenance)

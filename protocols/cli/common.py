@@ -69,11 +69,24 @@ def checked_store_path(args: argparse.Namespace) -> Path:
 
 
 def open_store(args: argparse.Namespace, *, progress: bool = False):
-    """The substrate at the command's store, checked first (``checked_store_path``); tests replace this
-    function to open a store with fakes."""
+    """The substrate at the command's store, checked first (``checked_store_path``), with the embedder the store
+    records (``lca.index.embedder_choice``) or the one ``--embedder`` names: ``lca reindex --embedder`` switches
+    a store to it, any other command refuses one the store was not built with. Tests replace this function to
+    open a store with fakes."""
+    from lca.index.embedder_choice import embedder_source, make_embedder, recorded_embedder
     from lca.substrate import Substrate  # loads the index (faiss): not for `lca --help`
 
-    return Substrate(checked_store_path(args), progress=progress)
+    asked = getattr(args, "embedder", None)
+    source = embedder_source(asked) if asked else None  # an unknown name is refused before the store is touched
+    path = checked_store_path(args)
+    recorded = recorded_embedder(StoreLayout(path)).get("embedder_source")
+    if source and recorded and source != recorded and not getattr(args, "switches_embedder", False):
+        raise LCAError(
+            f"the store at {path} was built with the embedder '{recorded}', not '{source}': reindex required "
+            f"(`lca reindex --embedder {source}` re-embeds it)"
+        )
+    name = source or recorded
+    return Substrate(path, progress=progress, embedder=make_embedder(name) if name else None)
 
 
 def terminal_safe(text: object) -> str:

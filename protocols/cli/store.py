@@ -265,11 +265,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     with common.open_store(args, progress=not args.quiet) as substrate:
         report = substrate.reindex().to_dict()
         common.show(
-            f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks from "
+            f"store {substrate.home}: rebuilt {report['index']['new_chunks']} chunks with "
+            f"{substrate.embedder.embedder_id} from "
             f"{report['entries_indexed']} transcript entries and {report['memory_files_indexed']} memory files "
             f"in {report['seconds']:.1f} s"
         )
         return 0
+
+
+def add_embedder_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    from lca.index.embedder_choice import embedder_names  # the registry alone: no model is loaded
+
+    parser.add_argument(
+        "--embedder", metavar="NAME", help=f"{help_text}: {embedder_names()}, or a sentence-transformers model folder"
+    )
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -349,6 +358,7 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         option.add_to(p)
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_embedder_argument(p, "the embedder a new store is built with (default: the store's own, else minilm)")
     p.set_defaults(func=cmd_ingest, creates_store=True)  # the one store command that creates a store
 
     p = sub.add_parser("search", parents=[common_args], help="hybrid search with source pointers")
@@ -474,4 +484,5 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         help="delete and rebuild every derived store from the transcript and memory files",
     )
     p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_reindex)
+    add_embedder_argument(p, "rebuild with this embedder, which the store then records (default: its own)")
+    p.set_defaults(func=cmd_reindex, switches_embedder=True)
