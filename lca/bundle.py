@@ -27,6 +27,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -377,6 +378,8 @@ class MigrationResult:
     error: str | None = None
     rolled_back: bool = False
     self_description: dict[str, Any] | None = None  # the check after resume (``lca.self_description``), if asked
+    seconds: dict[str, float] = field(default_factory=dict)  # wall seconds of each step's work, in step order
+    downtime_s: float | None = None  # quiesce (the source stops writing) to resume (the target serves); None if failed
 
 
 MIGRATION_SESSION = "lca-migrations"  # the session a store's migration events are recorded in
@@ -459,7 +462,9 @@ def migrate(
     ``lca.self_description.QUESTION``; it is checked against the installed identity and recorded as a
     ``self_description`` event (a failed or inconsistent description is reported, it does not undo the move).
     The target's transcript holds every step (quiesce and checkpoint travel in the bundle; validate, bind,
-    rehydrate and resume are appended after activation); the source's holds the steps up to validate."""
+    rehydrate and resume are appended after activation); the source's holds the steps up to validate. The result
+    times the move: each step's work in wall seconds (``seconds``; quiesce includes the wait for the writer lock)
+    and the downtime, from quiesce to the recorded resume (``downtime_s``), the window no copy serves in."""
     source, target, bundle_dir = Path(source), Path(target), Path(bundle_dir)
     steps: list[dict[str, Any]] = []
     binding = dict(binding or {})
@@ -470,6 +475,8 @@ def migrate(
         raise BundleError(f"{layout.authority}: this store is a {before.state} copy; it has no authority to hand on")
     clear_stale_checkpoint(bundle_dir, before.agent_id, before.epoch)  # a retry writes the checkpoint again
     migration = hashlib.sha256(f"{source}|{target}|{_now()}|{os.urandom(8).hex()}".encode()).hexdigest()[:12]
+    seconds: dict[str, float] = {}
+    clock = [time.perf_counter()]  # quiesce starts here: from now on the source takes no new writes
 
     def step(name: str, store: Path, **detail: Any) -> dict[str, Any]:
         entry = {"step": name, "at": _now(), "migration": migration, "store": str(store), **detail}
@@ -477,14 +484,24 @@ def migrate(
         steps.append(entry)
         return entry
 
+    def lap(name: str) -> None:
+        """The wall time of ``name``'s work, from the end of the previous step's."""
+        now = time.perf_counter()
+        seconds[name] = seconds.get(name, 0.0) + now - clock[-1]
+        clock.append(now)
+
     try:
         with exclusive_lock(layout.write_lock, timeout=lock_timeout, what=f"store {source}"):
             step("quiesce", source, epoch=before.epoch, binding=binding)
+            lap("quiesce")
             step("checkpoint", source, bundle_dir=str(bundle_dir))
             manifest = _export_locked(layout, bundle_dir, {"migration": {"id": migration, "binding": binding}})
+            lap("checkpoint")
             verify_bundle(bundle_dir)
             validated = step("validate", source, bundle_id=manifest.bundle_id, files=manifest.counts())
+            lap("validate")
             bound = advance(source, state="transferred", reason=f"migrated to {target}", successor=str(target))
+            lap("bind")
     except Exception as exc:  # nothing was bound: the source stays authoritative
         shutil.rmtree(bundle_dir, ignore_errors=True)
         return MigrationResult(False, None, before.epoch, None, tuple(steps), f"{type(exc).__name__}: {exc}")
@@ -498,11 +515,14 @@ def migrate(
     )
     try:
         import_bundle(bundle_dir, target, authority=record, rebuild=rebuild)
+        lap("rehydrate")
         record_migration_event(target, "validate", {**validated, "store": str(target)})
         step("bind", target, epoch=bound.epoch, source_epoch=before.epoch, bundle_id=manifest.bundle_id)
+        lap("bind")  # the target's record of the bind is part of binding it
         step("rehydrate", target, rebuilt=rebuild is not None)
         changes = rebind_providers(source, target, binding)
         step("resume", target, binding=binding, capabilities=[c.to_dict() for c in changes])
+        lap("resume")
     except Exception as exc:  # roll back: the source takes authority again at a later epoch; the target (new,
         shutil.rmtree(target, ignore_errors=True)  # checked before quiesce) and the checkpoint go, so a retry can run
         shutil.rmtree(bundle_dir, ignore_errors=True)
@@ -520,4 +540,8 @@ def migrate(
             failure = f"{type(exc).__name__}: {exc}"
         described = record_self_description(target, statement, binding, migration=migration, error=failure)
         steps.append({"step": "self_description", **described})
-    return MigrationResult(True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps), None, False, described)
+    ordered = {name: round(seconds[name], 6) for name in MIGRATION_STEPS}
+    downtime = round(clock[-1] - clock[0], 6)  # to the resume step: the self-description comes after service resumed
+    return MigrationResult(
+        True, manifest.bundle_id, before.epoch, bound.epoch, tuple(steps), None, False, described, ordered, downtime
+    )

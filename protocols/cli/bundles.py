@@ -133,6 +133,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         f"migrated {source} -> {args.target} (bundle {result.bundle_id}); epoch {result.source_epoch} -> "
         f"{result.target_epoch}; writers on {source} are now refused"
     )
+    steps = ", ".join(f"{name} {seconds:.3f}" for name, seconds in result.seconds.items())
+    common.show(f"downtime {result.downtime_s:.3f} s (quiesce to resume); seconds per step: {steps}")
     return 0
 
 

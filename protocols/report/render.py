@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from protocols.evals.sections import ReportSection
 from protocols.report.findings import StudyAnalysis
 from protocols.report.run import StudyRun
 
@@ -205,7 +207,22 @@ def _prediction_rows(analysis: StudyAnalysis) -> list[list[Any]]:
     return rows
 
 
-def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any], generated_at: str) -> str:
+def _section_lines(sections: Sequence[ReportSection]) -> list[str]:
+    """The protocols' own sections (``protocols.evals.sections``): a title, a note and a table each."""
+    out: list[str] = []
+    for section in sections:
+        rows = [[_f(row.get(key)) for key, _ in section.columns] for row in section.rows]
+        out += [f"## {section.title}", "", section.note, "", *_table([h for _, h in section.columns], rows)]
+    return out
+
+
+def render_markdown(
+    run: StudyRun,
+    analysis: StudyAnalysis,
+    files: dict[str, Any],
+    generated_at: str,
+    sections: Sequence[ReportSection] = (),
+) -> str:
     study = run.study
     prov = provenance(run)
     grade = model_grade(run)
@@ -317,6 +334,7 @@ def render_markdown(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any
         ],
         rows,
     )
+    out += _section_lines(sections)
     out += ["## Shortfalls and errors", ""]
     rows = [
         [
@@ -500,8 +518,15 @@ def _deviation_lines(run: StudyRun) -> list[str]:
     return out + _table(["at", "kind", "what", "why", "by"], rows)
 
 
-def summary(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any], generated_at: str) -> dict[str, Any]:
-    """The report as JSON: provenance, the model grade, the analysis and the run's deviations and notes."""
+def summary(
+    run: StudyRun,
+    analysis: StudyAnalysis,
+    files: dict[str, Any],
+    generated_at: str,
+    sections: Sequence[ReportSection] = (),
+) -> dict[str, Any]:
+    """The report as JSON: provenance, the model grade, the analysis, the protocols' own sections and the run's
+    deviations and notes."""
     return {
         "study_id": run.study_id,
         "run_id": run.run_id,
@@ -512,6 +537,7 @@ def summary(run: StudyRun, analysis: StudyAnalysis, files: dict[str, Any], gener
         "agent_model": model_grade(run),
         **analysis.to_dict(),
         "verdicts": {o.id: o.verdict for o in analysis.predictions},
+        "protocol_sections": [s.to_dict() for s in sections],
         "protocols": run.manifest.get("protocols") or [],
         "deviations": run.deviations,
         "notes": list(run.notes),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lca.fileio import atomic_write_bytes
+from protocols.evals.sections import protocol_sections
 from protocols.report.findings import StudyAnalysis, analyse
 from protocols.report.items import items_frame
 from protocols.report.plots import write_plots
@@ -57,8 +58,9 @@ def write_report(run: StudyRun, out: str | Path = DEFAULT_REPORTS) -> ReportFile
         "run directory": str(run.run_dir),
     }
     generated = now()
-    atomic_write_bytes(report, render_markdown(run, analysis, files, generated).encode("utf-8"))
-    data = summary(run, analysis, files, generated)
+    sections = protocol_sections(frame)
+    atomic_write_bytes(report, render_markdown(run, analysis, files, generated, sections).encode("utf-8"))
+    data = summary(run, analysis, files, generated, sections)
     atomic_write_bytes(
         summary_path, (json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8")
     )
