@@ -6,8 +6,10 @@
 2. both spaces: each record's text (content) and its signature's canonical text (structure), embedded by one
    embedder through the embedding cache under ``index/insight-embeddings`` (the same MiniLM for both spaces: the
    second space differs by what is embedded, not by the model);
-3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage);
-4. pairs: each record and its ``neighbours`` nearest in the structural space, scored by the differential
+3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage,
+   merging along each record's ``neighbours`` nearest so memory grows linearly with the records);
+4. pairs: each record and its ``neighbours`` nearest in the structural space (the content space for the
+   content-only detector, ``neighbour_space``), scored by the differential
    (``lca.insight.differential``) of its two cosines, each centred on the mean of its kind of pair (across domains
    or within one: records of one domain share words, so without it any pair across domains would look like a
    rhyme next to the null's same-domain pairs);
@@ -49,6 +51,8 @@ from lca.ledger import Ledger
 from lca.ports import Embedder, StructuralSigner
 from lca.provenance import code_version
 
+NEIGHBOUR_SPACES = ("structural", "content")
+
 
 @dataclass(frozen=True)
 class IntegrationConfig:
@@ -58,7 +62,13 @@ class IntegrationConfig:
     # each cosine less the mean of its kind of pair (same domain or across domains) before the differential: pairs
     # across domains share fewer words by nature, and uncentred they would outscore the null's same-domain pairs
     centre_by_pair_kind: bool = True
-    neighbours: int = 15  # per record, in the structural space
+    # and divided by its space's spread (the standard deviation of the centred cosines over every scored pair): each
+    # space in units of its own spread, so neither space's scale decides the composition (the structural space of a
+    # closed vocabulary spreads far less than content's)
+    scale_by_pair_kind: bool = True
+    neighbours: int = 15  # per record, in the space ``neighbour_space`` names
+    # where the scored pairs are found: "structural" (the default), or "content" (the content-only detector's pairs)
+    neighbour_space: str = "structural"
     structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
     content_cluster_distance: float = 0.6
     require_shared_structural_cluster: bool = True
@@ -75,6 +85,10 @@ class IntegrationConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise RecordFormatError(f"must be an integer >= {least}, got {value!r}", field=name)
+        if self.neighbour_space not in NEIGHBOUR_SPACES:
+            raise RecordFormatError(
+                f"must be one of {', '.join(NEIGHBOUR_SPACES)}, got {self.neighbour_space!r}", field="neighbour_space"
+            )
         for name, low, high in (
             ("structural_cluster_distance", 0.0, 2.0),
             ("content_cluster_distance", 0.0, 2.0),
@@ -112,6 +126,7 @@ class IntegrationResult:
     deferred: tuple[InsightCandidate, ...]  # above the threshold, past the rate limit
     reconciliations: tuple[Reconciliation, ...]
     note: str | None = None  # why nothing could be scored, when so
+    also_scored: tuple[ScoredPair, ...] = ()  # the pairs the caller asked scored, as the cycle scores any pair
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -128,9 +143,12 @@ def integrate(
     *,
     rebuild: bool = False,
     progress: bool = False,
+    also_score: Sequence[tuple[str, str]] = (),
 ) -> IntegrationResult:
     """One integration cycle over the store at ``home`` (see the module docstring); writes its report and ledger
-    events, and returns its record."""
+    events, and returns its record. ``also_score`` names record pairs to score beside the neighbour pairs (with
+    the cycle's own centring; they never surface unless they are neighbour pairs too): a planted corpus's known
+    pairs, measured where the cycle would not have looked."""
     config = config or IntegrationConfig()
     started, clock = time.time(), time.perf_counter()
     cycle_id = f"integrate-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -176,17 +194,21 @@ def integrate(
         )
         return _written(layout, result)
     structural, content = _spaces(layout, embedder, signed, signatures)
-    clusters_s = _clusters(structural, config.structural_cluster_distance)
-    clusters_c = _clusters(content, config.content_cluster_distance)
-    first, second = _neighbour_pairs(structural, config.neighbours)
+    clusters_s = _clusters(structural, config.structural_cluster_distance, config.neighbours)
+    clusters_c = _clusters(content, config.content_cluster_distance, config.neighbours)
+    first, second = _neighbour_pairs(
+        structural if config.neighbour_space == "structural" else content, config.neighbours
+    )
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
     labels = [r.domain for r in signed]
     cross = np.array([labels[i] != labels[j] for i, j in zip(first, second)], dtype=bool)
-    if config.centre_by_pair_kind:
-        scores = config.differential.score(_centred(s_cos, cross), _centred(c_cos, cross))
-    else:
-        scores = config.differential.score(s_cos, c_cos)
+    centres = (
+        (_kind_stats(s_cos, cross, config.scale_by_pair_kind), _kind_stats(c_cos, cross, config.scale_by_pair_kind))
+        if config.centre_by_pair_kind
+        else None
+    )
+    scores = _differential(config, s_cos, c_cos, cross, centres)
     distinct_content = clusters_c[first] != clusters_c[second]
     null = null_threshold(
         first,
@@ -210,6 +232,7 @@ def integrate(
     pairs = [pair for pair, kept in zip(scored, keep) if kept]
     best = sorted((p for p, c in zip(scored, cross) if c), key=lambda p: (-p.score, p.first, p.second))
     candidates = _candidates(pairs, {r.id: r for r in signed}, signatures)
+    also_scored = _also_scored(also_score, signed, structural, content, config, centres)
     surfaced, deferred = tuple(candidates[: config.max_surfaced]), tuple(candidates[config.max_surfaced :])
     reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
     result = IntegrationResult(
@@ -226,9 +249,54 @@ def integrate(
         candidates=surfaced,
         deferred=deferred,
         reconciliations=tuple(reconciliations),
+        also_scored=also_scored,
         **base,
     )
     return _written(layout, result)
+
+
+# per space (structural, content): the mean of the pairs across domains, of those within one, and the space's spread
+KindStats = tuple[float, float, float]
+Centres = tuple[KindStats, KindStats]
+
+
+def _differential(
+    config: IntegrationConfig, s_cos: np.ndarray, c_cos: np.ndarray, cross: np.ndarray, centres: Centres | None
+) -> np.ndarray:
+    """The differential of pairs from their cosines, each first centred on its kind's mean (and divided by its
+    space's spread) when ``centres``."""
+    if centres is None:
+        return config.differential.score(s_cos, c_cos)
+
+    def standardized(cosines: np.ndarray, stats: KindStats) -> np.ndarray:
+        across, within, spread = stats
+        return (cosines - np.where(cross, across, within)) / spread
+
+    return config.differential.score(standardized(s_cos, centres[0]), standardized(c_cos, centres[1]))
+
+
+def _also_scored(
+    wanted: Sequence[tuple[str, str]],
+    signed: Sequence[InsightRecord],
+    structural: np.ndarray,
+    content: np.ndarray,
+    config: IntegrationConfig,
+    centres: Centres | None,
+) -> tuple[ScoredPair, ...]:
+    """The pairs ``wanted`` whose records were both signed, scored as the cycle scores its neighbour pairs."""
+    row = {r.id: i for i, r in enumerate(signed)}
+    kept = [(row[a], row[b]) for a, b in wanted if a in row and b in row and a != b]
+    if not kept:
+        return ()
+    first, second = np.array([p[0] for p in kept]), np.array([p[1] for p in kept])
+    s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
+    c_cos = np.einsum("ij,ij->i", content[first], content[second])
+    cross = np.array([signed[i].domain != signed[j].domain for i, j in kept], dtype=bool)
+    scores = _differential(config, s_cos, c_cos, cross, centres)
+    return tuple(
+        ScoredPair(signed[i].id, signed[j].id, float(s_cos[k]), float(c_cos[k]), float(scores[k]))
+        for k, (i, j) in enumerate(kept)
+    )
 
 
 def _written(layout: StoreLayout, result: IntegrationResult) -> IntegrationResult:
@@ -250,13 +318,15 @@ def _spaces(
     return _normalized(structural), _normalized(content)
 
 
-def _centred(cosines: np.ndarray, cross: np.ndarray) -> np.ndarray:
-    """Each pair's cosine less the mean cosine of the pairs of its kind (across domains, or within one)."""
-    out = np.asarray(cosines, dtype=np.float64).copy()
-    for kind in (cross, ~cross):
-        if kind.any():
-            out[kind] -= out[kind].mean()
-    return out
+def _kind_stats(cosines: np.ndarray, cross: np.ndarray, scale: bool) -> KindStats:
+    """The mean cosine of the pairs across domains and of those within one (0 for a kind with no pair), and the
+    space's spread: the standard deviation of every pair's cosine less its kind's mean when ``scale`` (1 when not,
+    or with fewer than two pairs)."""
+    values = np.asarray(cosines, dtype=np.float64)
+    across = float(values[cross].mean()) if cross.any() else 0.0
+    within = float(values[~cross].mean()) if (~cross).any() else 0.0
+    spread = float((values - np.where(cross, across, within)).std()) if scale and len(values) >= 2 else 1.0
+    return (across, within, spread if spread > 1e-9 else 1.0)
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
@@ -265,12 +335,25 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms > 0, norms, 1.0)
 
 
-def _clusters(vectors: np.ndarray, distance: float) -> np.ndarray:
-    """Cluster labels of ``vectors`` (agglomerative, cosine, average linkage, stopped at ``distance``)."""
-    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
+def _clusters(vectors: np.ndarray, distance: float, neighbours: int) -> np.ndarray:
+    """Cluster labels of ``vectors`` (agglomerative, cosine, average linkage, stopped at ``distance``), merging only
+    along each record's ``neighbours`` nearest: the full distance matrix grows with the square of the records (16k
+    records would hold 2 GB), the neighbour graph linearly. With fewer records than ``neighbours`` the graph is
+    complete and the clusters are the unrestricted ones."""
+    import warnings
 
-    model = AgglomerativeClustering(n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance)
-    return np.asarray(model.fit_predict(vectors), dtype=np.int64)
+    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
+    from sklearn.neighbors import kneighbors_graph
+
+    if len(vectors) < 2:
+        return np.zeros(len(vectors), dtype=np.int64)
+    graph = kneighbors_graph(vectors, n_neighbors=min(neighbours, len(vectors) - 1), metric="cosine")
+    model = AgglomerativeClustering(
+        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance, connectivity=graph
+    )
+    with warnings.catch_warnings():  # a graph in several components is completed by scikit-learn, as it says
+        warnings.filterwarnings("ignore", message=".*connected components.*")
+        return np.asarray(model.fit_predict(vectors), dtype=np.int64)
 
 
 def _neighbour_pairs(vectors: np.ndarray, neighbours: int) -> tuple[np.ndarray, np.ndarray]:

@@ -153,7 +153,8 @@ SIGNATURE_JSON_SCHEMA: dict[str, Any] = _json_schema()
 
 @dataclass(frozen=True)
 class FeedbackLoop:
-    """A simple cycle of the relations, by its variables' kinds; ``sign`` +1 reinforcing, -1 balancing."""
+    """A simple cycle of the relations, by its variables' kinds from the rotation that sorts first; ``sign`` +1
+    reinforcing, -1 balancing."""
 
     kinds: tuple[str, ...]
     sign: int
@@ -180,8 +181,14 @@ def feedback_loops(signature: StructuralSignature, *, max_length: int = MAX_LOOP
 
     for start in sorted(edges):
         walk(start, start, [start], 1)
-    out = [FeedbackLoop(tuple(signature.kind_of(n) for n in names), sign) for names, sign in loops]
+    out = [FeedbackLoop(_least_rotation(tuple(signature.kind_of(n) for n in names)), sign) for names, sign in loops]
     return sorted(out, key=lambda loop: (loop.kinds, loop.sign))
+
+
+def _least_rotation(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """A loop's kinds from the rotation that sorts first: a cycle has no start, and the letters that picked one are
+    arbitrary (two signatures of one skeleton with their letters swapped read the same loop)."""
+    return min(kinds[i:] + kinds[:i] for i in range(len(kinds))) if kinds else kinds
 
 
 def canonical_text(signature: StructuralSignature) -> str:

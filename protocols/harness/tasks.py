@@ -36,6 +36,16 @@ def _default_embedder_id() -> str:
     return embedders.SentenceTransformerEmbedder().embedder_id
 
 
+def answered_without_model(state: Any, content: str) -> Any:
+    """A substrate-level protocol's verdict set as the sample's output, no model called (zero tokens used)."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    state.output = ModelOutput.from_content(model="none", content=content)
+    state.output.usage = ModelUsage()
+    state.completed = True
+    return state
+
+
 def condition_task(
     meta: Any,
     *,

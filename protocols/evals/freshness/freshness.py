@@ -11,7 +11,6 @@ import asyncio
 from pathlib import Path
 
 from inspect_ai import Task, task, task_with
-from inspect_ai.model import ModelOutput, ModelUsage
 from inspect_ai.solver import solver
 
 from protocols.evals.freshness.dataset import DEFAULT_FAULTS, freshness_samples
@@ -19,7 +18,7 @@ from protocols.evals.freshness.faults import FaultSpec, run_with_baseline
 from protocols.evals.freshness.scorer import RUN_KEY, fault_detection
 from protocols.evals.registry import folder_metadata
 from protocols.harness import solvers
-from protocols.harness.tasks import condition_task
+from protocols.harness.tasks import answered_without_model, condition_task
 
 
 def inject_fault():
@@ -38,10 +37,7 @@ def inject_fault():
                 if run["detected"]
                 else "not detected by any health check"
             )
-            state.output = ModelOutput.from_content(model="none", content=f"{spec.id}: {verdict}")
-            state.output.usage = ModelUsage()
-            state.completed = True
-            return state
+            return answered_without_model(state, f"{spec.id}: {verdict}")
 
         return solve
 
