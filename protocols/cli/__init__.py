@@ -14,7 +14,7 @@ benchmark registry), ``figures`` (``lca figures``, the documents' figures from t
 ``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
 fencing and migration),
 ``prereg`` (``lca prereg``, locking and checking a pre-registered study), ``report`` (``lca report``, the
-report of a study run) and ``raters`` (``lca raters export|import``, people as raters of a judged measure). Only
+report of a study run), ``study`` (``lca study plan|unit|merge|compare``, a study run by work units on a cluster) and ``raters`` (``lca raters export|import``, people as raters of a judged measure). Only
 ``run`` and the benchmarks import the evaluation harness.
 """
 
@@ -42,6 +42,7 @@ from protocols.cli import (
     run,
     scenarios,
     store,
+    study,
 )
 from protocols.evals.benchmark import record_command
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios.add_parser(sub)
     prereg.add_parser(sub)
     report.add_parser(sub)
+    study.add_parser(sub)
     raters.add_parser(sub)
     return parser
 

@@ -56,7 +56,15 @@ STUDY_FIXED_FLAGS = (  # a study's design is its document: these flags would cha
     ("task_arg", "-T"),
     ("log_dir", "--log-dir"),
 )
-STUDY_ONLY_FLAGS = (("exploratory", "--exploratory"), ("data", "--data"), ("out", "--out"), ("report", "--report"))
+STUDY_ONLY_FLAGS = (
+    ("exploratory", "--exploratory"),
+    ("data", "--data"),
+    ("out", "--out"),
+    ("report", "--report"),
+    ("executor", "--executor"),
+    ("emit_batch", "--emit-batch"),
+)
+SHARDED_FLAGS = (("shards", "--shards"), ("workers", "--workers"), ("scheduler", "--scheduler"))
 
 
 def cmd_run_study(args: argparse.Namespace) -> int:
@@ -71,6 +79,11 @@ def cmd_run_study(args: argparse.Namespace) -> int:
         )
 
     common.at_least(args.retry_attempts, 0, flag="--retry-attempts")
+    if args.executor or args.emit_batch:
+        return cmd_run_sharded(args)
+    given = [flag for name, flag in SHARDED_FLAGS if getattr(args, name, None) is not None]
+    if given:
+        raise LCAError(f"{', '.join(given)} applies to a run by work units (--executor local|dask|slurm)")
     result = run_study(
         args.protocol,
         exploratory=args.exploratory,
@@ -84,12 +97,61 @@ def cmd_run_study(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_run_sharded(args: argparse.Namespace) -> int:
+    """``lca run STUDY.yaml --executor local|dask|slurm``: the study cut into work units, run by the executor
+    and merged into one run (docs/cluster.md); with slurm, the job array is written, not run."""
+    import time
+
+    from protocols.study import executors
+
+    executor = args.executor or "slurm"
+    if executor == "slurm" and not args.emit_batch:
+        raise LCAError("--executor slurm needs --emit-batch DIR (the job array's files are written there)")
+    if args.emit_batch and executor != "slurm":
+        raise LCAError(f"--emit-batch applies to --executor slurm, not {executor}")
+    shards = 1 if args.shards is None else args.shards
+    common.at_least(shards, 1, flag="--shards")
+    common.at_least(args.unit_retries, 0, flag="--unit-retries")
+    if args.workers is not None:
+        common.at_least(args.workers, 1, flag="--workers")
+    if executor != "dask" and (args.workers is not None or args.scheduler):
+        raise LCAError("--workers and --scheduler apply to --executor dask")
+    out = args.out or DEFAULT_OUT
+    options = dict(exploratory=args.exploratory, data=args.data, out=out, retry_attempts=args.retry_attempts)
+    if executor == "slurm":
+        from protocols.study.sharded import start_sharded_run
+
+        _, plan, run_dir = start_sharded_run(
+            args.protocol, shards=shards, unit_retries=args.unit_retries, executor="slurm", **options
+        )
+        files = executors.emit_slurm_batch(plan, run_dir, Path(args.emit_batch), report=args.report)
+        print(f"run {plan.run_id}: {len(plan.units)} unit(s) planned in {run_dir}")
+        print(f"written: {', '.join(str(f) for f in files)}")
+        print(f"submit with: bash {Path(args.emit_batch).resolve() / 'submit.sh'}")
+        return 0
+    chosen: executors.UnitExecutor = (
+        executors.DaskExecutor(workers=args.workers or 3, scheduler=args.scheduler)
+        if executor == "dask"
+        else executors.LocalExecutor()
+    )
+    clock = time.monotonic()
+    result = executors.run_sharded(
+        args.protocol, chosen, shards=shards, unit_retries=args.unit_retries, display=args.display, **options
+    )
+    print(
+        f"wall time {time.monotonic() - clock:.1f} s ({executor}, {len(result.manifest['execution']['units'])} units)"
+    )
+    if args.report:
+        report_run(args.protocol, result.run_id, out, args.report)
+    return 0 if result.ok else 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from protocols.study.runner import is_study_path  # the study runner: loaded by `lca run`, not `lca --help`
 
     if is_study_path(args.protocol):
         return cmd_run_study(args)
-    given = [flag for name, flag in STUDY_ONLY_FLAGS if getattr(args, name, None) not in (None, False)]
+    given = [flag for name, flag in STUDY_ONLY_FLAGS + SHARDED_FLAGS if getattr(args, name, None) not in (None, False)]
     if given:
         raise LCAError(f"{', '.join(given)} applies to a study (lca run STUDY.yaml), not to a protocol run")
     missing = [flag for flag in ("--conditions", "--model") if not getattr(args, flag[2:])]
@@ -253,5 +315,20 @@ def add_parser(sub) -> None:
         metavar="FOLDER",
         help="study only: then write this run's report, as `lca report STUDY --run RUN_ID` would, into FOLDER "
         "(default results/reports)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=["local", "dask", "slurm"],
+        help="study only: run the study by work units (protocol x condition x sample shard) on this executor and "
+        "merge them into one run (docs/cluster.md); slurm writes a job array (--emit-batch) instead of running",
+    )
+    p.add_argument("--shards", type=int, help="with --executor: sample shards a condition (default 1)")
+    p.add_argument(
+        "--unit-retries", type=int, default=1, help="with --executor: attempts after a failed unit (default 1)"
+    )
+    p.add_argument("--workers", type=int, help="with --executor dask: local worker processes (default 3)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: an existing scheduler, tcp://...")
+    p.add_argument(
+        "--emit-batch", metavar="DIR", help="with --executor slurm: write the sbatch job array and merge job here"
     )
     p.set_defaults(func=cmd_run)

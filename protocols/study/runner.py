@@ -376,24 +376,41 @@ class StudyRunner:
         }
 
     def _run_protocol(self, plan: ProtocolPlan, run_dir: Path, run_id: str) -> tuple[dict[str, Any], list[str]]:
+        entry = self._protocol_entry(plan, run_dir)
+        return self.evaluate(plan, run_id, run_dir / "logs" / plan.run.name, entry, plan.planned, plan.run.limit)
+
+    def evaluate(
+        self,
+        plan: ProtocolPlan,
+        run_id: str,
+        log_dir: Path,
+        entry: dict[str, Any],
+        planned: Sequence[Any],
+        limit: int | tuple[int, int] | None,
+        label: str | None = None,
+    ) -> tuple[dict[str, Any], list[str]]:
+        """One eval_set over ``planned`` (a protocol's tasks, or one of them for a work unit) with ``limit`` (the
+        study's count, or a unit's ``(start, stop)`` slice of the same shuffled order), into ``log_dir``; fills
+        ``entry`` (status, tasks, shortfalls, error, wall time). The single-process run and every work unit of a
+        sharded run (protocols/study/units.py) run through here."""
         from inspect_ai import eval_set  # inspect is slow to load: `lca run` checks a study without it
 
-        name = plan.run.name
-        entry = self._protocol_entry(plan, run_dir)
-        log_dir = run_dir / "logs" / name
-        limit = plan.run.limit if plan.run.limit is not None else "all"
-        self.echo(f"[{self.study.id}] {name}: start ({', '.join(plan.conditions)}; limit {limit})")
+        name = label or plan.run.name
+        shown = plan.run.limit if plan.run.limit is not None else "all"
+        shown = f"{shown}, slice {limit[0]}:{limit[1]}" if isinstance(limit, tuple) else shown
+        conditions = ", ".join(task.label for task in planned)
+        self.echo(f"[{self.study.id}] {name}: start ({conditions}; limit {shown})")
         clock = time.monotonic()
         locations: list[str] = []
         try:
-            tasks = [task.build(plan.task_fn) for task in plan.planned]
+            tasks = [task.build(plan.task_fn) for task in planned]
             as_model = self.model_factory or (lambda model: model)
             ok, logs = eval_set(
                 tasks,
                 log_dir=str(log_dir),
                 model=as_model(self.study.models.agent),
                 model_roles={role: as_model(model) for role, model in self.roles.items()} or None,
-                limit=plan.run.limit,
+                limit=limit,
                 sample_shuffle=self._sample_shuffle(plan),
                 display=self.display,
                 retry_attempts=self.retry_attempts,
