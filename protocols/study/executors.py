@@ -50,8 +50,13 @@ class LocalExecutor:
 
 def _dask_unit(run_dir: str, unit_id: str) -> str:
     """A unit on a Dask worker (module-level: the worker imports it by name)."""
+    import os
+
     from distributed import get_worker
 
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # as `lca` sets them: nothing is fetched at run time
+        os.environ.setdefault(name, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     worker = get_worker()
     name = f"dask:{worker.name}@{worker.address}"
     return run_unit(run_dir, unit_id, worker=name, echo=lambda line: print(line, flush=True))

@@ -133,6 +133,12 @@ def merge_run(
         why = "merged with --partial: the conditions missing a unit have no log and their protocols are not rated"
         deviation = Deviation(mf.iso(mf.utc_now()), what, why, MERGER, "deviation")
         manifest["deviations"] = [*manifest.get("deviations", []), {**deviation.to_dict(), "source": "run"}]
+    drift = revision_drift(run_dir, plan, str(manifest.get("code_revision")))
+    if drift:
+        echo(f"[{runner.study.id}] DEVIATION: {drift}")
+        why = "a unit's code is not the code the run was planned with; its figures may differ from one run"
+        deviation = Deviation(mf.iso(mf.utc_now()), drift, why, MERGER, "deviation")
+        manifest["deviations"] = [*manifest.get("deviations", []), {**deviation.to_dict(), "source": "run"}]
     manifest["protocols"] = entries
     manifest["ratings"] = [
         runner._rate(measure, logs.get(measure.protocol) or [], entries, run_dir)
@@ -155,6 +161,19 @@ def merge_run(
     mf.write_latest(run_dir.parent, plan.run_id)
     echo(f"[{runner.study.id}] run {plan.run_id} merged ({manifest['status']}) in {manifest['wall_seconds']:.1f} s")
     return StudyRunResult(plan.run_id, run_dir, ok, manifest)
+
+
+def revision_drift(run_dir: Path, plan: UnitPlan, planned: str) -> str | None:
+    """Units whose successful attempt ran another code revision than the plan's (a node on another checkout)."""
+    other = {}
+    for unit in plan.units:
+        done = [a for a in read_attempts(run_dir, unit) if a.status == "success"]
+        if done and done[-1].code_revision not in (None, planned):
+            other[unit.id] = done[-1].code_revision
+    if not other:
+        return None
+    listed = ", ".join(f"{unit_id} ({revision})" for unit_id, revision in other.items())
+    return f"{len(other)} unit(s) ran another code revision than the plan's {planned}: {listed}"
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:

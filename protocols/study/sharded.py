@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import LCAError
+from lca.provenance import code_version
 from protocols.study import manifest as mf
 from protocols.study.runner import DEFAULT_OUT, ProtocolPlan, StudyRunner
 from protocols.study.units import (
@@ -159,6 +160,7 @@ def run_unit(
             seconds=round(time.monotonic() - clock, 2),
             log_dir=str(log_dir.relative_to(run_dir)),
             logs=tuple(str(Path(loc).relative_to(run_dir.resolve())) for loc in locations if loc),
+            code_revision=code_version(),
         )
         record_attempt(run_dir, unit, attempt)
         if attempt.status == "success":

@@ -98,6 +98,7 @@ class Attempt:
     seconds: float
     log_dir: str
     logs: tuple[str, ...] = ()
+    code_revision: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "logs": list(self.logs)}

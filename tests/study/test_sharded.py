@@ -220,3 +220,21 @@ def test_a_study_on_a_local_dask_cluster_of_three_workers_reports_what_one_proce
     assert len(sharded.manifest["execution"]["units"]) == 6 and all(w.startswith("dask:") for w in workers)
     merged = write_report(load_run(path, sharded.run_id, tmp_path / "dask"), tmp_path / "r2").folder
     assert report_differences(single, merged) == []
+
+
+def test_a_unit_that_ran_other_code_is_named_in_the_deviations(tmp_path):
+    path = write_study(tmp_path)
+    executor = LocalExecutor(options={"rater_factory": same_rating}, echo=lambda line: None)
+    result = run_sharded(path, executor, shards=1, exploratory=True, out=tmp_path / "runs", **QUIET)
+    assert result.ok and not [d for d in result.manifest["deviations"] if "code revision" in d["what"]]
+    record = result.run_dir / "units" / "000-hollow_copy-stateless-s0" / "unit.json"
+    data = json.loads(record.read_text())
+    assert data["attempts"][0]["code_revision"] == result.manifest["code_revision"]
+    data["attempts"][0]["code_revision"] = "0123456789ab"
+    record.write_text(json.dumps(data))
+    merged = merge_run(result.run_dir, rater_factory=same_rating, **QUIET)
+    drift = [d["what"] for d in merged.manifest["deviations"] if "code revision" in d["what"]]
+    assert drift == [
+        f"1 unit(s) ran another code revision than the plan's {result.manifest['code_revision']}: "
+        "000-hollow_copy-stateless-s0 (0123456789ab)"
+    ]
