@@ -74,11 +74,12 @@ def cmd_unit(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from protocols.study.merge import merge_run
+    from protocols.study.units import read_plan
 
     result = merge_run(args.run_dir, partial=args.partial)
-    if args.report:
-        run_dir = Path(args.run_dir)
-        report_run(str(result.manifest["study_path"]), result.run_id, str(run_dir.parent.parent), args.report)
+    if args.report:  # the plan names the study by its absolute path: the merge may run in another folder
+        study_path = read_plan(args.run_dir).study_path
+        report_run(study_path, result.run_id, str(Path(args.run_dir).parent.parent), args.report)
     return 0 if result.ok else 1
 
 

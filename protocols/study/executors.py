@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lca.errors import LCAError
-from protocols.evals.data_paths import REPO
 from protocols.study.sharded import record_lost, run_unit, start_sharded_run
 from protocols.study.units import UnitPlan, WorkUnit
 
@@ -119,7 +118,7 @@ SBATCH = """#!/bin/bash
 #SBATCH --cpus-per-task={cpus}
 #SBATCH --output={folder}/logs/unit-%A_%a.out
 set -euo pipefail
-cd {repo}
+cd {cwd}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 line=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {folder}/units.txt)
 echo "unit $SLURM_ARRAY_TASK_ID on $(hostname): $line"
@@ -131,7 +130,7 @@ MERGE_SBATCH = """#!/bin/bash
 #SBATCH --cpus-per-task={cpus}
 #SBATCH --output={folder}/logs/merge-%j.out
 set -euo pipefail
-cd {repo}
+cd {cwd}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 {merge}
 """
@@ -149,28 +148,30 @@ echo "array job $array; the merge runs after it"
 def emit_slurm_batch(plan: UnitPlan, run_dir: Path, folder: Path, *, report: str | None, cpus: int = 1) -> list[Path]:
     """Write the Slurm files of a planned run into ``folder``: ``units.txt`` (one ``lca study unit`` command a
     line, line k for array task k-1), ``study.sbatch`` (the array), ``merge.sbatch`` and ``merge.sh`` (the merge,
-    with the report when asked), ``submit.sh`` (both, chained). Paths are absolute: the cluster's nodes share
-    the file system holding the repository and the run directory."""
+    with the report when asked), ``submit.sh`` (both, chained). Paths are absolute and the jobs start in this
+    folder (the one ``lca run`` ran in): the cluster's nodes share the file system holding the installation and
+    the run directory."""
     folder = folder.resolve()
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     run_dir = run_dir.resolve()
     lca = lca_command()
     unit_lines = [shlex.join([*lca, "study", "unit", str(run_dir), unit.id]) for unit in plan.units]
-    merge = shlex.join([*lca, "study", "merge", str(run_dir), *(["--report", report] if report else [])])
+    reports = ["--report", str(Path(report).resolve())] if report else []
+    merge = shlex.join([*lca, "study", "merge", str(run_dir), *reports])
     fields = dict(
         run_id=plan.run_id,
         study_id=run_dir.parent.name,
         last=len(plan.units) - 1,
         cpus=cpus,
         folder=shlex.quote(str(folder)),
-        repo=shlex.quote(str(REPO)),
+        cwd=shlex.quote(str(Path.cwd())),
         merge=merge,
     )
     files = {
         "units.txt": "\n".join(unit_lines) + "\n",
         "study.sbatch": SBATCH.format(**fields),
         "merge.sbatch": MERGE_SBATCH.format(**fields),
-        "merge.sh": f"#!/bin/bash\nset -euo pipefail\ncd {fields['repo']}\n{merge}\n",
+        "merge.sh": f"#!/bin/bash\nset -euo pipefail\ncd {fields['cwd']}\n{merge}\n",
         "submit.sh": SUBMIT.format(**fields),
     }
     written = []

@@ -175,7 +175,8 @@ def test_the_slurm_array_run_by_hand_then_merged_reports_what_the_single_run_rep
     single = single_report(path, tmp_path)
     batch, out = tmp_path / "batch", tmp_path / "slurm"
     argv = ["run", str(path), "--exploratory", "--out", str(out), "--executor", "slurm", "--shards", "2"]
-    assert cli.main([*argv, "--emit-batch", str(batch), "--unit-retries", "2"]) == 0
+    reports = tmp_path / "reports-merge"
+    assert cli.main([*argv, "--emit-batch", str(batch), "--unit-retries", "2", "--report", str(reports)]) == 0
     plan_run = next((out / "tiny_study").glob("*-exploratory"))
     plan = read_plan(plan_run)
     assert plan.unit_retries == 2 and len(plan.units) == 4
@@ -190,13 +191,14 @@ def test_the_slurm_array_run_by_hand_then_merged_reports_what_the_single_run_rep
         assert cli.main(words[-4:]) == 0
         assert [a.status for a in read_attempts(plan_run, unit)] == ["success"]
     merge = shlex.split((batch / "merge.sh").read_text().splitlines()[-1])
-    assert merge[-3:] == ["study", "merge", str(plan_run.resolve())]
-    assert cli.main(merge[-3:]) == 0
+    assert merge[-5:] == ["study", "merge", str(plan_run.resolve()), "--report", str(reports)]
+    assert cli.main(merge[-5:]) == 0
+    assert report_differences(single, reports / "tiny_study") == []  # the merge job's own report
     sharded = write_report(load_run(path, plan.run_id, out), tmp_path / "reports-slurm").folder
     assert report_differences(single, sharded) == []
     # the files name absolute paths, so they run from any folder of a node sharing the file system
     assert emit_slurm_batch(plan, plan_run, tmp_path / "again", report=None)[0].name == "units.txt"
-    assert str(REPO) in sbatch
+    assert f"cd {Path.cwd()}" in sbatch  # the jobs start where lca run ran, so its relative paths hold
 
 
 @pytest.mark.slow
