@@ -52,9 +52,11 @@ def hybrid_search(
     query_vector: np.ndarray | None,
     as_of: datetime | None,
     config: RetrievalConfig,
+    parts: dict[str, np.ndarray] | None = None,
 ) -> list[SearchHit]:
     """The top ``k`` hits of ``index`` for ``query`` under ``config``; ``embed``: the store's query embedder (a
-    query that cannot be embedded fails the search)."""
+    query that cannot be embedded fails the search). ``parts``, when given, receives each weight's part of the
+    hits' scores (``rank_frame``'s ``parts``), one value per hit in hit order."""
     structure = index.structure()
     if not len(structure) or k <= 0:
         return []
@@ -141,8 +143,11 @@ def hybrid_search(
     frame = structure.frame(
         positions, dense, lexical_all[positions].astype(np.float64), norms, window_lexical, told, phrase, window_dense
     )
-    fused, eligible = rank_frame(frame, config, facts, refeed=refeed)
+    scored: dict[str, np.ndarray] | None = {} if parts is not None else None
+    fused, eligible = rank_frame(frame, config, facts, refeed=refeed, parts=scored)
     order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]
+    if parts is not None and scored is not None:
+        parts.update({name: values[order] for name, values in scored.items()})
     dense_ranks = ranks_among(frame.dense)
     lexical_ranks = ranks_among(np.where(frame.lexical > 0, frame.lexical, np.nan))
     chunks = index.catalog_.chunks_by_rows([int(structure.rows[positions[i]]) for i in order])

@@ -90,9 +90,13 @@ def rank_frame(
     facts: QueryFacts = QueryFacts(),
     *,
     refeed: Callable[[np.ndarray], tuple[np.ndarray | None, np.ndarray | None]] | None = None,
+    parts: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(fused score, eligible) per candidate. Under ``rrf`` and ``blend`` only the top ``pool`` of each side
-    take part (the eligible ones); under ``z`` every candidate does."""
+    take part (the eligible ones); under ``z`` every candidate does. ``parts``, when given, receives the last
+    round's part of each weight as the score adds it, before its weight multiplies it (by the weight's name:
+    ``dense_weight`` and ``bm25_weight`` under ``z``, ``fused`` under the others, then each signal that is on;
+    ``question_weight``'s part is negative, as it subtracts): the features ``lca fit`` weighs."""
     weights = {"dense_weight": config.dense_weight, "bm25_weight": config.bm25_weight, "rrf_k": config.rrf_k}
     sources = reply_sources(frame.asked, frame.session, frame.seq, frame.entry) if config.reply_weight else None
     anchor = (
@@ -102,9 +106,12 @@ def rank_frame(
     )
 
     def score(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        kept: dict[str, np.ndarray] = {}
         if config.fusion == "z":
             base = fuse("z", dense, frame.lexical, **weights)
             eligible = np.ones(len(frame), dtype=bool)
+            if parts is not None:  # the z fusion's two sides, as ``zscore`` weighs them
+                kept |= {"dense_weight": standardize(dense), "bm25_weight": standardize(frame.lexical)}
         else:
             dense_top = top_only(dense, config.pool)
             lexical_top = top_only(frame.lexical, config.pool, positive=True)
@@ -112,40 +119,56 @@ def rank_frame(
             eligible = ~np.isnan(dense_top) | ~np.isnan(lexical_top)
             if config.uses_signals:  # signals add in z units: standardize the fused score first
                 base = standardize(base)
+            kept["fused"] = base
         fused = base.copy()
+
+        def add(name: str, part: np.ndarray) -> None:
+            nonlocal fused
+            fused = fused + getattr(config, name) * part
+            kept[name] = np.asarray(part, dtype=np.float64)
+
         window_norm, window_lexical = frame.window_norm, frame.window_lexical
         if config.context_weight and window_norm is not None and window_lexical is not None and config.fusion == "z":
-            fused += config.context_weight * context_key_scores(
-                dense,
-                window_lexical,
-                frame.session,
-                frame.seq,
-                config.context_before,
-                config.context_after,
-                window_norm,
-                config.bm25_weight,
+            add(
+                "context_weight",
+                context_key_scores(
+                    dense,
+                    window_lexical,
+                    frame.session,
+                    frame.seq,
+                    config.context_before,
+                    config.context_after,
+                    window_norm,
+                    config.bm25_weight,
+                ),
             )
         elif config.context_weight:  # no window norms and counts: the neighbours' fused scores stand in
-            fused += config.context_weight * context_scores(
-                base, frame.session, frame.seq, config.context_before, config.context_after
+            add(
+                "context_weight",
+                context_scores(base, frame.session, frame.seq, config.context_before, config.context_after),
             )
         if config.window_key_weight and frame.window_dense is not None:
-            fused += config.window_key_weight * standardize(frame.window_dense)
+            add("window_key_weight", standardize(frame.window_dense))
         if config.phrase_weight and frame.phrase is not None:
-            fused += config.phrase_weight * frame.phrase
+            add("phrase_weight", frame.phrase)
         if anchor is not None:
-            fused += config.anchor_weight * anchor
+            add("anchor_weight", anchor)
         if config.question_weight:
-            fused -= config.question_weight * frame.asks  # before a reply inherits from its question
+            add("question_weight", -frame.asks.astype(np.float64))  # before a reply inherits from its question
         if sources is not None:
-            fused += config.reply_weight * inherited(fused, sources)
+            add("reply_weight", inherited(fused, sources))
         if config.when_weight and facts.asks_when and frame.tells_time is not None:
-            fused += config.when_weight * frame.tells_time
+            add("when_weight", frame.tells_time)
         if config.now_weight and facts.asks_now:  # the later of the turns about it: the top now_depth so far
             about = ~np.isnan(top_only(fused, config.now_depth))
-            fused[about] += config.now_weight * lateness(frame.days[about])
+            later = np.zeros(len(frame))
+            later[about] = lateness(frame.days[about])
+            add("now_weight", later)
         if config.speaker_weight and facts.speaker is not None:
-            fused += config.speaker_weight * (frame.speaker == facts.speaker)
+            add("speaker_weight", (frame.speaker == facts.speaker).astype(np.float64))
+        if parts is not None:
+            parts.clear()
+            parts.update(kept)
         return fused, eligible
 
     fused, eligible = score(frame.dense)

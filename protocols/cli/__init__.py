@@ -9,7 +9,8 @@ Modules by responsibility: ``common`` (store path, opening a store, errors), ``s
 recall, calibrate-floor, health, reindex), ``governance`` (checkpoint, proposals, approve, ledger, schema,
 audit, identity), ``insight`` (``lca integrate``, ``lca insights``: the integration cycle and its review queue),
 ``run`` (``lca run``, the evaluation harness), ``bench`` (``lca bench``, from the
-benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results), ``reproduce``
+benchmark registry), ``figures`` (``lca figures``, the documents' figures from the committed results), ``fit`` (``lca fit``, ranking
+weights fitted on labelled data with held-out folds), ``reproduce``
 (``lca reproduce``, a result record's command run again and compared),
 ``bundles`` (``lca bundle``, ``lca keys``, ``lca migrate``, ``lca authority``: bundles, their signing keys,
 fencing and migration),
@@ -31,6 +32,7 @@ from protocols.cli import (
     bundles,
     common,
     figures,
+    fit,
     governance,
     insight,
     intents,
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_parsers(sub, common_args)
     bench.add_parser(sub)
     figures.add_parser(sub)
+    fit.add_parser(sub)
     reproduce.add_parser(sub)
     governance.add_parsers(sub, common_args)
     insight.add_parsers(sub, common_args)

@@ -12,7 +12,7 @@ count stores, so an interrupted run can keep what finished."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,14 @@ def run_dataset(
     workdir: Path,
     configs: Mapping[str, AskedConfig],
     checkpoint: Checkpoint | None = None,
+    asks: Callable[[str], Collection[str]] | None = None,
     **options: Any,
 ) -> Reports:
     """One report per configuration name over the first ``limit`` records of ``path``; ``options`` are the
     dataset's own (``RetrievalSpec.options``, such as LongMemEval's ``roles``). Each haystack's store is built
     when its first question comes and closed after its last; a question asked of it is ranked under every
-    configuration, at its own date or, without one, when its haystack ends."""
+    configuration, at its own date or, without one, when its haystack ends; with ``asks``, only under the
+    configurations ``asks(haystack key)`` names (``lca fit``: each haystack under its own fold's weights)."""
     plugin = dataset_plugin(dataset) if isinstance(dataset, str) else dataset
     spec = plugin.retrieval if plugin.retrieval is not None else retrieval_spec(plugin.name)  # refused, named
     adapter: RetrievalAdapter = spec.adapter_class()(path, limit=limit, **options)
@@ -62,6 +64,8 @@ def run_dataset(
             if gold is not None:
                 as_of = question.as_of or haystack.ends
                 for name, config in configs.items():
+                    if asks is not None and name not in asks(question.haystack):
+                        continue
                     started = time.perf_counter()
                     entries = store.rank(question.text, retriever, as_of=as_of, config=config)
                     ranking = [haystack.unit_of[e] for e in entries if e in haystack.unit_of]

@@ -53,6 +53,24 @@ class HaystackStore:
             hits = self.substrate.search(query, k=k, mode=mode, pool=k)
         return _entries(h.pointer.entry_id for h in hits)
 
+    def parts(
+        self, query: str, *, as_of: datetime | None = None, config: RetrievalConfig
+    ) -> tuple[list[str], list[dict[str, float]]]:
+        """Entry ids ranked as ``search`` ranks them under ``config``, and each entry's parts of its score (its
+        best chunk's, by weight name: ``lca.retrieval.ranker.rank_frame``'s ``parts``), for ``lca fit``."""
+        from lca.index.hybrid import hybrid_search
+
+        index = self.substrate.index
+        k = max(self.chunks, 1)
+        parts: dict = {}
+        hits = hybrid_search(index, index.query_vector, query, k, k, None, as_of, config, parts=parts)
+        entries: dict[str, dict[str, float]] = {}
+        for i, hit in enumerate(hits):
+            entry = hit.pointer.entry_id
+            if entry is not None and entry not in entries:
+                entries[entry] = {name: float(values[i]) for name, values in parts.items()}
+        return list(entries), list(entries.values())
+
     def recall_config(self, asked: AskedConfig | None = None):
         """The bench's recall settings for this store; with ``asked``, its recall changes and ranking too."""
         base = recall_config_for(self.chunks)

@@ -1,0 +1,143 @@
+"""``lca fit retrieval``: the fit weighs an informative part up and a noise part down, folds never split a group,
+a fit that does not beat the defaults on held-out folds writes nothing, a written file is a config the retrieval
+bench reads, and bad input is one line. The pipeline runs on a fake embedder here (``tests.fakes``); the real run
+is measured by the command (docs, the issue)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from lca.retrieval import RetrievalConfig
+from protocols.bench.fit.model import FitError, FitSettings, LabelledQuestion, fit_weights, group_folds
+from protocols.bench.fit.record import compare, write_config
+from protocols.bench.fit.retrieval import TARGETS
+from protocols.bench.fit.run import fit_retrieval
+from protocols.cli import build_parser, main
+from tests.fakes import FakeHashingEmbedder
+
+FIXTURE = Path(__file__).resolve().parents[2] / ".." / "data" / "fixtures" / "locomo_fixture.json"
+NAMES = ["dense_weight", "informative", "noise", "misleading"]
+
+
+def synthetic(seed: int, questions: int = 60, groups: int = 6) -> list[LabelledQuestion]:
+    """Twenty candidates a question, two relevant: the dense part leans to them a little, the informative part
+    a lot, the noise part not at all, the misleading part away from them."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in range(questions):
+        relevant = np.zeros(20, dtype=bool)
+        relevant[rng.choice(20, 2, replace=False)] = True
+        parts = rng.normal(size=(20, 4))
+        parts[:, 0] += 0.5 * relevant
+        parts[:, 1] += 2.0 * relevant
+        parts[:, 3] -= 1.0 * relevant
+        out.append(LabelledQuestion(f"q{q}", f"g{q % groups}", parts, relevant))
+    return out
+
+
+def test_the_fit_weighs_the_informative_part_up_and_the_rest_down():
+    defaults = {"dense_weight": 1.0, "informative": 0.5, "noise": 0.5, "misleading": 0.5}
+    for seed in (0, 1, 2):
+        weights = fit_weights(synthetic(seed), NAMES, defaults, FitSettings(depth=18))
+        assert weights["dense_weight"] == 1.0  # the anchor keeps its value: the scale
+        assert weights["informative"] > 2.0 > weights["noise"] * 4
+        assert weights["misleading"] == 0.0  # below the config's range: left out and the rest fitted again
+        assert all(value >= 0 for value in weights.values())
+
+
+def test_a_fit_without_relevant_and_irrelevant_candidates_is_refused():
+    none = [LabelledQuestion("q", "g", np.zeros((3, 4)), np.zeros(3, dtype=bool))]
+    with pytest.raises(FitError, match="nothing to fit"):
+        fit_weights(none, NAMES, dict.fromkeys(NAMES, 1.0))
+
+
+@pytest.mark.parametrize("scheme", ["leave-one-out", "grouped"])
+def test_folds_never_split_a_group_and_hold_each_out_once(scheme):
+    groups = [f"conv-{i % 7}" for i in range(40)]
+    folds = group_folds(groups, scheme, splits=3)
+    assert len(folds) == (7 if scheme == "leave-one-out" else 3)
+    held = [g for _, test in folds for g in test]
+    assert sorted(held) == sorted(set(groups))  # every group held out exactly once
+    for train, test in folds:
+        assert not set(train) & set(test)
+        assert set(train) | set(test) == set(groups)
+    with pytest.raises(FitError, match="at least 2"):
+        group_folds(["only"], scheme)
+
+
+def rows(values: dict[str, float]) -> dict[str, dict]:
+    return {qid: {"question_id": qid, "recall@5": v} for qid, v in values.items()}
+
+
+def test_the_comparison_refuses_a_fit_that_does_not_beat_the_defaults():
+    value = TARGETS["locomo"].value
+    defaults = rows({f"q{i}": float(i % 2) for i in range(40)})
+    folds = [(["b"], ["a"]), (["a"], ["b"])]
+    fold_of = {f"q{i}": i % 2 for i in range(40)}
+    same = compare("recall@5", value, defaults, defaults, fold_of, folds, [{}, {}])
+    assert same.gain == 0 and not same.beats_defaults and "nothing written" in same.verdict()
+    better = rows({f"q{i}": 1.0 for i in range(40)})
+    won = compare("recall@5", value, defaults, better, fold_of, folds, [{}, {}])
+    assert won.beats_defaults and won.gain == 0.5 and won.gain_interval[0] > 0
+    assert [fold["questions"] for fold in won.folds] == [20, 20]
+    one_lucky = rows({f"q{i}": float(i % 2 or i == 0) for i in range(40)})  # one question up: noise
+    assert not compare("recall@5", value, defaults, one_lucky, fold_of, folds, [{}, {}]).beats_defaults
+
+
+def test_a_written_file_is_a_config_the_retrieval_bench_reads(tmp_path):
+    from protocols.bench.retrieval_bench import checked_config
+
+    fitted = RetrievalConfig(bm25_weight=0.3125, anchor_weight=2.5)
+    out = tmp_path / "fitted.yaml"
+    write_config(out, fitted.to_dict(), {"dataset": "locomo", "held_out": {"gain": 0.01}, "revision": "abc"})
+    header = [line[2:] for line in out.read_text().splitlines() if line.startswith("# ")]
+    assert yaml.safe_load("\n".join(header[1:]))["held_out"]["gain"] == 0.01
+    assert RetrievalConfig.from_file(out) == fitted
+    args = build_parser().parse_args(["bench", "retrieval", "--dataset", "locomo", "--config", str(out)])
+    assert checked_config(args).retrieval == fitted
+
+
+def fit_args(tmp_path: Path, data: Path, *more: str) -> argparse.Namespace:
+    """The command's own parse of ``lca fit retrieval`` on LoCoMo-format ``data``, its files under ``tmp_path``."""
+    return build_parser().parse_args(
+        ["fit", "retrieval", "--dataset", "locomo", "--data", str(data), "--out", str(tmp_path / "fitted.yaml")]
+        + ["--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path / "work"), "--quiet", *more]
+    )
+
+
+def three_conversations(tmp_path: Path) -> Path:
+    record = json.loads(FIXTURE.read_text())[0]
+    path = tmp_path / "locomo3.json"
+    path.write_text(json.dumps([record | {"sample_id": f"conv-{i}"} for i in range(3)]))
+    return path
+
+
+def test_a_fit_on_too_little_data_says_so_and_writes_nothing(tmp_path, capsys):
+    args = fit_args(tmp_path, three_conversations(tmp_path))
+    code = fit_retrieval(args, embedder=FakeHashingEmbedder())
+    said = capsys.readouterr().out
+    assert code == 1
+    assert "held-out recall@5 over 9 questions" in said and "nothing written" in said
+    assert not Path(args.out).exists()
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "retrieval", "--dataset", "nope"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("lca fit retrieval: error:")
+    code = fit_retrieval(fit_args(tmp_path, tmp_path / "missing.json"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "locomo" in err[0]
+    rrf = tmp_path / "rrf.yaml"
+    rrf.write_text("fusion: rrf\n")
+    code = fit_retrieval(fit_args(tmp_path, three_conversations(tmp_path), "--config", str(rrf)))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "z fusion" in err[0]
+    assert not (tmp_path / "fitted.yaml").exists()
