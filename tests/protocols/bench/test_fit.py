@@ -141,3 +141,34 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "z fusion" in err[0]
     assert not (tmp_path / "fitted.yaml").exists()
+
+
+@pytest.mark.slow
+def test_the_command_with_the_real_embedder_refuses_a_fit_it_cannot_show_helps(tmp_path, capsys):
+    """``lca fit retrieval`` as a user runs it (MiniLM behind the embedding cache) on three copies of the fixture's
+    conversation: nine questions cannot show a gain, so it says so, exits 1 and writes nothing."""
+    out = tmp_path / "fitted.yaml"
+    data = three_conversations(tmp_path)
+    argv = ["fit", "retrieval", "--dataset", "locomo", "--data", str(data), "--out", str(out), "--quiet"]
+    code = main([*argv, "--cache", str(tmp_path / "cache"), "--workdir", str(tmp_path / "work")])
+    said = capsys.readouterr().out
+    assert code == 1 and "nothing written" in said and "weights fitted on every group" in said
+    assert not out.exists()
+
+
+def test_the_parts_pass_ranks_as_the_retrieval_bench_does(tmp_path):
+    """The defaults' rows the fit compares against are the bench's own ranking, question for question."""
+    from protocols.bench.fit.retrieval import collect
+    from protocols.bench.retrieval.config import AskedConfig, dataset_config
+    from protocols.bench.retrieval.runners import run_dataset
+    from protocols.evals.datasets import dataset_plugin
+
+    data, plugin, config = three_conversations(tmp_path), dataset_plugin("locomo"), dataset_config("locomo")
+    run = dict(embedder=FakeHashingEmbedder(), limit=None, progress=lambda items: items, workdir=tmp_path / "work")
+    collected = collect(plugin, data, config, **run)
+    bench = run_dataset(plugin, data, "hybrid", configs={"default": AskedConfig(config)}, **run)["default"]
+    assert {r["question_id"]: r["retrieved"] for r in bench["per_item"]} == {
+        qid: row["retrieved"] for qid, row in collected.rows.items()
+    }
+    assert all(q.relevant.any() for q in collected.questions)  # each question's evidence is among its candidates
+    assert {q.group for q in collected.questions} == {"conv-0", "conv-1", "conv-2"}
