@@ -64,9 +64,12 @@ def fit_weights(
     names: Sequence[str],
     defaults: Mapping[str, float],
     settings: FitSettings = FitSettings(),
+    *,
+    upper: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """One weight per name, each at least 0, the anchor at its default. A weight whose coefficient comes out
-    negative is set to 0 and the rest fitted again (one at a time, the most negative first)."""
+    """One weight per name, each at least 0 (and at most its ``upper`` bound, where it has one), the anchor at
+    its default. A weight whose coefficient comes out negative is set to 0 and the rest fitted again (one at a
+    time, the most negative first)."""
     from sklearn.linear_model import LogisticRegression
 
     if settings.anchor not in names:
@@ -85,7 +88,8 @@ def fit_weights(
     if anchor <= 0:
         raise FitError(f"{settings.anchor} came out at {anchor:.4g}: no positive scale to keep")
     scale = defaults[settings.anchor] / anchor
-    return {name: round(coef.get(i, 0.0) * scale, 4) for i, name in enumerate(names)}
+    bound = upper or {}
+    return {name: round(min(coef.get(i, 0.0) * scale, bound.get(name, np.inf)), 4) for i, name in enumerate(names)}
 
 
 def group_folds(groups: Sequence[str], scheme: str, splits: int = 5) -> list[tuple[list[str], list[str]]]:

@@ -106,11 +106,14 @@ def provenance_header(provenance: Mapping[str, Any]) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines())
 
 
-def write_config(path: Path, config: Mapping[str, Any], provenance: Mapping[str, Any]) -> None:
-    """The fitted RetrievalConfig, every field, under its provenance header (atomically: a reader sees the old
-    file or the new one)."""
+def write_config(
+    path: Path, config: Mapping[str, Any], provenance: Mapping[str, Any], *, kind: str = "retrieval"
+) -> None:
+    """The fitted file (a RetrievalConfig, every field, or recall's ``weights:``) under its provenance header
+    (atomically: a reader sees the old file or the new one)."""
     body = yaml.safe_dump(dict(config), sort_keys=False)
-    text = "# A RetrievalConfig fitted by `lca fit retrieval` (protocols/bench/fit).\n" + provenance_header(provenance)
+    what = "A RetrievalConfig" if kind == "retrieval" else "Resonance weights"
+    text = f"# {what} fitted by `lca fit {kind}` (protocols/bench/fit).\n" + provenance_header(provenance)
     atomic_write_bytes(path, (text + body).encode("utf-8"))
 
 

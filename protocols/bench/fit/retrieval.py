@@ -71,6 +71,40 @@ def with_weights(config: RetrievalConfig, weights: Mapping[str, float]) -> Retri
     return config.with_overrides([f"{name}={value}" for name, value in weights.items()], flag="lca fit")
 
 
+Ranked = tuple[list[str], list[dict[str, float] | None]]  # entry ids best first; each one's parts (None: unscored)
+
+
+class Kind:
+    """What a fit varies and how a store ranks by it: the retrieval config's weights (``hybrid``) here, recall's
+    resonance weights in ``protocols.bench.fit.recall`` (``resonance``)."""
+
+    name = "retrieval"
+    retriever = "hybrid"
+    anchor = "dense_weight"
+
+    def __init__(self, start: AskedConfig) -> None:
+        self.start = start
+        self.names = fitted_names(start.retrieval)
+
+    @property
+    def defaults(self) -> dict[str, float]:
+        return {name: float(getattr(self.start.retrieval, name)) for name in self.names}
+
+    def upper(self) -> dict[str, float]:
+        return {}
+
+    def asked(self, weights: Mapping[str, float]) -> AskedConfig:
+        return AskedConfig(with_weights(self.start.retrieval, weights), self.start.recall)
+
+    def rank(self, store: HaystackStore, text: str, as_of) -> Ranked:
+        entries, parts = store.parts(text, as_of=as_of, config=self.start.retrieval)
+        return entries, list(parts)
+
+    def written(self, weights: Mapping[str, float]) -> dict[str, Any]:
+        """The file's body: every field of the RetrievalConfig."""
+        return self.asked(weights).retrieval.to_dict()
+
+
 def _is_gold(gold: Any, unit: Any) -> bool:
     units = getattr(gold, "ids", None)  # LongMemEval's Units: positions into its ids; LoCoMo: a set of ids
     return units[unit] in gold.gold if units is not None else unit in gold
@@ -85,12 +119,10 @@ class Collected:
     group_of: dict[str, str]
 
 
-def collect(plugin, path: Path, config: RetrievalConfig, *, embedder, limit, progress, workdir: Path, **options):
-    """Every question of the file ranked under ``config`` by the product's search, with its candidates' parts."""
-    spec = plugin.retrieval
-    adapter = spec.adapter_class()(path, limit=limit, **options)
+def collect(kind: Kind, plugin, path: Path, *, embedder, limit, progress, workdir: Path, **options) -> Collected:
+    """Every question of the file ranked by the product under the starting config, with its candidates' parts."""
+    adapter = plugin.retrieval.adapter_class()(path, limit=limit, **options)
     memo = QueryMemo(embedder)
-    names = fitted_names(config)
     out = Collected([], {}, {})
     store: HaystackStore | None = None
     key = None
@@ -100,23 +132,23 @@ def collect(plugin, path: Path, config: RetrievalConfig, *, embedder, limit, pro
                 if store is not None:
                     store.close()
                 haystack = adapter.haystack(question.haystack)
-                store = HaystackStore(workdir / plugin.name, haystack.sessions, memo, config=config)
+                store = HaystackStore(workdir / plugin.name, haystack.sessions, memo, config=kind.start.retrieval)
                 key = question.haystack
             assert store is not None  # built above for the question's haystack
             gold = adapter.gold(question, haystack)
             if gold is None:
                 continue
             started = time.perf_counter()
-            entries, parts = store.parts(question.text, as_of=question.as_of or haystack.ends, config=config)
+            entries, parts = kind.rank(store, question.text, question.as_of or haystack.ends)
             seconds = time.perf_counter() - started
-            kept = [(haystack.unit_of[e], p) for e, p in zip(entries, parts, strict=True) if e in haystack.unit_of]
+            ranked = [(haystack.unit_of[e], p) for e, p in zip(entries, parts, strict=True) if e in haystack.unit_of]
+            kept = [(unit, p) for unit, p in ranked if p is not None]
             relevant = np.array([_is_gold(gold, unit) for unit, _ in kept], dtype=bool)
             keep = relevant | (np.cumsum(~relevant) <= KEPT_IRRELEVANT)
-            matrix = np.array([[p.get(n, 0.0) for n in names] for _, p in kept], dtype=np.float64).reshape(
-                -1, len(names)
-            )
+            matrix = np.array([[p.get(n, 0.0) for n in kind.names] for _, p in kept], dtype=np.float64)
+            matrix = matrix.reshape(-1, len(kind.names))
             out.questions.append(LabelledQuestion(question.id, question.haystack, matrix[keep], relevant[keep]))
-            out.rows[question.id] = adapter.row(question, gold, [unit for unit, _ in kept], seconds)
+            out.rows[question.id] = adapter.row(question, gold, [unit for unit, _ in ranked], seconds)
             out.group_of[question.id] = question.haystack
     finally:
         if store is not None:
@@ -124,25 +156,24 @@ def collect(plugin, path: Path, config: RetrievalConfig, *, embedder, limit, pro
     return out
 
 
-def fold_configs(
-    collected: Collected, config: RetrievalConfig, folds: list[tuple[list[str], list[str]]], settings: FitSettings
-) -> list[RetrievalConfig]:
-    """Each fold's config: ``config`` with the weights fitted on its training groups' questions."""
-    names = fitted_names(config)
-    defaults = {name: getattr(config, name) for name in names}
+def fold_weights(
+    kind: Kind, collected: Collected, folds: list[tuple[list[str], list[str]]], settings: FitSettings
+) -> list[dict[str, float]]:
+    """Each fold's weights, fitted on its training groups' questions only."""
     out = []
     for train, _ in folds:
         chosen = set(train)
-        weights = fit_weights([q for q in collected.questions if q.group in chosen], names, defaults, settings)
-        out.append(with_weights(config, weights))
+        questions = [q for q in collected.questions if q.group in chosen]
+        out.append(fit_weights(questions, kind.names, kind.defaults, settings, upper=kind.upper()))
     return out
 
 
 def held_out_rows(
+    kind: Kind,
     plugin,
     path: Path,
     fold_of: Mapping[str, int],
-    configs: list[RetrievalConfig],
+    weights: list[dict[str, float]],
     *,
     embedder,
     limit,
@@ -150,15 +181,14 @@ def held_out_rows(
     workdir: Path,
     **options,
 ) -> dict[str, dict[str, Any]]:
-    """Each question's row ranked by the product's search under its own group's fold config (never trained on
-    it), by question id."""
+    """Each question's row ranked by the product under its own group's fold weights (never trained on it)."""
     from protocols.bench.retrieval.runners import run_dataset
 
-    asked = {f"fold {i}": AskedConfig(c) for i, c in enumerate(configs)}
+    asked = {f"fold {i}": kind.asked(w) for i, w in enumerate(weights)}
     reports = run_dataset(
         plugin,
         path,
-        "hybrid",
+        kind.retriever,
         embedder=embedder,
         limit=limit,
         progress=progress,

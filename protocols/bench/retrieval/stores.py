@@ -76,11 +76,32 @@ class HaystackStore:
         base = recall_config_for(self.chunks)
         return asked.recall_config(base) if asked is not None else base
 
+    def recalled(self, query: str, *, as_of: datetime | None = None, asked: AskedConfig | None = None):
+        """Recall's ranked candidates (resonance score R), every candidate kept."""
+        config = self.recall_config(asked)
+        return self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config).candidates
+
     def recall(self, query: str, *, as_of: datetime | None = None, asked: AskedConfig | None = None) -> list[str]:
         """Entry ids in the order of recall's ranked candidates (resonance score R), every candidate kept."""
-        config = self.recall_config(asked)
-        result = self.substrate.recall(RecallContext(query=query, as_of=as_of), config=config)
-        return _entries(candidate.source.split("#", 1)[1].split("[", 1)[0] for candidate in result.candidates)
+        return _entries(_entry_of(candidate) for candidate in self.recalled(query, as_of=as_of, asked=asked))
+
+    def recall_parts(
+        self, query: str, *, as_of: datetime | None = None, asked: AskedConfig | None = None
+    ) -> tuple[list[str], list[dict[str, float] | None]]:
+        """Entry ids as ``rank`` gives them for ``resonance``, and each recalled entry's signed terms (its best
+        candidate's: each term's part of R, before its weight), None past recall's pool; for ``lca fit recall``."""
+        from lca.recall.resonance import RESONANCE_TERMS
+
+        parts: dict[str, dict[str, float]] = {}
+        for candidate in self.recalled(query, as_of=as_of, asked=asked):
+            terms = {t.name: t.sign * float(candidate.terms[t.name]) for t in RESONANCE_TERMS}
+            parts.setdefault(_entry_of(candidate), terms)
+        rest = [
+            e
+            for e in self.search(query, "resonance", as_of=as_of, config=asked.retrieval if asked else None)
+            if e not in parts
+        ]
+        return [*parts, *rest], [*parts.values(), *([None] * len(rest))]
 
     def rank(
         self, query: str, retriever: str, *, as_of: datetime | None = None, config: AskedConfig | None = None
@@ -115,6 +136,11 @@ class QueryMemo:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
+
+
+def _entry_of(candidate) -> str:
+    """The entry id a recalled candidate's source pointer names."""
+    return candidate.source.split("#", 1)[1].split("[", 1)[0]
 
 
 def _entries(entry_ids) -> list[str]:

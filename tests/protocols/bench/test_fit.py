@@ -17,7 +17,7 @@ from lca.retrieval import RetrievalConfig
 from protocols.bench.fit.model import FitError, FitSettings, LabelledQuestion, fit_weights, group_folds
 from protocols.bench.fit.record import compare, write_config
 from protocols.bench.fit.retrieval import TARGETS
-from protocols.bench.fit.run import fit_retrieval
+from protocols.bench.fit.run import fit_command
 from protocols.cli import build_parser, main
 from tests.fakes import FakeHashingEmbedder
 
@@ -120,7 +120,7 @@ def three_conversations(tmp_path: Path) -> Path:
 
 def test_a_fit_on_too_little_data_says_so_and_writes_nothing(tmp_path, capsys):
     args = fit_args(tmp_path, three_conversations(tmp_path))
-    code = fit_retrieval(args, embedder=FakeHashingEmbedder())
+    code = fit_command(args, embedder=FakeHashingEmbedder())
     said = capsys.readouterr().out
     assert code == 1
     assert "held-out recall@5 over 9 questions" in said and "nothing written" in said
@@ -132,12 +132,12 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         main(["fit", "retrieval", "--dataset", "nope"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("lca fit retrieval: error:")
-    code = fit_retrieval(fit_args(tmp_path, tmp_path / "missing.json"))
+    code = fit_command(fit_args(tmp_path, tmp_path / "missing.json"))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "locomo" in err[0]
     rrf = tmp_path / "rrf.yaml"
     rrf.write_text("fusion: rrf\n")
-    code = fit_retrieval(fit_args(tmp_path, three_conversations(tmp_path), "--config", str(rrf)))
+    code = fit_command(fit_args(tmp_path, three_conversations(tmp_path), "--config", str(rrf)))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "z fusion" in err[0]
     assert not (tmp_path / "fitted.yaml").exists()
@@ -158,17 +158,61 @@ def test_the_command_with_the_real_embedder_refuses_a_fit_it_cannot_show_helps(t
 
 def test_the_parts_pass_ranks_as_the_retrieval_bench_does(tmp_path):
     """The defaults' rows the fit compares against are the bench's own ranking, question for question."""
-    from protocols.bench.fit.retrieval import collect
+    from protocols.bench.fit.retrieval import Kind, collect
     from protocols.bench.retrieval.config import AskedConfig, dataset_config
     from protocols.bench.retrieval.runners import run_dataset
     from protocols.evals.datasets import dataset_plugin
 
     data, plugin, config = three_conversations(tmp_path), dataset_plugin("locomo"), dataset_config("locomo")
     run = dict(embedder=FakeHashingEmbedder(), limit=None, progress=lambda items: items, workdir=tmp_path / "work")
-    collected = collect(plugin, data, config, **run)
+    collected = collect(Kind(AskedConfig(config)), plugin, data, **run)
     bench = run_dataset(plugin, data, "hybrid", configs={"default": AskedConfig(config)}, **run)["default"]
     assert {r["question_id"]: r["retrieved"] for r in bench["per_item"]} == {
         qid: row["retrieved"] for qid, row in collected.rows.items()
     }
     assert all(q.relevant.any() for q in collected.questions)  # each question's evidence is among its candidates
     assert {q.group for q in collected.questions} == {"conv-0", "conv-1", "conv-2"}
+
+
+def test_a_weight_stays_within_its_upper_bound():
+    defaults = {"dense_weight": 1.0, "informative": 0.5, "noise": 0.5, "misleading": 0.5}
+    weights = fit_weights(synthetic(0), NAMES, defaults, FitSettings(depth=18), upper={"informative": 0.25})
+    assert weights["informative"] == 0.25 and weights["dense_weight"] == 1.0
+
+
+def test_recall_parts_are_the_terms_recall_adds_and_rank_as_the_resonance_retriever(tmp_path):
+    """Each recalled entry's parts, times the weights, sum to its candidate's score R; the order is the bench's."""
+    from lca.importers import import_locomo
+    from protocols.bench.fit.recall import RecallKind
+    from protocols.bench.retrieval.config import AskedConfig, dataset_config, dataset_recall
+    from protocols.bench.retrieval.stores import HaystackStore
+
+    sessions, _ = import_locomo(FIXTURE.resolve())
+    kind = RecallKind(AskedConfig(dataset_config("locomo"), dataset_recall("locomo")))
+    assert kind.names[0] == "similarity" and "temporal" not in kind.names  # LoCoMo's file sets temporal to 0
+    store = HaystackStore(tmp_path / "s", sessions, FakeHashingEmbedder(), config=kind.start.retrieval)
+    try:
+        question = "What is the name of Ana's cat?"
+        entries, parts = kind.rank(store, question, None)
+        assert entries == store.rank(question, "resonance", config=kind.start)
+        recalled = store.recalled(question, asked=kind.start)
+        first = {}
+        for candidate in recalled:
+            first.setdefault(candidate.source.split("#", 1)[1].split("[", 1)[0], candidate)
+        for entry, part in zip(entries, parts, strict=True):
+            if part is None:
+                assert entry not in first
+                continue
+            total = sum(getattr(kind.weights, name) * value for name, value in part.items())
+            assert total == pytest.approx(first[entry].score, abs=1e-9)
+    finally:
+        store.close()
+
+
+def test_fit_recall_on_too_little_data_says_so_and_writes_nothing(tmp_path, capsys):
+    args = build_parser().parse_args(
+        ["fit", "recall", "--dataset", "locomo", "--data", str(three_conversations(tmp_path))]
+        + ["--out", str(tmp_path / "recall.yaml"), "--workdir", str(tmp_path / "work"), "--quiet"]
+    )
+    assert fit_command(args, embedder=FakeHashingEmbedder()) == 1
+    assert "nothing written" in capsys.readouterr().out and not (tmp_path / "recall.yaml").exists()
