@@ -194,11 +194,10 @@ def integrate(
         )
         return _written(layout, result)
     structural, content = _spaces(layout, embedder, signed, signatures)
-    clusters_s = _clusters(structural, config.structural_cluster_distance, config.neighbours)
-    clusters_c = _clusters(content, config.content_cluster_distance, config.neighbours)
-    first, second = _neighbour_pairs(
-        structural if config.neighbour_space == "structural" else content, config.neighbours
-    )
+    nearest_s, nearest_c = _nearest(structural, config.neighbours), _nearest(content, config.neighbours)
+    clusters_s = _clusters(structural, config.structural_cluster_distance, nearest_s)
+    clusters_c = _clusters(content, config.content_cluster_distance, nearest_c)
+    first, second = _neighbour_pairs(nearest_s if config.neighbour_space == "structural" else nearest_c)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
     labels = [r.domain for r in signed]
@@ -335,19 +334,32 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms > 0, norms, 1.0)
 
 
-def _clusters(vectors: np.ndarray, distance: float, neighbours: int) -> np.ndarray:
+def _nearest(vectors: np.ndarray, neighbours: int) -> np.ndarray:
+    """Each record's ``neighbours`` nearest others (cosine), one row of indexes per record (fewer when the records
+    are fewer); computed once per space for both the clusters and the pairs."""
+    from sklearn.neighbors import NearestNeighbors
+
+    k = min(neighbours + 1, len(vectors))
+    found = NearestNeighbors(n_neighbors=k, metric="cosine").fit(vectors).kneighbors(vectors, return_distance=False)
+    rows = [[int(j) for j in row if int(j) != i][: k - 1] for i, row in enumerate(found)]
+    return np.array(rows, dtype=np.int64).reshape(len(vectors), max(k - 1, 0))
+
+
+def _clusters(vectors: np.ndarray, distance: float, nearest: np.ndarray) -> np.ndarray:
     """Cluster labels of ``vectors`` (agglomerative, cosine, average linkage, stopped at ``distance``), merging only
-    along each record's ``neighbours`` nearest: the full distance matrix grows with the square of the records (16k
-    records would hold 2 GB), the neighbour graph linearly. With fewer records than ``neighbours`` the graph is
-    complete and the clusters are the unrestricted ones."""
+    along each record's nearest (``nearest``): the full distance matrix grows with the square of the records (16k
+    records would hold 2 GB), the neighbour graph linearly. With fewer records than the cycle's ``neighbours`` the
+    graph is complete and the clusters are the unrestricted ones."""
     import warnings
 
+    from scipy.sparse import csr_matrix
     from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
-    from sklearn.neighbors import kneighbors_graph
 
-    if len(vectors) < 2:
-        return np.zeros(len(vectors), dtype=np.int64)
-    graph = kneighbors_graph(vectors, n_neighbors=min(neighbours, len(vectors) - 1), metric="cosine")
+    n = len(vectors)
+    if n < 2 or nearest.shape[1] == 0:
+        return np.zeros(n, dtype=np.int64)
+    rows = np.repeat(np.arange(n), nearest.shape[1])
+    graph = csr_matrix((np.ones(rows.size), (rows, nearest.ravel())), shape=(n, n))
     model = AgglomerativeClustering(
         n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance, connectivity=graph
     )
@@ -356,14 +368,9 @@ def _clusters(vectors: np.ndarray, distance: float, neighbours: int) -> np.ndarr
         return np.asarray(model.fit_predict(vectors), dtype=np.int64)
 
 
-def _neighbour_pairs(vectors: np.ndarray, neighbours: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each record with its ``neighbours`` nearest (cosine), as unique pairs ``first[k] < second[k]``."""
-    from sklearn.neighbors import NearestNeighbors
-
-    k = min(neighbours + 1, len(vectors))
-    index = NearestNeighbors(n_neighbors=k, metric="cosine").fit(vectors)
-    found = index.kneighbors(vectors, return_distance=False)
-    pairs = {(min(i, int(j)), max(i, int(j))) for i, row in enumerate(found) for j in row if int(j) != i}
+def _neighbour_pairs(nearest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each record with its nearest (``_nearest``), as unique pairs ``first[k] < second[k]``."""
+    pairs = {(min(i, int(j)), max(i, int(j))) for i, row in enumerate(nearest) for j in row}
     ordered = sorted(pairs)
     return np.array([p[0] for p in ordered], dtype=np.int64), np.array([p[1] for p in ordered], dtype=np.int64)
 
