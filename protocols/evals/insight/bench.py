@@ -36,7 +36,7 @@ DEFAULT_SIZES = "1000,4000,16000"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help="corpus sizes in records, joined by ','")
     parser.add_argument("--seed", type=int, default=0, help="the corpora's seed and the cycle's")
-    parser.add_argument("--slice", type=int, default=24, help="records of the slice a model signs (0 skips)")
+    parser.add_argument("--slice", type=int, default=40, help="records of the slice a model signs (0 skips)")
     parser.add_argument(
         "--slice-model",
         default="smollm2",
