@@ -285,6 +285,7 @@ def test_no_false_positives_on_the_shipped_scenarios_and_fixtures():
     """The shipped conversations hold no credential but those planted on purpose in private sessions of v2 sets:
     the detector finds those and nothing else."""
     files = sorted((REPO / "data" / "scenarios").glob("*.jsonl")) + sorted((REPO / "data" / "fixtures").glob("*"))
+    files += sorted((REPO / "data" / "insight").glob("*.jsonl"))  # the planted insight corpora
     assert files
     found = {}
     for path in files:

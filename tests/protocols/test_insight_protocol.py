@@ -93,11 +93,11 @@ def test_domain_vocabularies_share_no_content_word_with_each_other_or_the_struct
 
 @pytest.mark.parametrize("name", ["insight-planted-v1", "insight-planted-fixture"])
 def test_the_committed_corpora_regenerate_byte_for_byte_from_their_cards(name, tmp_path, monkeypatch):
-    card = json.loads((REPO / "data" / "scenarios" / f"{name}.card.json").read_text())
+    card = json.loads((REPO / "data" / "insight" / f"{name}.card.json").read_text())
     corpora = ",".join(f"{c['corpus']}:{c['seed']}:{c['records']}" for c in card["parameters"]["corpora"])
     out = tmp_path / f"{name}.jsonl"
     assert card_main(["--corpora", corpora, "--out", str(out)]) == 0
-    assert out.read_bytes() == (REPO / "data" / "scenarios" / f"{name}.jsonl").read_bytes()
+    assert out.read_bytes() == (REPO / "data" / "insight" / f"{name}.jsonl").read_bytes()
     assert set(load_corpora(out)) == {c["corpus"] for c in card["parameters"]["corpora"]}
 
 

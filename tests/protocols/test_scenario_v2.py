@@ -21,9 +21,7 @@ from protocols.harness.scenario import (
 from tests.fakes import FakeHashingEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
-# the insight protocol's planted corpora sit beside the scenarios but are records, not histories: their loader and
-# its tests are the insight protocol's (tests/protocols/test_insight_protocol.py)
-SHIPPED = sorted(p for p in (REPO / "data" / "scenarios").glob("*.jsonl") if not p.name.startswith("insight-planted-"))
+SHIPPED = sorted((REPO / "data" / "scenarios").glob("*.jsonl"))
 
 
 def v2(**over):

@@ -1,8 +1,9 @@
 """A planted-corpus file and its data card, counted from the records so the card cannot disagree with the file.
 
-``python -m protocols.evals.insight.card --corpora NAME:SEED:RECORDS[,...] --out FILE`` writes the JSON lines (one
+``python -m protocols.evals.insight.card --corpora NAME:SEED:RECORDS[,...] [--out FILE]`` writes the JSON lines (one
 record a line, corpora in the order given) and the card beside it (``FILE.card.md``, ``FILE.card.json``); the
-same arguments and generator version give the same bytes.
+same arguments and generator version give the same bytes. Planted corpora are records, not scenario histories, so
+they live in ``data/insight/`` (``DEFAULT_OUT``), apart from the scenario sets.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from protocols.evals.insight.corpus import (
 from protocols.scenarios.card import write_with_card
 
 COMMAND = "python -m protocols.evals.insight.card"
+DEFAULT_OUT = "data/insight/insight-planted.jsonl"
 
 
 def parse_corpora(text: str) -> list[CorpusSpec]:
@@ -146,7 +148,7 @@ def write_file(specs: Sequence[CorpusSpec], out: Path, command: str) -> dict[str
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__)
     parser.add_argument("--corpora", required=True, help="NAME:SEED:RECORDS joined by ','")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"the corpus file (default {DEFAULT_OUT})")
     args = parser.parse_args(argv)
     try:
         specs = parse_corpora(args.corpora)

@@ -9,8 +9,8 @@ from lca.importers import file_sha256
 from protocols.evals.insight.corpus import gold_pairs, load_corpora
 
 REPO = Path(__file__).resolve().parents[3]
-DEFAULT_CORPUS = REPO / "data" / "scenarios" / "insight-planted-v1.jsonl"
-FIXTURE = REPO / "data" / "scenarios" / "insight-planted-fixture.jsonl"
+DEFAULT_CORPUS = REPO / "data" / "insight" / "insight-planted-v1.jsonl"
+FIXTURE = REPO / "data" / "insight" / "insight-planted-fixture.jsonl"
 
 
 def insight_samples(path: Path | str, *, limit: int | None = None):
