@@ -4,7 +4,8 @@ generation (``StoreStructure``), and the ``Frame`` of candidates one query is ra
 A small store is ranked whole: one exhaustive faiss scan scores every chunk, so z statistics and the
 neighbours' scores are exact. Past ``RetrievalConfig.z_all_limit`` chunks (or with an approximate index)
 the frame is the candidate pool (dense top, BM25 top) and, when a signal reads them, its neighbours, whose
-dense scores are computed from their stored vectors.
+dense scores are computed from their stored vectors. A bounded search (``RetrievalConfig.candidates``) builds
+the same kind of frame from bounded candidates (``lca.index.hybrid``).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class StoreStructure:
         window_dense: np.ndarray | None = None,
     ) -> Frame:
         """The frame over some chunk positions, with their dense and lexical scores (and their windows' vector
-        norms and BM25 and the query's phrases in them, given per chunk of the store; which of them tell a time and
+        norms and BM25, given per chunk of the store; which of them tell a time, the query's phrases in them and
         the cosines of their window keys, given per position)."""
         return Frame(
             dense=dense,
@@ -162,7 +163,7 @@ class StoreStructure:
             tells_time=tells_time,
             window_norm=window_norm[positions] if window_norm is not None else None,
             window_lexical=window_lexical[positions] if window_lexical is not None else None,
-            phrase=phrase[positions] if phrase is not None else None,
+            phrase=phrase,
             window_dense=window_dense,
         )
 
@@ -198,14 +199,39 @@ class StoreStructure:
         np.fmax.at(out, self.link_chunk[found], sorted_scores[at[found]])
         return out
 
+    def best_of_keys(
+        self, scores: np.ndarray, vector_ids: np.ndarray, *, keys: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``best_per_chunk`` read from the answer's side: (positions, ascending, and best score) of just the
+        chunks some of ``vector_ids`` key, so a bounded search costs its answer, not the store."""
+        if not len(vector_ids) or not len(self.link_vector):
+            return np.zeros(0, np.int64), np.zeros(0)
+        lo = np.searchsorted(self.link_vector, vector_ids, "left")
+        counts = np.searchsorted(self.link_vector, vector_ids, "right") - lo
+        firsts = np.repeat(lo - (np.cumsum(counts) - counts), counts)  # a vector may key several chunks
+        links = firsts + np.arange(int(counts.sum()))
+        values = np.repeat(np.asarray(scores, dtype=np.float64), counts)
+        if not keys:
+            own = self.link_own[links]
+            links, values = links[own], values[own]
+        positions, slot = np.unique(self.link_chunk[links], return_inverse=True)
+        best = np.full(len(positions), -np.inf)
+        np.maximum.at(best, slot, values)
+        return positions, best
+
+    @cached_property
+    def _session_order(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """(span, order, sorted keys) of the chunks by (session, place in it): sorted once per structure."""
+        span = int(self.seq.max()) + 1 if len(self) else 1
+        keys = self.session * span + self.seq  # unique per chunk of a session
+        order = np.argsort(keys, kind="stable")
+        return span, order, keys[order]
+
     def neighbourhood(self, positions: np.ndarray, before: int, after: int) -> np.ndarray:
         """``positions`` with each one's neighbours in its session (``before`` and ``after`` chunks away)."""
         if not (before or after) or not len(positions):
             return positions
-        span = int(self.seq.max()) + 1
-        keys = self.session * span + self.seq  # unique per chunk of a session
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
+        span, order, sorted_keys = self._session_order
         found = [positions]
         in_session = positions[self.session[positions] >= 0]
         for offset in [*range(-before, 0), *range(1, after + 1)]:
@@ -243,7 +269,7 @@ def ranks_among(scores: np.ndarray) -> np.ndarray:
 
 
 def whole_store(config: RetrievalConfig, chunks: int, approximate: bool) -> bool:
-    """Whether a hybrid search ranks every chunk (z statistics over the store) or the candidate pool."""
+    """Whether an exact hybrid search ranks every chunk (z statistics over the store) or the candidate pool."""
     if config.fusion != "z" or approximate or config.z_scope == "pool":
         return False
     return config.z_scope == "all" or chunks <= config.z_all_limit

@@ -1,10 +1,19 @@
-"""A hybrid search of one store through ``lca.retrieval``: the frame of candidates (the whole store, or the
-candidate pool and its neighbours), the query's facts, one ranking, the hits with their evidence."""
+"""A hybrid search of one store through ``lca.retrieval``: the frame of candidates, the query's facts, one ranking,
+the hits with their evidence.
+
+Two ways to the frame (``RetrievalConfig.candidates``). An exact search scores every chunk by BM25 and, up to
+``z_all_limit`` chunks, ranks them all (z statistics over the store); past it, each side's top ``pool``. A bounded
+search never reads past its candidates: faiss's top ``bounded_depth`` chunks (HNSW past ``approximate_threshold``),
+the top ``bounded_depth`` of the documents in the query terms' postings (BM25 summed from the postings alone), their
+union, and its neighbours when a signal reads them. Fusion and signals then run on that frame alone, so z-score
+fusion standardizes each side over the frame's chunks: every candidate's cosine (from its stored vector where
+faiss did not return it) and every candidate's BM25 (0 outside the postings). When ``bounded_depth`` covers the
+store the frame is the whole store and the ranking is the exact one."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -12,6 +21,7 @@ import numpy as np
 
 from lca.index.catalog import Catalog
 from lca.index.frames import StoreStructure, ranks_among, whole_store
+from lca.index.lexical import Bm25LexicalIndex
 from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex
 from lca.retrieval.config import RetrievalConfig
@@ -41,6 +51,9 @@ class SearchedStore(Protocol):
     def store_text(self) -> StoreText: ...
 
     def lexical_of_terms(self, terms: list[int], structure: StoreStructure) -> np.ndarray: ...
+
+    @property
+    def lexical(self) -> Bm25LexicalIndex: ...
 
 
 def hybrid_search(
@@ -72,43 +85,11 @@ def hybrid_search(
         named = named_speakers(query, structure.speakers)
         if named:
             qvec = embed(without_names(query, named) or query)
-    lexical_all = index.lexical_scores(query, structure)
-    keyed = index.has_keys() and config.sentences
-    if whole_store(config, len(structure), index.vectors.approximate):
-        positions = np.argsort(structure.tiebreak)  # chunk-id order: ties fall by chunk id
-
-        def dense_of(vector: np.ndarray) -> np.ndarray:
-            scores, ids = index.vectors.search(vector, len(index.vectors))
-            return structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
-
+    if config.bounded(len(structure)):
+        found = bounded_candidates(index, structure, config, query, qvec)
+        positions, dense_of, lexical_frame, lexical_at = _bounded_scores(index, structure, config, qvec, found)
     else:
-        depth = pool * 3 if keyed else pool
-        first = index.vectors.search(qvec, depth)  # the query's own dense search, reused when the frame is scored
-        top = structure.best_per_chunk(*first, keys=config.sentences)
-        dense_top = np.flatnonzero(~np.isnan(top))
-        dense_top = dense_top[np.lexsort((structure.tiebreak[dense_top], -top[dense_top]))][:pool]
-        lexical_top = _best(lexical_all, np.flatnonzero(lexical_all > 0), structure.tiebreak, pool)
-        positions = np.union1d(dense_top, lexical_top)
-        if config.context_weight or config.reply_weight:
-            before = max(config.context_before if config.context_weight else 0, 1 if config.reply_weight else 0)
-            after = config.context_after if config.context_weight else 0
-            positions = structure.neighbourhood(positions, before, after)
-        positions = positions[np.argsort(structure.tiebreak[positions])]
-
-        own: list[np.ndarray] = []  # the frame's own vectors, read once if a second query vector needs them
-
-        def dense_of(vector: np.ndarray) -> np.ndarray:
-            if vector is not qvec and not keyed:  # feedback: the frame's cosines, no second scan of the store
-                if not own:
-                    own.append(index.vectors.reconstruct(structure.own_vector[positions]))
-                return (own[0] @ vector).astype(np.float64)
-            scores, ids = first if vector is qvec else index.vectors.search(vector, depth)
-            best = structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
-            missing = np.flatnonzero(np.isnan(best))
-            if len(missing):
-                best[missing] = index.vectors.reconstruct(structure.own_vector[positions[missing]]) @ vector
-            return best
-
+        positions, dense_of, lexical_frame, lexical_at = _exact_scores(index, structure, config, query, qvec, pool)
     facts_of_text = index.text_facts
     text = index.store_text() if config.reads_text else None
 
@@ -123,15 +104,14 @@ def hybrid_search(
         if config.lexical_feedback_weight and text is not None:
             terms = facts_of_text.feedback_terms(text, query, top, config.feedback_terms)
             if terms:
-                added = index.lexical_of_terms(terms, structure)[positions]
-                lexical = lexical_all[positions] + config.lexical_feedback_weight * added
+                lexical = lexical_frame + config.lexical_feedback_weight * lexical_at(terms)
         return dense, lexical
 
     windows = config.context_weight and config.fusion == "z"
     norms = index.window_norms(config) if windows else None
     window_lexical = facts_of_text.window_lexical(text, query, config) if windows and text else None
     told = facts_of_text.tells_time(text, positions) if text and config.when_weight and facts.asks_when else None
-    phrase = facts_of_text.phrase_matches(text, query) if text and config.phrase_weight else None
+    phrase = facts_of_text.phrase_matches(text, query, positions) if text and config.phrase_weight else None
     dense = dense_of(qvec)
     window_dense = None
     if config.window_key_weight:  # a chunk without a window key (alone in its session) scores by its own keys
@@ -140,9 +120,7 @@ def hybrid_search(
         has = np.flatnonzero(ids >= 0)
         if len(has):
             window_dense[has] = index.vectors.reconstruct(ids[has]) @ qvec
-    frame = structure.frame(
-        positions, dense, lexical_all[positions].astype(np.float64), norms, window_lexical, told, phrase, window_dense
-    )
+    frame = structure.frame(positions, dense, lexical_frame, norms, window_lexical, told, phrase, window_dense)
     scored: dict[str, np.ndarray] | None = {} if parts is not None else None
     fused, eligible = rank_frame(frame, config, facts, refeed=refeed, parts=scored)
     order = [int(i) for i in ordering(fused, frame.tiebreak) if eligible[i]][:k]
@@ -173,11 +151,147 @@ def hybrid_search(
     return hits
 
 
-def _best(scores: np.ndarray, candidates: np.ndarray, tiebreak: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` candidates of highest score, ties by ``tiebreak``: a partition first, so a common query term
+DenseOf = Callable[[np.ndarray], np.ndarray]  # a query vector -> the best cosine of each frame position
+LexicalAt = Callable[[list[int]], np.ndarray]  # term ids -> the BM25 of each frame position for them
+Scores = tuple[np.ndarray, DenseOf, np.ndarray, LexicalAt]  # positions, dense_of, their BM25, lexical_at
+
+
+def _exact_scores(
+    index: SearchedStore, structure: StoreStructure, config: RetrievalConfig, query: str, qvec: np.ndarray, pool: int
+) -> Scores:
+    """The frame of an exact search: every chunk is scored by BM25, and ranked whole (``whole_store``) or cut to
+    the pool of each side (and its neighbours)."""
+    lexical_all = index.lexical_scores(query, structure)
+    keyed = index.has_keys() and config.sentences
+    if whole_store(config, len(structure), index.vectors.approximate):
+        positions = np.argsort(structure.tiebreak)  # chunk-id order: ties fall by chunk id
+
+        def dense_of(vector: np.ndarray) -> np.ndarray:
+            scores, ids = index.vectors.search(vector, len(index.vectors))
+            return structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
+
+    else:
+        depth = pool * 3 if keyed else pool
+        first = index.vectors.search(qvec, depth)  # the query's own dense search, reused when the frame is scored
+        top = structure.best_per_chunk(*first, keys=config.sentences)
+        dense_top = np.flatnonzero(~np.isnan(top))
+        dense_top = dense_top[_best(top[dense_top], structure.tiebreak[dense_top], pool)]
+        lexical_top = np.flatnonzero(lexical_all > 0)
+        lexical_top = lexical_top[_best(lexical_all[lexical_top], structure.tiebreak[lexical_top], pool)]
+        positions = _framed(structure, config, np.union1d(dense_top, lexical_top))
+        own: list[np.ndarray] = []  # the frame's own vectors, read once if a second query vector needs them
+
+        def dense_of(vector: np.ndarray) -> np.ndarray:
+            if vector is not qvec and not keyed:  # feedback: the frame's cosines, no second scan of the store
+                if not own:
+                    own.append(index.vectors.reconstruct(structure.own_vector[positions]))
+                return (own[0] @ vector).astype(np.float64)
+            scores, ids = first if vector is qvec else index.vectors.search(vector, depth)
+            best = structure.best_per_chunk(scores, ids, keys=config.sentences)[positions]
+            return _filled(index, structure, positions, best, vector)
+
+    def lexical_at(terms: list[int]) -> np.ndarray:
+        return index.lexical_of_terms(terms, structure)[positions]
+
+    return positions, dense_of, lexical_all[positions].astype(np.float64), lexical_at
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What a bounded search generates for one query: each side's answer, read from its own index (faiss's top
+    ``depth`` vectors; the documents in the query terms' postings), the union of each side's top
+    ``bounded_depth`` chunks, and the frame it ranks (the union, and its neighbours when a signal reads them)."""
+
+    dense_positions: np.ndarray  # chunks faiss's answer keys, ascending, with their best cosine
+    dense_scores: np.ndarray
+    lexical_positions: np.ndarray  # chunks holding some query term, ascending, with their BM25
+    lexical_scores: np.ndarray
+    union: np.ndarray  # each side's top ``bounded_depth``: at most twice that many chunks
+    frame: np.ndarray  # in chunk-id order
+    depth: int  # vectors asked of faiss (three per chunk where chunks own sentence keys)
+
+
+def bounded_candidates(
+    index: SearchedStore, structure: StoreStructure, config: RetrievalConfig, query: str, qvec: np.ndarray
+) -> Candidates:
+    """A bounded search's candidates: the cost follows ``bounded_depth`` and the query terms' postings, not the
+    store's size (faiss is exhaustive below its HNSW switch, ``lca.index.vectors``)."""
+    keep = config.bounded_depth
+    depth = keep * 3 if index.has_keys() and config.sentences else keep
+    dense_at, dense_best = structure.best_of_keys(*index.vectors.search(qvec, depth), keys=config.sentences)
+    rows, scores = index.lexical.posting_scores(index.lexical.query_terms(query))
+    at = np.minimum(np.searchsorted(structure.rows, rows), max(len(structure) - 1, 0))
+    held = (structure.rows[at] == rows) & (scores > 0) if len(structure) else np.zeros(0, bool)
+    lexical_at, lexical_scores = at[held], scores[held].astype(np.float64)
+    union = np.union1d(
+        dense_at[_best(dense_best, structure.tiebreak[dense_at], keep)],
+        lexical_at[_best(lexical_scores, structure.tiebreak[lexical_at], keep)],
+    )
+    return Candidates(dense_at, dense_best, lexical_at, lexical_scores, union, _framed(structure, config, union), depth)
+
+
+def _bounded_scores(
+    index: SearchedStore, structure: StoreStructure, config: RetrievalConfig, qvec: np.ndarray, found: Candidates
+) -> Scores:
+    """The frame of a bounded search and its scores, none read beyond it: a candidate faiss did not return is
+    scored from its stored vector, one in no query term's postings has BM25 0, and a feedback round scores the
+    frame's own vectors (a second faiss search where chunks own sentence keys) and the added terms' postings."""
+    positions = found.frame
+    keyed = index.has_keys() and config.sentences
+    own: list[np.ndarray] = []
+
+    def dense_of(vector: np.ndarray) -> np.ndarray:
+        if vector is qvec:
+            at, best = found.dense_positions, found.dense_scores
+        elif keyed:
+            at, best = structure.best_of_keys(*index.vectors.search(vector, found.depth), keys=config.sentences)
+        else:
+            if not own:
+                own.append(index.vectors.reconstruct(structure.own_vector[positions]))
+            return (own[0] @ vector).astype(np.float64)
+        return _filled(index, structure, positions, _gather(at, best, positions, np.nan), vector)
+
+    def lexical_at(terms: list[int]) -> np.ndarray:
+        rows, scores = index.lexical.posting_scores(terms)
+        return _gather(rows, scores.astype(np.float64), structure.rows[positions], 0.0)
+
+    return positions, dense_of, _gather(found.lexical_positions, found.lexical_scores, positions, 0.0), lexical_at
+
+
+def _framed(structure: StoreStructure, config: RetrievalConfig, chosen: np.ndarray) -> np.ndarray:
+    """The frame over the chosen chunks: with their neighbours when a signal reads them, in chunk-id order."""
+    if config.context_weight or config.reply_weight:
+        before = max(config.context_before if config.context_weight else 0, 1 if config.reply_weight else 0)
+        after = config.context_after if config.context_weight else 0
+        chosen = structure.neighbourhood(chosen, before, after)
+    return chosen[np.argsort(structure.tiebreak[chosen])]
+
+
+def _filled(
+    index: SearchedStore, structure: StoreStructure, positions: np.ndarray, best: np.ndarray, vector: np.ndarray
+) -> np.ndarray:
+    """``best`` with the frame's chunks a dense answer did not reach scored from their stored vectors."""
+    missing = np.flatnonzero(np.isnan(best))
+    if len(missing):
+        best[missing] = index.vectors.reconstruct(structure.own_vector[positions[missing]]) @ vector
+    return best
+
+
+def _gather(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray, absent: float) -> np.ndarray:
+    """``values`` at ``wanted`` by ``keys`` (ascending), ``absent`` where a wanted key is not among them."""
+    out = np.full(len(wanted), absent, dtype=np.float64)
+    if len(keys) and len(wanted):
+        at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        hit = keys[at] == wanted
+        out[hit] = values[at[hit]]
+    return out
+
+
+def _best(values: np.ndarray, tiebreak: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest ``values``, ties by ``tiebreak``: a partition first, so a common query term
     matching thousands of chunks sorts only the few at or above the k-th score."""
-    if len(candidates) > k:
-        values = scores[candidates]
+    candidates = np.arange(len(values))
+    if len(values) > k:
         kth = np.partition(values, len(values) - k)[len(values) - k]
         candidates = candidates[values >= kth]  # every tie at the threshold stays for the ordering below
-    return candidates[np.lexsort((tiebreak[candidates], -scores[candidates]))][:k]
+    return candidates[np.lexsort((tiebreak[candidates], -values[candidates]))][:k]

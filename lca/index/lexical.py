@@ -100,13 +100,19 @@ class TermPairs:
         order = np.argsort(code_of, kind="stable")
         return cls(code_of[order], doc_of[order], vocabulary, len(sequences))
 
-    def matches(self, terms: Sequence[int]) -> np.ndarray:
-        """Per document, how many distinct adjacent pairs of ``terms`` (a query's, in order) it holds adjacent."""
-        out = np.zeros(self.documents, dtype=np.float64)
+    def matches(self, terms: Sequence[int], documents: np.ndarray | None = None) -> np.ndarray:
+        """Per document (of ``documents``, distinct, when given), how many distinct adjacent pairs of ``terms`` (a
+        query's, in order) it holds adjacent."""
+        out = np.zeros(self.documents if documents is None else len(documents), dtype=np.float64)
         pairs = {a * self.vocabulary + b for a, b in zip(terms, terms[1:])}
+        order = np.argsort(documents) if documents is not None else None
         for code in pairs:
             lo, hi = np.searchsorted(self.codes, [code, code + 1])
-            out[self.docs[lo:hi]] += 1.0
+            docs = self.docs[lo:hi]
+            if documents is not None and order is not None and len(out):
+                at = order[np.minimum(np.searchsorted(documents, docs, sorter=order), len(out) - 1)]
+                docs = at[documents[at] == docs]
+            out[docs] += 1.0
         return out
 
 
@@ -231,6 +237,14 @@ class Bm25LexicalIndex:
         if not len(self) or not terms:
             return np.zeros(len(self.rows_), dtype=np.float32)
         return self.segments_.scores(terms, self.k1, self.b)
+
+    def posting_scores(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, BM25) of the documents holding some of these term ids, rows ascending: ``term_scores`` read from
+        the terms' postings alone (``SegmentSet.posting_scores``), what a bounded search ranks its BM25 side by."""
+        if not len(self) or not terms:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        live, scores = self.segments_.posting_scores(terms, self.k1, self.b)
+        return self.rows_[live], scores
 
     @property
     def _valid_ids(self) -> set[int]:

@@ -271,19 +271,43 @@ class SegmentSet:
         """BM25 of every live document (``rows`` order) for a query of these term ids, a repeated term counted
         each time: bm25s's arithmetic over the corpus-wide statistics."""
         out = np.zeros(int(self.offsets[-1]), dtype=np.float32)
-        weighed = self._memo.setdefault("weights", {})
         for term in terms:
-            key = (term, k1, b)
-            found = weighed.get(key)
-            if found is None:
-                found = weighed[key] = self._term_weights(term, k1, b)
-                self._memo["postings"] = self._memo.get("postings", 0) + sum(len(s) for s, _ in found)
-            for slots, weights in found:
+            for slots, weights in self._weights_of(term, k1, b):
                 out[slots] += weights  # one posting per document and term: no repeated slot
-        if self._memo.get("postings", 0) > WEIGHTS_KEPT:
-            weighed.clear()
-            self._memo["postings"] = 0
+        self._forget_weights()
         return out if self.live_slots is None else out[self.live_slots]
+
+    def posting_scores(self, terms: Sequence[int], k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """(live positions, BM25) of the live documents holding some query term, positions ascending (``rows``
+        order): ``scores`` without an array over every document, so a query costs its terms' postings, not the
+        store. Each score is the one ``scores`` gives, summed in the same order (bit-equal)."""
+        found = [self._weights_of(term, k1, b) for term in terms]
+        slots = [s for parts in found for s, _ in parts]
+        if not slots:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        held = np.unique(np.concatenate(slots))
+        out = np.zeros(len(held), dtype=np.float32)
+        for parts in found:  # in the query's order, as ``scores`` adds them
+            for slot, weights in parts:
+                out[np.searchsorted(held, slot)] += weights
+        self._forget_weights()
+        live = held if self.live_slots is None else np.searchsorted(self.live_slots, held)
+        return live, out
+
+    def _weights_of(self, term: int, k1: float, b: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One term's (slots, weights) per segment, kept across queries (``WEIGHTS_KEPT`` postings at most)."""
+        weighed = self._memo.setdefault("weights", {})
+        key = (term, k1, b)
+        found = weighed.get(key)
+        if found is None:
+            found = weighed[key] = self._term_weights(term, k1, b)
+            self._memo["postings"] = self._memo.get("postings", 0) + sum(len(s) for s, _ in found)
+        return found
+
+    def _forget_weights(self) -> None:
+        if self._memo.get("postings", 0) > WEIGHTS_KEPT:
+            self._memo.setdefault("weights", {}).clear()
+            self._memo["postings"] = 0
 
     def _norms(self, k1: float, b: float) -> list[tuple[int, Segment, np.ndarray | None, np.ndarray]]:
         """Per segment: its first slot, itself, its live documents and each document's length norm in BM25's

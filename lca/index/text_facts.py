@@ -73,12 +73,12 @@ class TextFacts:
             b=lexical.b,
         )
 
-    def phrase_matches(self, source: StoreText, query: str) -> np.ndarray:
-        """Per chunk (structure order), how many of the query's adjacent term pairs it holds adjacent and in
-        order (``TermPairs``)."""
+    def phrase_matches(self, source: StoreText, query: str, positions: np.ndarray) -> np.ndarray:
+        """Per chunk at these structure positions, how many of the query's adjacent term pairs it holds
+        adjacent and in order (``TermPairs``)."""
         if self._pairs is None or self._pairs[0] != source.generation:
             self._pairs = (source.generation, TermPairs.from_sequences(*self._sequences(source)))
-        return self._pairs[1].matches(source.lexical.query_terms(query))
+        return self._pairs[1].matches(source.lexical.query_terms(query), positions)
 
     def feedback_terms(self, source: StoreText, query: str, top: np.ndarray, count: int) -> list[int]:
         """The ``count`` terms most distinctive of the chunks at structure positions ``top`` and not in the query:

@@ -24,6 +24,7 @@ from lca.params import ParameterError, parse_assignments
 
 FUSION_NAMES = ("rrf", "z", "blend")
 Z_SCOPES = ("auto", "all", "pool")
+CANDIDATE_MODES = ("auto", "exact", "bounded")
 # read when the store is written (what the index keeps), not when it is searched
 INDEX_FIELDS = ("sentence_keys", "window_keys", "window_key_before", "window_key_after")
 SIGNAL_WEIGHTS = (
@@ -52,6 +53,11 @@ class RetrievalConfig:
     pool: int = 50  # candidates each of dense and BM25 contributes (and the recall pool's default)
     z_scope: str = "auto"  # z statistics over all chunks ("all"), the candidate pool ("pool"), or all up to
     z_all_limit: int = 10_000  # ... this many chunks and the pool past it ("auto"; an approximate index: pool)
+    candidates: str = "auto"  # exact: every chunk is scored (BM25 of all, a full dense scan up to faiss's HNSW
+    # switch), then ranked as ``z_scope`` says; bounded: each side's top ``bounded_depth`` from its index (faiss,
+    # the query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded from
+    bounded_from: int = 50_000  # ... this many chunks, exact below (``lca bench index``'s search_modes measure it)
+    bounded_depth: int = 200  # chunks each side contributes to a bounded search's candidates
     sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
     # (``sentence_keys``), one of its sentences; off: its own text only
     sentence_keys: bool = False  # the store keeps each sentence of a multi-sentence chunk as an extra dense key
@@ -88,7 +94,18 @@ class RetrievalConfig:
             problems.append(f"fusion must be one of {', '.join(FUSION_NAMES)}, not {self.fusion!r}")
         if self.z_scope not in Z_SCOPES:
             problems.append(f"z_scope must be one of {', '.join(Z_SCOPES)}, not {self.z_scope!r}")
-        for name in ("rrf_k", "pool", "feedback_depth", "feedback_terms", "z_all_limit", "now_depth"):
+        if self.candidates not in CANDIDATE_MODES:
+            problems.append(f"candidates must be one of {', '.join(CANDIDATE_MODES)}, not {self.candidates!r}")
+        for name in (
+            "rrf_k",
+            "pool",
+            "feedback_depth",
+            "feedback_terms",
+            "z_all_limit",
+            "now_depth",
+            "bounded_from",
+            "bounded_depth",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
         for name in ("context_before", "context_after", "window_key_before", "window_key_after"):
@@ -136,6 +153,10 @@ class RetrievalConfig:
     @property
     def uses_signals(self) -> bool:
         return any(getattr(self, name) for name in SIGNAL_WEIGHTS) or not self.names_in_dense_query
+
+    def bounded(self, chunks: int) -> bool:
+        """Whether a search of a store of ``chunks`` chunks generates bounded candidates (``candidates``)."""
+        return self.candidates == "bounded" or (self.candidates == "auto" and chunks >= self.bounded_from)
 
     @property
     def reads_text(self) -> bool:
