@@ -28,6 +28,9 @@ from lca.fileio import append_bytes
 from lca.layout import StoreLayout
 
 DECAY = 0.5
+# an activation term below this is a dormant record: recall's wildcards offer such records, the integration cycle's
+# probes pair them with the most active ones
+DORMANT_BELOW = 0.5
 WILDCARD_MODES = {"precision": (0.0, 0.0), "balanced": (0.2, 0.3), "explore": (0.4, 1.0)}  # share, temperature
 
 
@@ -65,6 +68,22 @@ def activation_term(activation: float, *, center: float = -6.0, scale: float = 1
     if activation == float("-inf"):
         return 0.0
     return 1.0 / (1.0 + math.exp(-(activation - center) / scale))
+
+
+def memory_activations(
+    history: Mapping[str, Sequence[Access]], memory_ids: Iterable[str], now: float
+) -> dict[str, float]:
+    """Each memory's activation term, from the accesses to any of its chunks (``RetrievalLog.by_target`` keys a
+    chunk ``memory:<id>[start:end]``): recall reaches a record through its parts, so the record is as active as
+    all of them together. A memory never recalled scores 0."""
+    wanted = set(memory_ids)
+    pooled: dict[str, list[Access]] = {m: [] for m in wanted}
+    for target, accesses in history.items():
+        if target.startswith("memory:"):
+            memory_id = target[len("memory:") :].split("[", 1)[0]
+            if memory_id in wanted:
+                pooled[memory_id].extend(accesses)
+    return {m: activation_term(base_level_activation(pooled[m], now)) for m in sorted(wanted)}
 
 
 def ucb_bonus(examined: int, total_examinations: int, temperature: float) -> float:

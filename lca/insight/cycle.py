@@ -18,9 +18,12 @@
 6. surfacing: cross-domain pairs above the threshold (in one structural cluster and in different content clusters,
    each rule a config switch), joined into candidates by shared records, best first, at most ``max_surfaced`` a
    cycle; the rest are counted as deferred;
-7. reconciliation with the ledger (``lca.insight.reconcile``) and a report under ``insight/cycles/``.
+7. reconciliation with the ledger (``lca.insight.reconcile``);
+8. the hot cycle (``lca.insight.probe``): the most active records paired with dormant ones of other domains, scored
+   as above, surfacing under the same threshold and rules in slots of their own, recorded with origin ``probe``;
+9. a report under ``insight/cycles/``.
 
-Probes of high-activation with dormant pairings, the centrality refresh and the lens review are not built yet.
+The lens review is not built yet.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from lca.activation import RetrievalLog, memory_activations
 from lca.derived import derived_tree
 from lca.errors import RecordFormatError
 from lca.fileio import atomic_write_bytes
@@ -44,6 +48,7 @@ from lca.index.embedding_cache import CachedEmbedder
 from lca.insight.differential import DifferentialConfig
 from lca.insight.distill import DistillReport, distill
 from lca.insight.null_model import NullModel, null_threshold
+from lca.insight.probe import HotRecord, ProbeReport, hot_and_dormant, probe_pairs
 from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
 from lca.layout import StoreLayout
@@ -78,10 +83,21 @@ class IntegrationConfig:
     max_surfaced: int = 5  # candidates surfaced per cycle; the rest wait (deferred, counted)
     reconcile_overlap: float = 0.5  # membership overlap at which a candidate is an entry seen again
     report_pairs: int = 20  # the best cross-domain pairs the report lists, surfaced or not
+    # the hot cycle: how many of the most active records a cycle pairs with dormant ones (0: no probes, an ablation),
+    # and how many probe candidates it surfaces (the rest wait, counted)
+    probe_hot: int = 5
+    probe_max_surfaced: int = 2
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, least in (("neighbours", 1), ("null_shuffles", 1), ("max_surfaced", 0), ("report_pairs", 0)):
+        for name, least in (
+            ("neighbours", 1),
+            ("null_shuffles", 1),
+            ("max_surfaced", 0),
+            ("report_pairs", 0),
+            ("probe_hot", 0),
+            ("probe_max_surfaced", 0),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise RecordFormatError(f"must be an integer >= {least}, got {value!r}", field=name)
@@ -127,6 +143,7 @@ class IntegrationResult:
     reconciliations: tuple[Reconciliation, ...]
     note: str | None = None  # why nothing could be scored, when so
     also_scored: tuple[ScoredPair, ...] = ()  # the pairs the caller asked scored, as the cycle scores any pair
+    probes: ProbeReport | None = None  # the hot cycle's (None when nothing could be scored)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -234,6 +251,8 @@ def integrate(
     also_scored = _also_scored(also_score, signed, structural, content, config, centres)
     surfaced, deferred = tuple(candidates[: config.max_surfaced]), tuple(candidates[config.max_surfaced :])
     reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
+    spaces = _Spaces(structural, content, clusters_s, clusters_c, centres)
+    probes = _probes(home, cycle_id, config, signed, signatures, spaces, null, surfaced, now=started)
     result = IntegrationResult(
         seconds=time.perf_counter() - clock,
         clusters={
@@ -249,6 +268,7 @@ def integrate(
         deferred=deferred,
         reconciliations=tuple(reconciliations),
         also_scored=also_scored,
+        probes=probes,
         **base,
     )
     return _written(layout, result)
@@ -272,6 +292,82 @@ def _differential(
         return (cosines - np.where(cross, across, within)) / spread
 
     return config.differential.score(standardized(s_cos, centres[0]), standardized(c_cos, centres[1]))
+
+
+@dataclass(frozen=True)
+class _Spaces:
+    """What the cycle computed over the signed records that the hot cycle scores its pairs with."""
+
+    structural: np.ndarray
+    content: np.ndarray
+    clusters_s: np.ndarray
+    clusters_c: np.ndarray
+    centres: Centres | None
+
+
+def _probes(
+    home: Path | str,
+    cycle_id: str,
+    config: IntegrationConfig,
+    signed: Sequence[InsightRecord],
+    signatures: dict[str, SignatureRow],
+    spaces: _Spaces,
+    null: NullModel,
+    surfaced: Sequence[InsightCandidate],
+    *,
+    now: float,
+) -> ProbeReport:
+    """The hot cycle (``lca.insight.probe``): pairs of an active record with a dormant one of another domain,
+    scored and kept as the neighbour pairs are; a pair both of whose records one surfaced candidate already holds
+    is not new, and is left out."""
+    activations = {} if config.probe_hot == 0 else _activations(home, signed, now)
+    hot_rows, dormant_rows = hot_and_dormant(signed, activations, config.probe_hot)
+    hot = tuple(HotRecord(signed[i].id, signed[i].domain, round(activations[signed[i].id], 6)) for i in hot_rows)
+
+    def report(
+        pairs_scored: int = 0,
+        above: int = 0,
+        candidates: Sequence[InsightCandidate] = (),
+        reconciliations: Sequence[Reconciliation] = (),
+        note: str | None = None,
+    ) -> ProbeReport:
+        shown, waiting = candidates[: config.probe_max_surfaced], candidates[config.probe_max_surfaced :]
+        dormant = len(dormant_rows) if activations else 0
+        return ProbeReport(
+            hot, dormant, pairs_scored, above, tuple(shown), tuple(waiting), tuple(reconciliations), note
+        )
+
+    if config.probe_hot == 0:
+        return report(note="probes are off (probe_hot = 0)")
+    if not hot_rows:
+        return report(note="no record is active (none recalled recently enough to be above the dormant line)")
+    first, second, s_cos, c_cos = probe_pairs(signed, hot_rows, dormant_rows, spaces.structural, spaces.content)
+    if not len(first):
+        return report(note="no dormant record in another domain than the active ones")
+    cross = np.ones(len(first), dtype=bool)
+    scores = _differential(config, s_cos, c_cos, cross, spaces.centres)
+    if null.threshold is None:
+        return report(len(first), note=f"no null threshold, so nothing surfaces ({null.reason})")
+    keep = scores > null.threshold
+    if config.require_shared_structural_cluster:
+        keep &= spaces.clusters_s[first] == spaces.clusters_s[second]
+    if config.require_distinct_content_clusters:
+        keep &= spaces.clusters_c[first] != spaces.clusters_c[second]
+    holder = {m: k for k, c in enumerate(surfaced) for m in c.members}
+    pairs = [
+        ScoredPair(signed[i].id, signed[j].id, float(s_cos[k]), float(c_cos[k]), float(scores[k]))
+        for k, (i, j) in enumerate(zip(first, second))
+        if keep[k] and (holder.get(signed[i].id) is None or holder.get(signed[i].id) != holder.get(signed[j].id))
+    ]
+    candidates = _candidates(pairs, {r.id: r for r in signed}, signatures)
+    shown = candidates[: config.probe_max_surfaced]
+    reconciled = reconcile(Ledger(home), shown, cycle=cycle_id, overlap=config.reconcile_overlap, origin="probe")
+    return report(len(first), len(pairs), candidates, reconciled)
+
+
+def _activations(home: Path | str, records: Sequence[InsightRecord], now: float) -> dict[str, float]:
+    """Each record's activation term from the store's retrieval log, read and never written."""
+    return memory_activations(RetrievalLog(home, record=False).by_target(), (r.id for r in records), now)
 
 
 def _also_scored(

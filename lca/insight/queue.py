@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lca.errors import LCAError
-from lca.insight.reconcile import INSIGHT_TYPE, MEMBER_PREFIX
+from lca.insight.reconcile import INSIGHT_TYPES, MEMBER_PREFIX
 from lca.insight.store import SignatureStore, insight_records
 from lca.ledger import Hypothesis, Ledger
 
@@ -24,6 +24,7 @@ WAITING = ("proposed", "resurfaced")
 class QueueItem:
     id: str
     status: str
+    type: str  # insight, or insight-probe: first proposed by a hot-cycle probe
     claim: str
     records: tuple[str, ...]
     domains: tuple[str, ...]
@@ -42,6 +43,7 @@ def _item(h: Hypothesis) -> QueueItem:
     return QueueItem(
         id=h.id,
         status=h.status,
+        type=h.type,
         claim=h.claim,
         records=tuple(sorted(m[len(MEMBER_PREFIX) :] for m in h.members if m.startswith(MEMBER_PREFIX))),
         domains=tuple(sorted(domains)),
@@ -53,14 +55,14 @@ def _item(h: Hypothesis) -> QueueItem:
 def review_queue(home: Path | str, *, everything: bool = False) -> list[QueueItem]:
     """The insight hypotheses waiting for review (all of them with ``everything``), best last score first."""
     hypotheses = Ledger(home).state().hypotheses.values()
-    items = [_item(h) for h in hypotheses if h.type == INSIGHT_TYPE and (everything or h.status in WAITING)]
+    items = [_item(h) for h in hypotheses if h.type in INSIGHT_TYPES and (everything or h.status in WAITING)]
     return sorted(items, key=lambda i: (-(i.last_score if i.last_score is not None else -1e9), i.id))
 
 
 def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
     """One insight hypothesis with each of its records' domain, signature text and opening words."""
     h = Ledger(home).state().hypotheses.get(hypothesis)
-    if h is None or h.type != INSIGHT_TYPE:
+    if h is None or h.type not in INSIGHT_TYPES:
         raise LCAError(f"no insight hypothesis {hypothesis!r} in the ledger (lca insights list shows them)")
     item = _item(h)
     records = {r.id: r for r in insight_records(home)[0]}
@@ -86,7 +88,7 @@ def refute(home: Path | str, hypothesis: str, *, reason: str, by: str) -> None:
         raise LCAError("refuting an insight needs a reason and a reviewer's name")
     ledger = Ledger(home)
     h = ledger.state().hypotheses.get(hypothesis)
-    if h is None or h.type != INSIGHT_TYPE:
+    if h is None or h.type not in INSIGHT_TYPES:
         raise LCAError(f"no insight hypothesis {hypothesis!r} in the ledger (lca insights list shows them)")
     ledger.append(
         "hypothesis_refuted", hypothesis, {"reason": reason.strip(), "by": by.strip(), "members": sorted(h.members)}

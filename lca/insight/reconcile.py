@@ -6,6 +6,10 @@ A candidate's membership is its records (``record:<id>``). The ledger's insight 
 dormant (refuted) hypothesis stays dormant when seen again on the same records; it comes back
 (``hypothesis_resurfaced``) only on new independent evidence, a record it did not hold when it was last refuted,
 and carries its refutations as the questions its review must answer. Nothing is ever deleted.
+
+Every event says where its candidate came from (``origin``): the cycle's neighbour search, or a hot-cycle probe
+(``lca.insight.probe``). An entry a probe proposed is of its own type, ``PROBE_TYPE``, so the review queue can
+tell a reviewer which insights were found by deliberately pairing an active record with a dormant one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from dataclasses import dataclass
 from lca.ledger import Hypothesis, Ledger, hypothesis_id, membership_overlap
 
 INSIGHT_TYPE = "insight"
+PROBE_TYPE = "insight-probe"  # an insight first proposed by a hot-cycle probe
+INSIGHT_TYPES = (INSIGHT_TYPE, PROBE_TYPE)
+ORIGINS = {"neighbours": INSIGHT_TYPE, "probe": PROBE_TYPE}  # a candidate's origin -> the type it is proposed as
 MEMBER_PREFIX = "record:"
 
 
@@ -75,11 +82,18 @@ def members_at_last_refutation(h: Hypothesis) -> frozenset[str]:
 
 
 def reconcile(
-    ledger: Ledger, candidates: Sequence[InsightCandidate], *, cycle: str, overlap: float
+    ledger: Ledger,
+    candidates: Sequence[InsightCandidate],
+    *,
+    cycle: str,
+    overlap: float,
+    origin: str = "neighbours",
 ) -> list[Reconciliation]:
     """Record each candidate in the ledger (see the module docstring); one entry per candidate."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {origin!r}")
     state = ledger.state()
-    known = [h for h in state.hypotheses.values() if h.type == INSIGHT_TYPE]
+    known = [h for h in state.hypotheses.values() if h.type in INSIGHT_TYPES]
     out = []
     for candidate in candidates:
         members = candidate.membership
@@ -89,12 +103,13 @@ def reconcile(
             "members": sorted(members),
             "domains": list(candidate.domains),
             "sources": list(candidate.members),
+            "origin": origin,
         }
         ranked = sorted(((membership_overlap(members, h.members), h.id) for h in known), reverse=True)
         best = next(((o, hid) for o, hid in ranked if o >= overlap), None)
         if best is None:
             subject = hypothesis_id(candidate.claim)
-            ledger.append("hypothesis_proposed", subject, {"claim": candidate.claim, "type": INSIGHT_TYPE, **data})
+            ledger.append("hypothesis_proposed", subject, {"claim": candidate.claim, "type": ORIGINS[origin], **data})
             out.append(Reconciliation(subject, "proposed", 1.0))
             continue
         share, subject = best

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from lca.activation import WILDCARD_MODES, Access, query_shape, ucb_bonus
+from lca.activation import DORMANT_BELOW, WILDCARD_MODES, Access, query_shape, ucb_bonus
 from lca.errors import EmbeddingFailedError
 from lca.recall.config import RecallConfig
 from lca.recall.floor import (
@@ -468,7 +468,7 @@ class Recaller:
         history = self.retrievals.by_target() if self.retrievals is not None else {}
         examined = {key: sum(1 for a in accesses if a.wildcard) for key, accesses in history.items()}
         total = sum(examined.values())
-        dormant = [c for c in remaining if c.terms.get("activation", 0.0) < 0.5]
+        dormant = [c for c in remaining if c.terms.get("activation", 0.0) < DORMANT_BELOW]
         dormant.sort(key=lambda c: (-(c.score + ucb_bonus(examined.get(c.source, 0), total, temperature)), c.chunk_id))
         picked = 0
         slots = sum(quotas.values())  # wildcard slots come out of the total, not a source's quota: a source whose

@@ -25,6 +25,8 @@ def cmd_integrate(args: argparse.Namespace) -> int:
         null_shuffles=args.shuffles,
         null_quantile=args.quantile,
         max_surfaced=args.max_surfaced,
+        probe_hot=args.probe_hot,
+        probe_max_surfaced=args.probe_max_surfaced,
         seed=args.seed,
     )
     substrate = common.open_store(args)
@@ -73,11 +75,23 @@ def cmd_integrate(args: argparse.Namespace) -> int:
     )
     for candidate, rec in zip(result.candidates, result.reconciliations):
         common.show(f"   - {rec.hypothesis} [{rec.action}] {candidate.score:.3f} {', '.join(candidate.members)}")
+    probes = result.probes
+    if probes is not None:
+        hot = ", ".join(f"{h.id} ({h.activation:.2f})" for h in probes.hot) or "none"
+        common.show(
+            f"  probes: hot {hot}; {probes.dormant} dormant; {probes.pairs_scored} pair(s) scored, "
+            f"{probes.above_threshold} above; surfaced {len(probes.candidates)}, deferred {len(probes.deferred)} "
+            f"(at most {config.probe_max_surfaced} a cycle)" + (f"; {probes.note}" if probes.note else "")
+        )
+        for candidate, rec in zip(probes.candidates, probes.reconciliations):
+            common.show(
+                f"   - {rec.hypothesis} [{rec.action}, probe] {candidate.score:.3f} {', '.join(candidate.members)}"
+            )
     return 0
 
 
 def cmd_insights(args: argparse.Namespace) -> int:
-    from lca.insight import insight_detail, refute, review_queue
+    from lca.insight import PROBE_TYPE, insight_detail, refute, review_queue
 
     home = common.checked_store_path(args)
     if args.action == "list":
@@ -89,8 +103,9 @@ def cmd_insights(args: argparse.Namespace) -> int:
             common.show("no insight waits for review" + ("" if args.all else " (--all lists every one)"))
         for item in items:
             score = "-" if item.last_score is None else f"{item.last_score:.3f}"
+            origin = "  (probe)" if item.type == PROBE_TYPE else ""
             common.show(
-                f"{item.id}  {item.status}  score {score} over {len(item.trajectory)} cycle(s)  "
+                f"{item.id}  {item.status}{origin}  score {score} over {len(item.trajectory)} cycle(s)  "
                 f"{', '.join(item.domains)}: {', '.join(item.records)}"
             )
         return 0
@@ -105,7 +120,7 @@ def cmd_insights(args: argparse.Namespace) -> int:
         print(json.dumps(json_safe({**detail, "item": detail["item"].__dict__}), indent=2, ensure_ascii=False))
         return 0
     item = detail["item"]
-    common.show(f"{item.id}  {item.status}\n  {item.claim}")
+    common.show(f"{item.id}  {item.status}  ({item.type})\n  {item.claim}")
     common.show("  trajectory: " + ", ".join(f"{t['score']:.3f} ({t['kind']})" for t in item.trajectory))
     for question in item.questions:
         common.show(f"  refuted before, to answer: {question}")
@@ -135,6 +150,13 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--shuffles", type=int, default=200, help="null model: domain-label shuffles (default 200)")
     p.add_argument("--quantile", type=float, default=0.95, help="null model: the quantile to beat (default 0.95)")
     p.add_argument("--max-surfaced", type=int, default=5, help="candidates surfaced per cycle (default 5)")
+    p.add_argument(
+        "--probe-hot",
+        type=int,
+        default=5,
+        help="hot cycle: the most active records paired with dormant ones of other domains (default 5; 0: no probes)",
+    )
+    p.add_argument("--probe-max-surfaced", type=int, default=2, help="probe candidates surfaced per cycle (default 2)")
     p.add_argument("--rebuild", action="store_true", help="sign every record again with this model")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: up to 2)")

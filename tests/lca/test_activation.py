@@ -10,6 +10,7 @@ from lca.activation import (
     RetrievalLog,
     activation_term,
     base_level_activation,
+    memory_activations,
     query_shape,
     top_share,
     ucb_bonus,
@@ -68,3 +69,17 @@ def test_retrieval_log_replays_history(tmp_path):
 def test_top_share():
     assert top_share({"a": 90, "b": 5, "c": 5}, n_records=100) == pytest.approx(0.9)
     assert top_share({}, n_records=10) == 0.0
+
+
+def test_a_memory_is_as_active_as_all_its_chunks_together_and_one_never_recalled_is_dormant():
+    now = 10_000.0
+    history = {
+        "memory:m1[0:40]": [Access("memory:m1[0:40]", now - 60, 1)],
+        "memory:m1[40:90]": [Access("memory:m1[40:90]", now - 120, 2)],
+        "memory:m10[0:10]": [Access("memory:m10[0:10]", now - 5, 3)],  # another id with m1 as its prefix
+        "transcript:s#e1[0:5]": [Access("transcript:s#e1[0:5]", now - 5, 4)],
+    }
+    got = memory_activations(history, ["m1", "m2"], now)
+    pooled = [*history["memory:m1[0:40]"], *history["memory:m1[40:90]"]]
+    assert got == {"m1": activation_term(base_level_activation(pooled, now)), "m2": 0.0}
+    assert got["m1"] > activation_term(base_level_activation(history["memory:m1[0:40]"], now))

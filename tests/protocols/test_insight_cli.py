@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 import protocols.cli as cli
 import protocols.cli.common as cli_common
 import protocols.cli.insight as cli_insight
+from lca.activation import Access, RetrievalLog
 from lca.substrate import Substrate
 from tests.fakes import FakeHashingEmbedder
 from tests.lca.insight.corpus import CORPUS, fake_signer_generator, write_memories
@@ -52,6 +54,17 @@ def test_integrate_surfaces_the_rhyme_and_the_queue_lists_shows_and_refutes_it(h
     report = json.loads(capsys.readouterr().out)
     assert report["distill"]["reused"] == 12 and report["distill"]["signed"] == 0
     assert [r["action"] for r in report["reconciliations"]] == ["observed_dormant"]
+
+
+def test_integrate_reports_its_probes_and_the_queue_marks_what_a_probe_found(home, capsys):
+    RetrievalLog(home).record([Access("memory:eco-wolves[0:40]", time.time() - 30, 1)])
+    assert cli.main(["integrate", "--max-surfaced", "0", "--probe-max-surfaced", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "surfaced 0 candidate(s), deferred 1" in out
+    assert "probes: hot eco-wolves (0.9" in out and "surfaced 1, deferred 0 (at most 1 a cycle)" in out
+    assert "[proposed, probe]" in out
+    assert cli.main(["insights", "list"]) == 0
+    assert "proposed  (probe)" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_naming_what_is_wrong(home, capsys, tmp_path):

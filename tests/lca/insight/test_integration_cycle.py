@@ -139,6 +139,8 @@ def test_a_store_with_too_little_to_compare_says_so(tmp_path):
         ({"null_quantile": 1.0}, "null_quantile"),
         ({"max_surfaced": -1}, "max_surfaced"),
         ({"structural_cluster_distance": "near"}, "structural_cluster_distance"),
+        ({"probe_hot": -1}, "probe_hot"),
+        ({"probe_max_surfaced": 1.5}, "probe_max_surfaced"),
     ],
 )
 def test_a_bad_cycle_config_is_refused_naming_the_field(kwargs, field):
