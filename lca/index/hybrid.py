@@ -3,11 +3,11 @@ the hits with their evidence.
 
 Two ways to the frame (``RetrievalConfig.candidates``). An exact search scores every chunk by BM25 and, up to
 ``z_all_limit`` chunks, ranks them all (z statistics over the store); past it, each side's top ``pool``. A bounded
-search never reads past its candidates: faiss's top ``bounded_depth`` chunks (HNSW past ``approximate_threshold``),
-the top ``bounded_depth`` of the documents in the query terms' postings (BM25 summed from the postings alone), their
+search never reads past its candidates: faiss's top ``pool`` chunks (HNSW past ``approximate_threshold``),
+the top ``pool`` of the documents in the query terms' postings (BM25 summed from the postings alone), their
 union, and its neighbours when a signal reads them. Fusion and signals then run on that frame alone, so z-score
 fusion standardizes each side over the frame's chunks: every candidate's cosine (from its stored vector where
-faiss did not return it) and every candidate's BM25 (0 outside the postings). When ``bounded_depth`` covers the
+faiss did not return it) and every candidate's BM25 (0 outside the postings). When ``pool`` covers the
 store the frame is the whole store and the ranking is the exact one."""
 
 from __future__ import annotations
@@ -200,13 +200,13 @@ def _exact_scores(
 class Candidates:
     """What a bounded search generates for one query: each side's answer, read from its own index (faiss's top
     ``depth`` vectors; the documents in the query terms' postings), the union of each side's top
-    ``bounded_depth`` chunks, and the frame it ranks (the union, and its neighbours when a signal reads them)."""
+    ``pool`` chunks, and the frame it ranks (the union, and its neighbours when a signal reads them)."""
 
     dense_positions: np.ndarray  # chunks faiss's answer keys, ascending, with their best cosine
     dense_scores: np.ndarray
     lexical_positions: np.ndarray  # chunks holding some query term, ascending, with their BM25
     lexical_scores: np.ndarray
-    union: np.ndarray  # each side's top ``bounded_depth``: at most twice that many chunks
+    union: np.ndarray  # each side's top ``pool``: at most twice that many chunks
     frame: np.ndarray  # in chunk-id order
     depth: int  # vectors asked of faiss (three per chunk where chunks own sentence keys)
 
@@ -214,9 +214,9 @@ class Candidates:
 def bounded_candidates(
     index: SearchedStore, structure: StoreStructure, config: RetrievalConfig, query: str, qvec: np.ndarray
 ) -> Candidates:
-    """A bounded search's candidates: the cost follows ``bounded_depth`` and the query terms' postings, not the
+    """A bounded search's candidates: the cost follows ``pool`` and the query terms' postings, not the
     store's size (faiss is exhaustive below its HNSW switch, ``lca.index.vectors``)."""
-    keep = config.bounded_depth
+    keep = config.pool
     depth = keep * 3 if index.has_keys() and config.sentences else keep
     dense_at, dense_best = structure.best_of_keys(*index.vectors.search(qvec, depth), keys=config.sentences)
     rows, scores = index.lexical.posting_scores(index.lexical.query_terms(query))

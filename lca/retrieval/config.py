@@ -54,10 +54,9 @@ class RetrievalConfig:
     z_scope: str = "auto"  # z statistics over all chunks ("all"), the candidate pool ("pool"), or all up to
     z_all_limit: int = 10_000  # ... this many chunks and the pool past it ("auto"; an approximate index: pool)
     candidates: str = "auto"  # exact: every chunk is scored (BM25 of all, a full dense scan up to faiss's HNSW
-    # switch), then ranked as ``z_scope`` says; bounded: each side's top ``bounded_depth`` from its index (faiss,
-    # the query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded from
+    # switch), then ranked as ``z_scope`` says; bounded: each side's top ``pool`` read from its index (faiss, the
+    # query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded from
     bounded_from: int = 50_000  # ... this many chunks, exact below (``lca bench index``'s search_modes measure it)
-    bounded_depth: int = 200  # chunks each side contributes to a bounded search's candidates
     sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
     # (``sentence_keys``), one of its sentences; off: its own text only
     sentence_keys: bool = False  # the store keeps each sentence of a multi-sentence chunk as an extra dense key
@@ -104,7 +103,6 @@ class RetrievalConfig:
             "z_all_limit",
             "now_depth",
             "bounded_from",
-            "bounded_depth",
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, not {getattr(self, name)}")
