@@ -4,7 +4,8 @@ The store is built from the LongMemEval_S dev haystacks to the size of the refer
 deployment (about 35,000 transcript chunks and 2,000 memory chunks). Hybrid search
 latency (query embedding included) is timed in the same loop as a brute-force numpy
 cosine baseline over the same vectors, so both see the same machine state; the top-10 overlap
-check ranks chunks by their best vector, as dense search does with ``--sentence-keys on``. Last,
+check ranks chunks by their best vector, as dense search does with ``--sentence-keys on``. Exact and bounded
+hybrid search (``RetrievalConfig.candidates``) are then timed side by side with their top-10 agreement. Last,
 new sessions of 20 turns are ingested one at a time beside full rebuilds of the lexical index (issue 54). Targets:
 hybrid p50 <= 15 ms and p95 <= 40 ms in process, at most 2 KB of index per chunk
 beyond the chunk text, and re-ingesting an unchanged session embeds nothing.
@@ -109,6 +110,7 @@ def run_index_bench(args) -> int:
     )
     from protocols.bench.index.instruments import Meter
     from protocols.bench.index.latency import measure_latency, open_reader
+    from protocols.bench.index.search_modes import measure_search_modes
 
     started = time.perf_counter()
     work = Path(args.work) if args.work else DEFAULT_WORK
@@ -139,6 +141,7 @@ def run_index_bench(args) -> int:
         queries = [str(r["question"]) for r in dataset.questions[: args.queries]]
         reader, cold_ms = open_reader(work, embedder, queries[0])
         sections["latency"] = measure_latency(reader, embedder, queries, cold_ms, load_before)
+        sections["search_modes"] = measure_search_modes(reader, queries)
         if args.sessions > 0:  # last: the new sessions grow the store every figure above describes
             reader.close()
             reader = None

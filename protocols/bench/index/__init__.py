@@ -3,7 +3,8 @@
 ``instruments``: meters, CPU watches and latency summaries; ``ingest``: the sessions chosen, the transcript and
 memory ingests and the re-ingest; ``incremental``: new sessions ingested one at a time beside full rebuilds of the
 lexical index; ``sizes``: bytes per chunk; ``latency``: the query loops beside the numpy baseline and the top-10
-overlap; ``report``: checks, the run's ``BenchmarkResult`` and the printed table.
+overlap; ``search_modes``: exact and bounded hybrid search side by side; ``report``: checks, the run's
+``BenchmarkResult`` and the printed table.
 """
 
 from __future__ import annotations

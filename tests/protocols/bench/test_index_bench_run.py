@@ -101,6 +101,7 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
         "index_size",
         "reingest",
         "latency",
+        "search_modes",
         "incremental",
     ]
     assert set(record.checks) == {
@@ -152,9 +153,13 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
     # the exact scan ranks what dense search ranks; faiss searches the vectors numpy scans
     assert latency["top10_overlap"]["dense_search_vs_numpy_mean"] == 1.0
     assert latency["top10_overlap"]["faiss_vs_numpy_mean"] >= 0.9  # ties at the 10th place may differ
+    modes = result["search_modes"]  # a tiny store: exact ranks it whole, bounded its pool of each side
+    assert modes["chunks"] == stats["chunks"] and modes["queries"] == 6 and modes["auto_is"] == "exact"
+    assert set(modes["stats"]) == {"exact", "bounded"} and all(m["n"] == 6 for m in modes["stats"].values())
+    assert 0 < modes["top10_agreement_min"] <= modes["top10_agreement_mean"] <= 1
     assert record.config["args"]["sentence_keys"] == keys and record.config["targets"]["hybrid_p50_ms"] == 15.0
     captured = capsys.readouterr()
-    assert "index benchmark" in captured.out and "replaced" not in captured.err
+    assert "index benchmark" in captured.out and "exact / bounded" in captured.out and "replaced" not in captured.err
 
     assert bench.run(args) == 0  # a rerun to the same file replaces it and says so
     assert f"note: replaced {out} (it held the index run of {prov.date}" in capsys.readouterr().err
