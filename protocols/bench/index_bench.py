@@ -48,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session-turns", type=int, default=20, help="turns of each new session (default 20, as issue 54 asks)"
     )
+    parser.add_argument(
+        "--mode-sizes",
+        type=lambda text: [int(n) for n in text.split(",") if n.strip()],
+        default=[1_000, 5_000, 20_000],
+        help="smaller stores (chunks, comma-separated) on which exact and bounded search are timed beside the built "
+        "store's, built from its first sessions with its own vectors (default 1000,5000,20000; sizes not below the "
+        "store's are skipped; empty: the built store only)",
+    )
     parser.add_argument("--work", help="folder for the benchmark store (default results/bench/work-index)")
     parser.add_argument(
         "--out",
@@ -110,7 +118,7 @@ def run_index_bench(args) -> int:
     )
     from protocols.bench.index.instruments import Meter
     from protocols.bench.index.latency import measure_latency, open_reader
-    from protocols.bench.index.search_modes import measure_search_modes
+    from protocols.bench.index.search_modes import measure_mode_sizes
 
     started = time.perf_counter()
     work = Path(args.work) if args.work else DEFAULT_WORK
@@ -141,7 +149,9 @@ def run_index_bench(args) -> int:
         queries = [str(r["question"]) for r in dataset.questions[: args.queries]]
         reader, cold_ms = open_reader(work, embedder, queries[0])
         sections["latency"] = measure_latency(reader, embedder, queries, cold_ms, load_before)
-        sections["search_modes"] = measure_search_modes(reader, queries)
+        sections["search_modes"] = measure_mode_sizes(
+            reader, embedder, dataset, substrate.chunker, queries, args.mode_sizes, work
+        )
         if args.sessions > 0:  # last: the new sessions grow the store every figure above describes
             reader.close()
             reader = None

@@ -184,13 +184,15 @@ def print_table(record: BenchmarkResult, out: Path) -> None:
         f"dense vs numpy top-10 overlap {lat['top10_overlap']['dense_search_vs_numpy_mean']}"
     )
     modes = result.get("search_modes")
-    if modes:
-        exact, bounded = modes["stats"]["exact"], modes["stats"]["bounded"]
+    for size in (modes or {}).get("sizes", []):
+        exact, bounded = size["stats"]["exact"], size["stats"]["bounded"]
         print(
             f"  exact / bounded  {exact['p50_ms']:.2f}/{exact['p95_ms']:.2f} and {bounded['p50_ms']:.2f}/"
-            f"{bounded['p95_ms']:.2f} ms p50/p95 at {modes['chunks']} chunks (bounded x{modes['bounded_over_exact_p50']}"
-            f" p50); top-10 agreement {modes['top10_agreement_mean']} (auto: {modes['auto_is']})"
+            f"{bounded['p95_ms']:.2f} ms p50/p95 at {size['chunks']} chunks (bounded x{size['bounded_over_exact_p50']}"
+            f" p50); top-10 agreement {size['top10_agreement_mean']} (auto: {size['auto_is']})"
         )
+    if modes:
+        print(f"  bounded faster from {modes['bounded_faster_from']} chunks (p50, at every size measured from there)")
     r = result["reingest"]
     print(
         f"  re-ingest        {r['session']}: {r['entries_appended']} appended, {r['embedded_texts']} embedded, "

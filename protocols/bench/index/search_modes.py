@@ -1,18 +1,27 @@
 """The index benchmark's exact-versus-bounded step (issue 54): the same queries searched both ways
 (``RetrievalConfig.candidates``), interleaved per query in alternating order so both see the same machine state,
-with each one's p50/p95 and the bounded top 10's agreement with the exact top 10, at the store's size. A record
-per size (this store's, and a run at another ``--chunks``) says where bounded search becomes faster; the auto
-switch (``bounded_from``) is set from them."""
+with each one's p50/p95 and the bounded top 10's agreement with the exact top 10, at the store's size and at the
+smaller sizes ``--mode-sizes`` names. A smaller store holds the first sessions of the same selection, built with
+the big store's own vectors (``StoredVectors``: no second embedding pass) and no memory files. The record says
+from which size bounded search is faster; the auto switch (``RetrievalConfig.bounded_from``) is set from it."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lca.index.vectors import vector_id_for
+from lca.ports import Embedder
+from lca.substrate import Substrate
+from lca.types import text_digest
 from protocols.bench.index import TOP_K, WARMUP_QUERIES
+from protocols.bench.index.ingest import Dataset, select_sessions
 from protocols.bench.index.instruments import one_blas_thread, summary
 
 MODES = ("exact", "bounded")
@@ -56,3 +65,63 @@ def measure_search_modes(reader, queries: list[str]) -> dict[str, Any]:
         "top10_agreement_min": round(float(np.min(agreement)), 4),
         "identical_top10_share": round(float(np.mean([a == 1.0 for a in agreement])), 4),
     }
+
+
+class StoredVectors:
+    """The embedder of a built store answering for its texts with the vectors the store holds (by text hash, as
+    the store files them), so a smaller store of the same chunks costs no second embedding pass. Queries go to the
+    embedder itself; a text the store does not hold reads as a zero vector, which the store refuses and counts."""
+
+    def __init__(self, index, embedder: Embedder) -> None:
+        self.index = index
+        self.embedder = embedder
+
+    @property
+    def embedder_id(self) -> str:
+        return self.embedder.embedder_id
+
+    @property
+    def dimension(self) -> int:
+        return self.embedder.dimension
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.embedder.max_input_tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.embedder.count_tokens(texts)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        return self.embedder.token_offsets(text)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        ids = np.asarray([vector_id_for(text_digest(t)) for t in texts], dtype=np.int64)
+        return self.index.vectors.reconstruct(ids)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embedder.embed_query(text)
+
+
+def measure_mode_sizes(
+    reader, embedder: Embedder, dataset: Dataset, chunker, queries: list[str], sizes: Sequence[int], work: Path
+) -> dict[str, Any]:
+    """The ``search_modes`` section: ``measure_search_modes`` on a store of each of ``sizes`` smaller than the built
+    one (``<work>-modes-<size>``, removed after), then on the built store; and the smallest size from which bounded
+    search's p50 is below exact search's at every measured size."""
+    built = reader.index.chunk_count()
+    records = []
+    source = StoredVectors(reader.index, embedder)
+    for size in sorted(s for s in set(sizes) if s < built):
+        folder = work.parent / f"{work.name}-modes-{size}"
+        if folder.exists():
+            shutil.rmtree(folder)
+        selection = select_sessions(dataset, chunker, size)
+        with Substrate(folder, embedder=source, retrieval=reader.index.retrieval) as smaller:
+            smaller.import_sessions(selection.sessions, selection.report)
+        with Substrate(folder, embedder=source, retrieval=reader.index.retrieval) as smaller:
+            records.append(measure_search_modes(smaller, queries))
+        shutil.rmtree(folder)
+    records.append(measure_search_modes(reader, queries))
+    faster = [r["stats"]["bounded"]["p50_ms"] < r["stats"]["exact"]["p50_ms"] for r in records]
+    from_size = next((r["chunks"] for i, r in enumerate(records) if all(faster[i:])), None)
+    return {"sizes": records, "bounded_faster_from": from_size}

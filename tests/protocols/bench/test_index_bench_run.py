@@ -86,6 +86,8 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
             "2",
             "--session-turns",
             "4",
+            "--mode-sizes",
+            "10,500",
         ]
     )
     assert bench.run(args) == 0
@@ -153,8 +155,9 @@ def test_index_bench_runs_every_step_and_writes_its_sections(tmp_path, fake_mode
     # the exact scan ranks what dense search ranks; faiss searches the vectors numpy scans
     assert latency["top10_overlap"]["dense_search_vs_numpy_mean"] == 1.0
     assert latency["top10_overlap"]["faiss_vs_numpy_mean"] >= 0.9  # ties at the 10th place may differ
-    modes = result["search_modes"]  # a tiny store: exact ranks it whole, bounded its pool of each side
-    assert modes["chunks"] == stats["chunks"] and modes["queries"] == 6 and modes["auto_is"] == "exact"
+    smaller, modes = result["search_modes"]["sizes"]  # a store of the first sessions, then the built one
+    assert smaller["chunks"] < modes["chunks"] == stats["chunks"] and not (tmp_path / "work-modes-10").exists()
+    assert modes["queries"] == 6 and modes["auto_is"] == "exact"  # tiny: exact ranks it whole, bounded its pools
     assert set(modes["stats"]) == {"exact", "bounded"} and all(m["n"] == 6 for m in modes["stats"].values())
     assert 0 < modes["top10_agreement_min"] <= modes["top10_agreement_mean"] <= 1
     assert record.config["args"]["sentence_keys"] == keys and record.config["targets"]["hybrid_p50_ms"] == 15.0
