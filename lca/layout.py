@@ -173,6 +173,11 @@ class StoreLayout:
         return self.insight / "quarantine.jsonl"
 
     @property
+    def insight_centrality(self) -> Path:
+        """The records' link-graph centrality, refreshed by every integration cycle (``lca.insight.centrality``)."""
+        return self.insight / "centrality.json"
+
+    @property
     def integration_cycles(self) -> Path:
         return self.insight / "cycles"
 

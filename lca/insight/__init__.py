@@ -5,6 +5,7 @@
 docs/insight.md says what runs, what is configuration and what is not built yet.
 """
 
+from lca.insight.centrality import Centrality, CentralityConfig, record_centrality, refresh_centrality
 from lca.insight.cycle import IntegrationConfig, IntegrationResult, integrate
 from lca.insight.differential import DIFFERENTIAL_COMPOSITIONS, DifferentialConfig
 from lca.insight.distill import SIGNATURE_PROMPT_VERSION, DistillReport, SummarizerSigner, distill
@@ -20,6 +21,8 @@ __all__ = [
     "SIGNATURE_JSON_SCHEMA",
     "PROBE_TYPE",
     "SIGNATURE_PROMPT_VERSION",
+    "Centrality",
+    "CentralityConfig",
     "DifferentialConfig",
     "DistillReport",
     "HotRecord",
@@ -40,6 +43,8 @@ __all__ = [
     "integrate",
     "null_threshold",
     "reconcile",
+    "record_centrality",
+    "refresh_centrality",
     "refute",
     "review_queue",
     "validate_signature",

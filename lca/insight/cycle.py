@@ -21,7 +21,9 @@
 7. reconciliation with the ledger (``lca.insight.reconcile``);
 8. the hot cycle (``lca.insight.probe``): the most active records paired with dormant ones of other domains, scored
    as above, surfacing under the same threshold and rules in slots of their own, recorded with origin ``probe``;
-9. a report under ``insight/cycles/``.
+9. the centrality refresh (``lca.insight.centrality``): PageRank over the records' provenance and ledger links,
+   after the ledger took this cycle's candidates, rewritten as derived data (also when nothing could be scored);
+10. a report under ``insight/cycles/``.
 
 The lens review is not built yet.
 """
@@ -45,6 +47,7 @@ from lca.derived import derived_tree
 from lca.errors import RecordFormatError
 from lca.fileio import atomic_write_bytes
 from lca.index.embedding_cache import CachedEmbedder
+from lca.insight.centrality import Centrality, refresh_centrality
 from lca.insight.differential import DifferentialConfig
 from lca.insight.distill import DistillReport, distill
 from lca.insight.null_model import NullModel, null_threshold
@@ -53,6 +56,7 @@ from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, 
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
+from lca.memory import MemoryStore
 from lca.ports import Embedder, StructuralSigner
 from lca.provenance import code_version
 
@@ -144,11 +148,13 @@ class IntegrationResult:
     note: str | None = None  # why nothing could be scored, when so
     also_scored: tuple[ScoredPair, ...] = ()  # the pairs the caller asked scored, as the cycle scores any pair
     probes: ProbeReport | None = None  # the hot cycle's (None when nothing could be scored)
+    centrality: Centrality | None = None  # the refresh this cycle made (the report holds its summary)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["distill"]["valid_share"] = self.distill.valid_share
         out["null"] = self.null.summary() if self.null is not None else None
+        out["centrality"] = self.centrality.summary() if self.centrality is not None else None
         return derived_tree(out)
 
 
@@ -170,7 +176,8 @@ def integrate(
     started, clock = time.time(), time.perf_counter()
     cycle_id = f"integrate-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     layout = StoreLayout(home)
-    records, skipped = insight_records(home)
+    loaded = MemoryStore(home).load()
+    records, skipped = insight_records(home, loaded=loaded)
     signatures, report = distill(home, records, signer, rebuild=rebuild, progress=progress)
     signed = [r for r in records if r.id in signatures]
     domains: dict[str, int] = {}
@@ -195,6 +202,7 @@ def integrate(
     }
     if len(signed) < 3 or len(domains) < 2:
         note = f"{len(signed)} signed record(s) in {len(domains)} domain(s): a cycle needs 3 records and 2 domains"
+        centrality = refresh_centrality(home, memories=loaded.files)
         result = IntegrationResult(
             seconds=time.perf_counter() - clock,
             clusters={},
@@ -207,6 +215,7 @@ def integrate(
             deferred=(),
             reconciliations=(),
             note=note,
+            centrality=centrality,
             **base,
         )
         return _written(layout, result)
@@ -253,6 +262,7 @@ def integrate(
     reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
     spaces = _Spaces(structural, content, clusters_s, clusters_c, centres)
     probes = _probes(home, cycle_id, config, signed, signatures, spaces, null, surfaced, now=started)
+    centrality = refresh_centrality(home, memories=loaded.files)  # after the ledger took this cycle's candidates
     result = IntegrationResult(
         seconds=time.perf_counter() - clock,
         clusters={
@@ -269,6 +279,7 @@ def integrate(
         reconciliations=tuple(reconciliations),
         also_scored=also_scored,
         probes=probes,
+        centrality=centrality,
         **base,
     )
     return _written(layout, result)

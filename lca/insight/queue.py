@@ -4,20 +4,27 @@ Waiting for review are the proposed and the resurfaced ones (a resurfaced one ca
 questions); ``everything`` adds the dormant, promoted and held ones. Each shows its records, domains, trajectory
 (the score each cycle gave it) and, for ``show``, each record's signature and the start of its text. A refusal is a
 ``hypothesis_refuted`` event: the entry turns dormant and stays in the ledger.
+
+Each item carries its centrality, the mean of its records' link-graph centrality as the last cycle refreshed it
+(``lca.insight.centrality``): among equal scores the item that would connect more of the store comes first, and
+``order="centrality"`` ranks by it outright.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lca.errors import LCAError
+from lca.insight.centrality import record_centrality
 from lca.insight.reconcile import INSIGHT_TYPES, MEMBER_PREFIX
 from lca.insight.store import SignatureStore, insight_records
 from lca.ledger import Hypothesis, Ledger
 
 WAITING = ("proposed", "resurfaced")
+ORDERS = ("score", "centrality")
 
 
 @dataclass(frozen=True)
@@ -30,33 +37,52 @@ class QueueItem:
     domains: tuple[str, ...]
     trajectory: tuple[dict[str, Any], ...]
     questions: tuple[str, ...]  # the reasons it was refused before
+    centrality: float | None = None  # the mean of its current records' (None before a refresh, or with none current)
 
     @property
     def last_score(self) -> float | None:
         return float(self.trajectory[-1]["score"]) if self.trajectory else None
 
 
-def _item(h: Hypothesis) -> QueueItem:
+def _item(h: Hypothesis, centrality: Mapping[str, float] | None = None) -> QueueItem:
     domains: set[str] = set()
     for event in h.history:
         domains |= set(event.get("domains") or ())
+    records = tuple(sorted(m[len(MEMBER_PREFIX) :] for m in h.members if m.startswith(MEMBER_PREFIX)))
+    known = [centrality[r] for r in records if r in centrality] if centrality is not None else []
     return QueueItem(
         id=h.id,
         status=h.status,
         type=h.type,
         claim=h.claim,
-        records=tuple(sorted(m[len(MEMBER_PREFIX) :] for m in h.members if m.startswith(MEMBER_PREFIX))),
+        records=records,
         domains=tuple(sorted(domains)),
         trajectory=tuple(h.trajectory),
         questions=tuple(r.get("reason", "") for r in h.refutations),
+        centrality=round(sum(known) / len(known), 6) if known else None,
     )
 
 
-def review_queue(home: Path | str, *, everything: bool = False) -> list[QueueItem]:
-    """The insight hypotheses waiting for review (all of them with ``everything``), best last score first."""
+def review_queue(home: Path | str, *, everything: bool = False, order: str = "score") -> list[QueueItem]:
+    """The insight hypotheses waiting for review (all of them with ``everything``): best last score first, the more
+    central first among equal scores; ``order="centrality"``: the more central first, then by score."""
+    if order not in ORDERS:
+        raise LCAError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    centrality = record_centrality(home)
     hypotheses = Ledger(home).state().hypotheses.values()
-    items = [_item(h) for h in hypotheses if h.type in INSIGHT_TYPES and (everything or h.status in WAITING)]
-    return sorted(items, key=lambda i: (-(i.last_score if i.last_score is not None else -1e9), i.id))
+    items = [
+        _item(h, centrality) for h in hypotheses if h.type in INSIGHT_TYPES and (everything or h.status in WAITING)
+    ]
+
+    def score(i: QueueItem) -> float:
+        return -(i.last_score if i.last_score is not None else -1e9)
+
+    def central(i: QueueItem) -> float:
+        return -(i.centrality if i.centrality is not None else -1.0)
+
+    if order == "centrality":
+        return sorted(items, key=lambda i: (central(i), score(i), i.id))
+    return sorted(items, key=lambda i: (score(i), central(i), i.id))
 
 
 def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
@@ -64,7 +90,8 @@ def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
     h = Ledger(home).state().hypotheses.get(hypothesis)
     if h is None or h.type not in INSIGHT_TYPES:
         raise LCAError(f"no insight hypothesis {hypothesis!r} in the ledger (lca insights list shows them)")
-    item = _item(h)
+    centrality = record_centrality(home) or {}
+    item = _item(h, centrality)
     records = {r.id: r for r in insight_records(home)[0]}
     signed = {row.source: row for row in SignatureStore(home).signatures().values()}
     members = []
@@ -77,6 +104,7 @@ def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
                 "text": (record.text[:240] if record else "(no longer a current record)"),
                 "signature": row.text if row else None,
                 "signed_by": f"{row.model} ({row.prompt_version})" if row else None,
+                "centrality": centrality.get(rid),
             }
         )
     return {"item": item, "members": members, "history": list(h.history)}

@@ -21,7 +21,7 @@ from lca.derived import derived_tree
 from lca.errors import RecordFormatError
 from lca.fileio import atomic_write_bytes, numbered_json_lines
 from lca.layout import StoreLayout
-from lca.memory import MemoryStore, Privacy
+from lca.memory import MemoryLoadResult, MemoryStore, Privacy
 
 DOMAIN_TAG = "domain:"
 
@@ -47,10 +47,12 @@ def domain_of(projects: Iterable[str], tags: Iterable[str]) -> str | None:
     return None
 
 
-def insight_records(home: Path | str) -> tuple[list[InsightRecord], dict[str, int]]:
+def insight_records(
+    home: Path | str, *, loaded: MemoryLoadResult | None = None
+) -> tuple[list[InsightRecord], dict[str, int]]:
     """The store's current memories as records, sorted by id, and how many were skipped by reason (superseded,
-    secret, no domain, unreadable)."""
-    loaded = MemoryStore(home).load()
+    secret, no domain, unreadable); ``loaded``: the store's memory files already read, to spare a second read."""
+    loaded = MemoryStore(home).load() if loaded is None else loaded
     skipped = {"superseded": 0, "secret": 0, "no_domain": 0, "unreadable": len(loaded.failures)}
     out = []
     for memory in loaded.files:

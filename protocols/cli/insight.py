@@ -59,6 +59,13 @@ def cmd_integrate(args: argparse.Namespace) -> int:
         f"  signatures: {d.signed} new, {d.reused} reused; refused this pass: {refused}; "
         f"refused before: {d.refused_before}; domain words scrubbed: {d.scrubbed_terms}"
     )
+    centrality = result.centrality
+    if centrality is not None:
+        links = ", ".join(f"{k} {v}" for k, v in centrality.links.items())
+        common.show(
+            f"  centrality refreshed: {centrality.nodes['record']} records, links: {links}; "
+            + (f"converged in {centrality.iterations} iterations" if centrality.converged else "NOT converged")
+        )
     if result.note:
         common.show(f"  nothing scored: {result.note}")
         return 0
@@ -95,7 +102,7 @@ def cmd_insights(args: argparse.Namespace) -> int:
 
     home = common.checked_store_path(args)
     if args.action == "list":
-        items = review_queue(home, everything=args.all)
+        items = review_queue(home, everything=args.all, order=args.order)
         if args.json:
             print(json.dumps([json_safe(i.__dict__) for i in items], indent=2, ensure_ascii=False))
             return 0
@@ -103,9 +110,11 @@ def cmd_insights(args: argparse.Namespace) -> int:
             common.show("no insight waits for review" + ("" if args.all else " (--all lists every one)"))
         for item in items:
             score = "-" if item.last_score is None else f"{item.last_score:.3f}"
+            central = "-" if item.centrality is None else f"{item.centrality:.2f}"
             origin = "  (probe)" if item.type == PROBE_TYPE else ""
             common.show(
                 f"{item.id}  {item.status}{origin}  score {score} over {len(item.trajectory)} cycle(s)  "
+                f"centrality {central}  "
                 f"{', '.join(item.domains)}: {', '.join(item.records)}"
             )
         return 0
@@ -125,7 +134,8 @@ def cmd_insights(args: argparse.Namespace) -> int:
     for question in item.questions:
         common.show(f"  refuted before, to answer: {question}")
     for member in detail["members"]:
-        common.show(f"  {member['id']} [{member['domain']}]: {member['text'][:160]}")
+        central = "-" if member["centrality"] is None else f"{member['centrality']:.2f}"
+        common.show(f"  {member['id']} [{member['domain']}] (centrality {central}): {member['text'][:160]}")
         common.show(f"      signature ({member['signed_by']}): {member['signature']}")
     return 0
 
@@ -174,6 +184,12 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     q.add_argument("action", choices=["list", "show", "refute"])
     q.add_argument("id", nargs="?", help="show, refute: the insight's id")
     q.add_argument("--all", action="store_true", help="list: dormant, promoted and held ones too")
+    q.add_argument(
+        "--order",
+        choices=["score", "centrality"],
+        default="score",
+        help="list: by the last score (the more central first among equals; default), or by centrality",
+    )
     q.add_argument("--reason", help="refute: why")
     q.add_argument("--by", help="refute: the reviewer's name")
     q.add_argument("--json", action="store_true")

@@ -35,6 +35,9 @@ def test_integrate_surfaces_the_rhyme_and_the_queue_lists_shows_and_refutes_it(h
     out = capsys.readouterr().out
     assert "signatures: 12 new, 0 reused" in out and "surfaced 1 candidate(s)" in out
     assert "[proposed]" in out and "eco-wolves, kit-sourdough" in out
+    assert "centrality refreshed: 12 records, links: evidence 0, member 2, lateral 0; converged" in out
+    assert cli.main(["insights", "list", "--order", "centrality"]) == 0
+    assert "centrality 2.23" in capsys.readouterr().out  # its two records are more central than the average node
     assert cli.main(["insights", "list", "--json"]) == 0
     (item,) = json.loads(capsys.readouterr().out)
     assert item["records"] == ["eco-wolves", "kit-sourdough"] and item["status"] == "proposed"
