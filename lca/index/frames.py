@@ -276,3 +276,12 @@ def whole_store(config: RetrievalConfig, chunks: int, approximate: bool) -> bool
 
 
 DenseFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (query vector, positions) -> best cosine per position
+
+
+def bounded_search(config: RetrievalConfig, chunks: int, approximate: bool) -> bool:
+    """Whether a hybrid search generates bounded candidates (``RetrievalConfig.candidates``). ``auto`` does where an
+    exact search would rank the candidate pool rather than the whole store, so it ranks the same list and only
+    the cost changes, from ``bounded_from`` chunks."""
+    if config.candidates != "auto":
+        return config.candidates == "bounded"
+    return chunks >= config.bounded_from and not whole_store(config, chunks, approximate)

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from lca.index.catalog import Catalog
-from lca.index.frames import StoreStructure, ranks_among, whole_store
+from lca.index.frames import StoreStructure, bounded_search, ranks_among, whole_store
 from lca.index.lexical import Bm25LexicalIndex
 from lca.index.text_facts import StoreText, TextFacts
 from lca.index.vectors import FaissVectorIndex
@@ -85,7 +85,7 @@ def hybrid_search(
         named = named_speakers(query, structure.speakers)
         if named:
             qvec = embed(without_names(query, named) or query)
-    if config.bounded(len(structure)):
+    if bounded_search(config, len(structure), index.vectors.approximate):
         found = bounded_candidates(index, structure, config, query, qvec)
         positions, dense_of, lexical_frame, lexical_at = _bounded_scores(index, structure, config, qvec, found)
     else:

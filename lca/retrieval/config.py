@@ -55,8 +55,9 @@ class RetrievalConfig:
     z_all_limit: int = 10_000  # ... this many chunks and the pool past it ("auto"; an approximate index: pool)
     candidates: str = "auto"  # exact: every chunk is scored (BM25 of all, a full dense scan up to faiss's HNSW
     # switch), then ranked as ``z_scope`` says; bounded: each side's top ``pool`` read from its index (faiss, the
-    # query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded from
-    bounded_from: int = 50_000  # ... this many chunks, exact below (``lca bench index``'s search_modes measure it)
+    # query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded where exact search
+    # would rank that pool anyway (``lca.index.frames.bounded_search``: the same list, cheaper) from
+    bounded_from: int = 1_000  # ... this many chunks (``lca bench index``'s search_modes measure the switch)
     sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
     # (``sentence_keys``), one of its sentences; off: its own text only
     sentence_keys: bool = False  # the store keeps each sentence of a multi-sentence chunk as an extra dense key
@@ -151,10 +152,6 @@ class RetrievalConfig:
     @property
     def uses_signals(self) -> bool:
         return any(getattr(self, name) for name in SIGNAL_WEIGHTS) or not self.names_in_dense_query
-
-    def bounded(self, chunks: int) -> bool:
-        """Whether a search of a store of ``chunks`` chunks generates bounded candidates (``candidates``)."""
-        return self.candidates == "bounded" or (self.candidates == "auto" and chunks >= self.bounded_from)
 
     @property
     def reads_text(self) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from lca.index.frames import bounded_search
 from lca.index.vectors import vector_id_for
 from lca.ports import Embedder
 from lca.substrate import Substrate
@@ -57,7 +58,9 @@ def measure_search_modes(reader, queries: list[str]) -> dict[str, Any]:
         "pool": index.retrieval.pool,
         "z_all_limit": index.retrieval.z_all_limit,
         "approximate_vectors": bool(index.vectors.approximate),
-        "auto_is": "bounded" if index.retrieval.bounded(index.chunk_count()) else "exact",
+        "auto_is": "bounded"
+        if bounded_search(index.retrieval, index.chunk_count(), index.vectors.approximate)
+        else "exact",
         "stats": stats,
         "bounded_over_exact_p50": round(stats["bounded"]["p50_ms"] / stats["exact"]["p50_ms"], 3),
         "bounded_over_exact_p95": round(stats["bounded"]["p95_ms"] / stats["exact"]["p95_ms"], 3),

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from lca.index.frames import bounded_search
 from lca.index.hybrid import bounded_candidates
 from lca.index.lexical import Bm25LexicalIndex
 from lca.retrieval import RetrievalConfig
@@ -65,15 +66,23 @@ def test_bounded_search_is_the_exact_ranking_when_its_depth_covers_the_store(tmp
             assert ids(s.index.search(query, k=10, config=bounded)) == ids(s.index.search(query, k=10, config=exact))
 
 
-def test_auto_switches_at_bounded_from_and_exact_stays_the_default_below_it(tmp_path):
+def test_auto_is_bounded_only_where_exact_search_ranks_the_pool_and_from_bounded_from(tmp_path):
+    """auto never changes a ranking: it bounds a search where exact search would rank each side's pool anyway (past
+    ``z_all_limit``, or under rrf), and only from ``bounded_from`` chunks."""
+    assert not bounded_search(RetrievalConfig(), 5_000, False)  # exact ranks the whole store: so does auto
+    assert bounded_search(RetrievalConfig(), 10_001, False) and bounded_search(RetrievalConfig(), 5_000, True)
+    assert not bounded_search(RetrievalConfig(fusion="rrf"), 999, False)
+    assert bounded_search(RetrievalConfig(fusion="rrf"), 1_000, False)
+    assert not bounded_search(RetrievalConfig(candidates="exact"), 10**6, True)
+    assert bounded_search(RetrievalConfig(candidates="bounded"), 1, False)
     with fixture_store(tmp_path) as s:
         chunks = s.index.chunk_count()
-        assert not RetrievalConfig().bounded(chunks)  # the fixture (and every committed benchmark store) is exact
-        narrow = RetrievalConfig(pool=2)
+        narrow = RetrievalConfig(pool=2, bounded_from=chunks, z_scope="pool")
         query = FIXTURE_QUERIES[0]
-        by_auto = ids(s.index.search(query, k=10, config=replace(narrow, bounded_from=chunks)))
-        assert by_auto == ids(s.index.search(query, k=10, config=replace(narrow, candidates="bounded")))
-        assert by_auto != ids(s.index.search(query, k=10, config=replace(narrow, candidates="exact")))
+        by_auto = s.index.search(query, k=10, config=narrow)
+        assert ids(by_auto) == ids(s.index.search(query, k=10, config=replace(narrow, candidates="bounded")))
+        assert ids(by_auto) == ids(s.index.search(query, k=10, config=replace(narrow, candidates="exact")))
+        assert len(by_auto) < chunks  # the pool's frame, not the whole store
     with pytest.raises(ValueError, match="candidates must be one of auto, exact, bounded"):
         RetrievalConfig(candidates="approximate")
 
