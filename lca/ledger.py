@@ -34,6 +34,7 @@ HYPOTHESIS_EVENTS = (
     "hypothesis_promoted",
     "hypothesis_held",
     "hypothesis_observed",  # seen again by a later cycle (its score joins the trajectory); the status stays
+    "hypothesis_reviewed",  # an adversarial review's verdicts (lca.insight.review); the status stays
 )
 SCHEMA_EVENTS = ("schema_proposed", "schema_trial", "schema_established", "schema_deprecated", "schema_revised")
 OTHER_EVENTS = (

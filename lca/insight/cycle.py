@@ -23,9 +23,10 @@
    as above, surfacing under the same threshold and rules in slots of their own, recorded with origin ``probe``;
 9. the centrality refresh (``lca.insight.centrality``): PageRank over the records' provenance and ledger links,
    after the ledger took this cycle's candidates, rewritten as derived data (also when nothing could be scored);
-10. a report under ``insight/cycles/``.
-
-The lens review is not built yet.
+10. the adversarial review (``lca.insight.review``): every surfaced entry not yet reviewed on its current records,
+    through each lens (``lca.insight.lenses``), the verdicts combined by a declared rule and recorded in the ledger;
+    a refuted one turns dormant before the centrality refresh;
+11. a report under ``insight/cycles/``, with the ledger's recovery rate (``lca.insight.recovery``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ from lca.insight.distill import DistillReport, distill
 from lca.insight.null_model import NullModel, null_threshold
 from lca.insight.probe import HotRecord, ProbeReport, hot_and_dormant, probe_pairs
 from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
+from lca.insight.recovery import RecoveryGauge, recovery_gauge
+from lca.insight.review import ReviewConfig, ReviewOutcome, review_hypotheses
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
@@ -91,6 +94,7 @@ class IntegrationConfig:
     # and how many probe candidates it surfaces (the rest wait, counted)
     probe_hot: int = 5
     probe_max_surfaced: int = 2
+    review: ReviewConfig = field(default_factory=ReviewConfig)  # the lenses and their rule (no lenses: no review)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -149,9 +153,12 @@ class IntegrationResult:
     also_scored: tuple[ScoredPair, ...] = ()  # the pairs the caller asked scored, as the cycle scores any pair
     probes: ProbeReport | None = None  # the hot cycle's (None when nothing could be scored)
     centrality: Centrality | None = None  # the refresh this cycle made (the report holds its summary)
+    reviews: tuple[ReviewOutcome, ...] = ()  # the lens reviews this cycle made
+    recovery: RecoveryGauge | None = None  # the ledger's recovery rate after this cycle
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["recovery"] = self.recovery.to_dict() if self.recovery is not None else None
         out["distill"]["valid_share"] = self.distill.valid_share
         out["null"] = self.null.summary() if self.null is not None else None
         out["centrality"] = self.centrality.summary() if self.centrality is not None else None
@@ -216,6 +223,7 @@ def integrate(
             reconciliations=(),
             note=note,
             centrality=centrality,
+            recovery=recovery_gauge(Ledger(home).state()),
             **base,
         )
         return _written(layout, result)
@@ -262,6 +270,10 @@ def integrate(
     reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
     spaces = _Spaces(structural, content, clusters_s, clusters_c, centres)
     probes = _probes(home, cycle_id, config, signed, signatures, spaces, null, surfaced, now=started)
+    reviewed = [r.hypothesis for r in (*reconciliations, *probes.reconciliations)]
+    reviews = review_hypotheses(
+        home, reviewed, config.review, records=signed, signatures=signatures, memories=loaded.files, cycle=cycle_id
+    )
     centrality = refresh_centrality(home, memories=loaded.files)  # after the ledger took this cycle's candidates
     result = IntegrationResult(
         seconds=time.perf_counter() - clock,
@@ -280,6 +292,8 @@ def integrate(
         also_scored=also_scored,
         probes=probes,
         centrality=centrality,
+        reviews=reviews,
+        recovery=recovery_gauge(Ledger(home).state()),
         **base,
     )
     return _written(layout, result)

@@ -8,6 +8,9 @@ questions); ``everything`` adds the dormant, promoted and held ones. Each shows 
 Each item carries its centrality, the mean of its records' link-graph centrality as the last cycle refreshed it
 (``lca.insight.centrality``): among equal scores the item that would connect more of the store comes first, and
 ``order="centrality"`` ranks by it outright.
+
+Each carries its last adversarial review (``lca.insight.review``): the rule, the outcome and every lens's verdict,
+score and reason, as the ledger recorded them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from lca.errors import LCAError
 from lca.insight.centrality import record_centrality
 from lca.insight.reconcile import INSIGHT_TYPES, MEMBER_PREFIX
+from lca.insight.review import last_review
 from lca.insight.store import SignatureStore, insight_records
 from lca.ledger import Hypothesis, Ledger
 
@@ -38,6 +42,7 @@ class QueueItem:
     trajectory: tuple[dict[str, Any], ...]
     questions: tuple[str, ...]  # the reasons it was refused before
     centrality: float | None = None  # the mean of its current records' (None before a refresh, or with none current)
+    review: Mapping[str, Any] | None = None  # its last lens review: rule, outcome, review_score, verdicts (None: none)
 
     @property
     def last_score(self) -> float | None:
@@ -60,7 +65,16 @@ def _item(h: Hypothesis, centrality: Mapping[str, float] | None = None) -> Queue
         trajectory=tuple(h.trajectory),
         questions=tuple(r.get("reason", "") for r in h.refutations),
         centrality=round(sum(known) / len(known), 6) if known else None,
+        review=_review_summary(h),
     )
+
+
+def _review_summary(h: Hypothesis) -> dict[str, Any] | None:
+    last = last_review(h)
+    if last is None:
+        return None
+    keys = ("cycle", "at", "rule", "outcome", "review_score", "reviewed", "verdicts")
+    return {k: last.get(k) for k in keys}
 
 
 def review_queue(home: Path | str, *, everything: bool = False, order: str = "score") -> list[QueueItem]:

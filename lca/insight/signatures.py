@@ -191,21 +191,40 @@ def _least_rotation(kinds: tuple[str, ...]) -> tuple[str, ...]:
     return min(kinds[i:] + kinds[:i] for i in range(len(kinds))) if kinds else kinds
 
 
+SIGNATURE_PARTS = ("variables", "relations", "loops", "thresholds", "dynamics")
+
+
+def signature_parts(signature: StructuralSignature) -> dict[str, frozenset[str]]:
+    """The signature's skeleton as sets, one per part of ``SIGNATURE_PARTS``, every item named by kinds (letters are
+    arbitrary): what two signatures are compared by, part by part (the review's structural lens, a schema's
+    evidence gates), and what ``canonical_text`` writes out."""
+    kind = signature.kind_of
+    return {
+        "variables": frozenset(v.kind for v in signature.variables),
+        "relations": frozenset(f"{kind(r.source)} {r.effect} {kind(r.target)}" for r in signature.relations),
+        "loops": frozenset(loop.label for loop in feedback_loops(signature)),
+        "thresholds": frozenset(
+            f"{t.consequence} when {kind(t.variable)} is {t.side} a threshold" for t in signature.thresholds
+        ),
+        "dynamics": frozenset(signature.dynamics),
+    }
+
+
+def signature_features(signature: StructuralSignature) -> frozenset[str]:
+    """Every item of ``signature_parts`` as one set, each prefixed by its part (``relations:rate increases ...``)."""
+    return frozenset(f"{part}:{item}" for part, items in signature_parts(signature).items() for item in items)
+
+
 def canonical_text(signature: StructuralSignature) -> str:
     """The signature as the text its space embeds: variables by kind only (letters are arbitrary), every part
     sorted, so two signatures with one skeleton read the same whatever their letters."""
-    kind = signature.kind_of
-    relations = sorted({f"{kind(r.source)} {r.effect} {kind(r.target)}" for r in signature.relations})
-    thresholds = sorted(
-        {f"{t.consequence} when {kind(t.variable)} is {t.side} a threshold" for t in signature.thresholds}
-    )
-    loops = sorted({loop.label for loop in feedback_loops(signature)})
+    parts_of = signature_parts(signature)
     parts = [
-        " ".join(sorted(v.kind for v in signature.variables)),
-        *relations,
-        *loops,
-        *thresholds,
-        " ".join(sorted(set(signature.dynamics))),
+        " ".join(sorted(v.kind for v in signature.variables)),  # every variable's kind, a kind twice when two share it
+        *sorted(parts_of["relations"]),
+        *sorted(parts_of["loops"]),
+        *sorted(parts_of["thresholds"]),
+        " ".join(sorted(parts_of["dynamics"])),
     ]
     if signature.pattern.strip():
         parts.append(" ".join(signature.pattern.split()))

@@ -3,13 +3,15 @@
 ``integrate`` signs the store's memories with the summarizer role (the local SmolLM2 by default, any model string
 ``lca checkpoint`` takes), embeds both spaces with the store's embedder, scores cross-domain pairs by the
 differential against the null model's threshold and records what surfaced in the ledger (``lca.insight``).
-``insights list|show|refute`` reads and reviews what it surfaced. Both refuse a path that holds no store.
+``insights list|show|refute|review`` reads and reviews what it surfaced (``review``: the adversarial lenses again, on
+demand). Both refuse a path that holds no store.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 
 import protocols.cli.common as common
 from lca.errors import LCAError
@@ -18,9 +20,10 @@ from protocols.study.manifest import json_safe
 
 
 def cmd_integrate(args: argparse.Namespace) -> int:
-    from lca.insight import DifferentialConfig, IntegrationConfig, SummarizerSigner, integrate
+    from lca.insight import DifferentialConfig, IntegrationConfig, ReviewConfig, SummarizerSigner, integrate
 
     config = IntegrationConfig(
+        review=ReviewConfig(lenses=() if args.no_review else ReviewConfig().lenses, rule=args.review_rule),
         differential=DifferentialConfig(args.composition, args.content_weight),
         null_shuffles=args.shuffles,
         null_quantile=args.quantile,
@@ -94,11 +97,26 @@ def cmd_integrate(args: argparse.Namespace) -> int:
             common.show(
                 f"   - {rec.hypothesis} [{rec.action}, probe] {candidate.score:.3f} {', '.join(candidate.members)}"
             )
+    for outcome in result.reviews:
+        common.show(f"  review {outcome.hypothesis}: {_verdicts(outcome.outcome, outcome.rule, outcome.verdicts)}")
+    if result.recovery is not None:
+        common.show(f"  {result.recovery.describe()}")
     return 0
 
 
+def _verdicts(outcome: str, rule: str, verdicts) -> str:
+    """A review on one line: its outcome under its rule, each lens's verdict and score."""
+
+    def get(v, key):
+        return v[key] if isinstance(v, dict) else getattr(v, key)
+
+    lenses = ", ".join(f"{get(v, 'lens')} {get(v, 'verdict')} {get(v, 'score'):.2f}" for v in verdicts)
+    return f"{outcome} ({rule}: {lenses})"
+
+
 def cmd_insights(args: argparse.Namespace) -> int:
-    from lca.insight import PROBE_TYPE, insight_detail, refute, review_queue
+    from lca.insight import PROBE_TYPE, ReviewConfig, insight_detail, recovery_gauge, refute, review_queue, review_store
+    from lca.ledger import Ledger
 
     home = common.checked_store_path(args)
     if args.action == "list":
@@ -106,6 +124,7 @@ def cmd_insights(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([json_safe(i.__dict__) for i in items], indent=2, ensure_ascii=False))
             return 0
+        common.show(recovery_gauge(Ledger(home).state()).describe())
         if not items:
             common.show("no insight waits for review" + ("" if args.all else " (--all lists every one)"))
         for item in items:
@@ -117,6 +136,24 @@ def cmd_insights(args: argparse.Namespace) -> int:
                 f"centrality {central}  "
                 f"{', '.join(item.domains)}: {', '.join(item.records)}"
             )
+            if item.review is not None:
+                common.show(
+                    f"    review {_verdicts(item.review['outcome'], item.review['rule'], item.review['verdicts'])}"
+                )
+        return 0
+    if args.action == "review":
+        outcomes = review_store(home, ReviewConfig(rule=args.review_rule), args.id)
+        if args.json:
+            print(json.dumps([json_safe(asdict(o)) for o in outcomes], indent=2, ensure_ascii=False))
+            return 0
+        if not outcomes:
+            common.show("no live insight needs a review (name one to review it again)")
+        for outcome in outcomes:
+            common.show(f"{outcome.hypothesis}: {_verdicts(outcome.outcome, outcome.rule, outcome.verdicts)}")
+            for v in outcome.verdicts:
+                common.show(f"    {v.lens} {v.verdict} {v.score:.2f}: {v.reason}")
+            if outcome.outcome == "refuted":
+                common.show("    refuted: dormant (kept in the ledger; it resurfaces on new evidence)")
         return 0
     if not args.id:
         raise LCAError(f"lca insights {args.action}: name the insight id (lca insights list shows them)")
@@ -133,6 +170,10 @@ def cmd_insights(args: argparse.Namespace) -> int:
     common.show("  trajectory: " + ", ".join(f"{t['score']:.3f} ({t['kind']})" for t in item.trajectory))
     for question in item.questions:
         common.show(f"  refuted before, to answer: {question}")
+    if item.review is not None:
+        common.show(f"  review {_verdicts(item.review['outcome'], item.review['rule'], item.review['verdicts'])}")
+        for v in item.review["verdicts"]:
+            common.show(f"    {v['lens']} {v['verdict']} {v['score']:.2f}: {v['reason']}")
     for member in detail["members"]:
         central = "-" if member["centrality"] is None else f"{member['centrality']:.2f}"
         common.show(f"  {member['id']} [{member['domain']}] (centrality {central}): {member['text'][:160]}")
@@ -142,6 +183,7 @@ def cmd_insights(args: argparse.Namespace) -> int:
 
 def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     from lca.insight.differential import COMPOSITIONS  # numpy only
+    from lca.insight.review import RULES
 
     p = sub.add_parser(
         "integrate",
@@ -167,6 +209,8 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         help="hot cycle: the most active records paired with dormant ones of other domains (default 5; 0: no probes)",
     )
     p.add_argument("--probe-max-surfaced", type=int, default=2, help="probe candidates surfaced per cycle (default 2)")
+    p.add_argument("--no-review", action="store_true", help="ablation: surface without the adversarial lens review")
+    p.add_argument("--review-rule", choices=RULES, default="veto", help="how the lenses' verdicts combine")
     p.add_argument("--rebuild", action="store_true", help="sign every record again with this model")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: up to 2)")
@@ -177,12 +221,14 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     q = sub.add_parser(
         "insights",
         parents=[common_args],
-        help="the integration cycle's review queue: list, show, refute",
-        description="List the insight candidates waiting for review (--all: every one), show one with its records "
-        "and signatures, or refute one (it turns dormant and resurfaces only on new evidence).",
+        help="the integration cycle's review queue: list, show, refute, review",
+        description="List the insight candidates waiting for review (--all: every one) with the ledger's recovery "
+        "rate, show one with its records, signatures and lens verdicts, refute one (it turns dormant and resurfaces "
+        "only on new evidence), or run the adversarial lenses on the ones due (or on one named).",
     )
-    q.add_argument("action", choices=["list", "show", "refute"])
-    q.add_argument("id", nargs="?", help="show, refute: the insight's id")
+    q.add_argument("action", choices=["list", "show", "refute", "review"])
+    q.add_argument("id", nargs="?", help="show, refute: the insight's id; review: one to review again (else all due)")
+    q.add_argument("--review-rule", choices=RULES, default="veto", help="review: how the lenses' verdicts combine")
     q.add_argument("--all", action="store_true", help="list: dormant, promoted and held ones too")
     q.add_argument(
         "--order",

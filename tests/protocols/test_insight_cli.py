@@ -79,3 +79,25 @@ def test_bad_input_is_one_line_naming_what_is_wrong(home, capsys, tmp_path):
     assert "content_weight" in capsys.readouterr().err
     assert cli.main(["insights", "list", "--store", str(tmp_path / "nowhere")]) == 2
     assert "no store at" in capsys.readouterr().err
+
+
+def test_the_queue_shows_each_lens_verdict_and_the_recovery_rate(home, capsys):
+    assert cli.main(["integrate"]) == 0
+    out = capsys.readouterr().out
+    # the planted records cite no transcript session: independence cannot be shown, so the review is contested
+    assert "review hyp-" in out and "contested (veto: structural-soundness supports 1.00" in out
+    assert "recovery rate -: of 0 refuted" in out
+    assert cli.main(["insights", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith("recovery rate -") and "evidence-independence weak 0.50" in listed
+    assert cli.main(["insights", "list", "--json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)
+    assert item["review"]["outcome"] == "contested"
+    assert cli.main(["insights", "show", item["id"]]) == 0
+    assert "cite no transcript source" in capsys.readouterr().out
+    assert cli.main(["insights", "review"]) == 0
+    assert "no live insight needs a review" in capsys.readouterr().out
+    assert cli.main(["insights", "review", item["id"], "--review-rule", "mean"]) == 0
+    assert "survived (mean:" in capsys.readouterr().out
+    assert cli.main(["integrate", "--no-review", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reviews"] == []
