@@ -149,6 +149,26 @@ class ExperienceLog:
             self._cache = (size, counts, keys)
         return self._cache
 
+    def events(self, kinds: Iterable[str] | None = None) -> list[ExperienceEvent]:
+        """Every event in the log, in order (only those of ``kinds`` when given): what a measure over time reads, as
+        a schema's retrieval lift does (``lca.insight.schema_gates``)."""
+        wanted = None if kinds is None else set(kinds)
+        out = []
+        if self.path.exists():
+            for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    raw = json.loads(line)
+                    event = ExperienceEvent(raw["target"], raw["kind"], float(raw["at"]), raw.get("span"))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise RecordFormatError(
+                        f"not an experience event: {exc}", path=str(self.path), line=number
+                    ) from None
+                if wanted is None or event.kind in wanted:
+                    out.append(event)
+        return out
+
     def counts_at(self, as_of: float | None) -> dict[str, Counter]:
         """The counts as they stood at ``as_of`` (epoch seconds): E's part of a past worldview."""
         return self.counts() if as_of is None else self._replay(as_of)[0]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lca.authority import WriterFence
 from lca.derived import derived_id, derived_tree
@@ -70,6 +70,23 @@ ACTIVE_SCHEMA_STATES = ("trial", "established")
 
 class TransitionRefused(LCAError):
     """A lifecycle transition the current state does not allow."""
+
+
+class EvidenceRequired(TransitionRefused):
+    """trial -> established without measured evidence that passes every gate."""
+
+
+class SchemaEvidence(Protocol):
+    """A schema's measured evidence for establishment (``lca.insight.schema_gates`` measures it): whether every gate
+    passed, a line per failed gate, and the record the ledger keeps with the transition."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def failed(self) -> tuple[str, ...]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 # ---- membership: the neighbourhood a hypothesis lives in --------------------------------
@@ -161,6 +178,12 @@ class Schema:
     state: str = "candidate"
     approver: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    # what it claims to organize, when proposed from records (lca.insight.schemas): their ids, the signature features
+    # its members share, the insight it came from, and when this version was proposed (its evidence counts after)
+    members: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    insight: str | None = None
+    proposed_at: float | None = None
 
 
 @dataclass
@@ -333,9 +356,13 @@ class Ledger:
         description: str | None = None,
         approver: str | None = None,
         reason: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        evidence: SchemaEvidence | None = None,
     ) -> Schema:
         """One lifecycle transition, refused unless the replayed state allows it.
-        trial -> established needs a named approver; that rule lives here, not in a caller."""
+        trial -> established needs a named approver and ``evidence`` that passed every gate (refused naming the
+        failed ones); those rules live here, not in a caller. ``details``: what a proposal or revision organizes
+        (``members``, ``features``, ``insight``)."""
         if kind not in SCHEMA_EVENTS:
             raise RecordFormatError(f"unknown schema transition {kind!r}", field="kind")
         current = self.state().schemas.get(schema_id)
@@ -350,13 +377,28 @@ class Ledger:
             raise ApprovalRequired(f"schema '{schema_id}': trial -> established needs a named approver")
         if kind in ("schema_proposed", "schema_revised") and not (description and description.strip()):
             raise RecordFormatError("a schema needs a description", field="description")
+        if kind == "schema_established":
+            if evidence is None:
+                raise EvidenceRequired(
+                    f"schema '{schema_id}': trial -> established needs its measured evidence (retrieval lift, "
+                    "anticipation, compression; lca schema evidence shows them)"
+                )
+            if not evidence.passed:
+                raise EvidenceRequired(
+                    f"schema '{schema_id}' stays on trial: evidence gates failed: " + "; ".join(evidence.failed)
+                )
         if kind == "schema_deprecated" and not (reason and reason.strip()):
             raise RecordFormatError("deprecating a schema needs a reason", field="reason")
-        data = {
+        if details is not None and kind not in ("schema_proposed", "schema_revised"):
+            raise RecordFormatError(f"{kind} takes no details", field="details")
+        data: dict[str, Any] = {
             k: v
             for k, v in {"description": description, "approver": approver, "reason": reason}.items()
             if v is not None
         }
+        data.update({k: v for k, v in (details or {}).items() if k in ("members", "features", "insight")})
+        if evidence is not None and kind == "schema_established":
+            data["evidence"] = evidence.to_dict()
         self.append(kind, schema_id, data)
         return self.state().schemas[schema_id]
 
@@ -405,6 +447,12 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
             s.version += 1
             s.description = d.get("description", s.description)
             s.approver = None
+        if kind in ("schema_proposed", "schema_revised"):
+            s.proposed_at = event.at
+            if "members" in d:
+                s.members = tuple(d["members"])
+                s.features = tuple(d.get("features") or ())
+                s.insight = d.get("insight")
         if kind == "schema_established":
             s.approver = d.get("approver")
         s.state = _SCHEMA_STATE_AFTER[kind]

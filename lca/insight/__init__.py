@@ -3,7 +3,8 @@
 ``integrate`` is the API of one cycle (``lca integrate`` from the shell; its hot-cycle probes in
 ``lca.insight.probe``); ``review_queue`` and ``insight_detail`` read what it surfaced (``lca insights``);
 ``lca.insight.review`` runs the adversarial lenses (``lca.insight.lenses``) on it and ``recovery_gauge`` reads the
-ledger's recovery rate.
+ledger's recovery rate; ``lca.insight.schemas`` proposes schemas over records and establishes them only on
+measured evidence (``lca.insight.schema_gates``).
 docs/insight.md says what runs, what is configuration and what is not built yet.
 """
 
@@ -26,6 +27,8 @@ from lca.insight.queue import QueueItem, insight_detail, refute, review_queue
 from lca.insight.reconcile import PROBE_TYPE, InsightCandidate, Reconciliation, reconcile
 from lca.insight.recovery import RecoveryGauge, recovery_gauge
 from lca.insight.review import COMBINATION_RULES, ReviewConfig, ReviewOutcome, review, review_store
+from lca.insight.schema_gates import GateResult, SchemaEvidenceReport, SchemaGateConfig
+from lca.insight.schemas import establish_schema, measure_schema, propose_schema
 from lca.insight.signatures import SIGNATURE_JSON_SCHEMA, StructuralSignature, validate_signature
 from lca.insight.store import InsightRecord, SignatureStore, insight_records
 
@@ -40,6 +43,7 @@ __all__ = [
     "DifferentialConfig",
     "DistillReport",
     "EvidenceIndependenceLens",
+    "GateResult",
     "HotRecord",
     "InsightCandidate",
     "InsightRecord",
@@ -56,16 +60,21 @@ __all__ = [
     "ReviewEvidence",
     "ReviewLens",
     "ReviewOutcome",
+    "SchemaEvidenceReport",
+    "SchemaGateConfig",
     "SignatureStore",
     "StructuralSignature",
     "StructuralSoundnessLens",
     "SummarizerSigner",
     "VocabularyCoincidenceLens",
     "distill",
+    "establish_schema",
     "insight_detail",
     "insight_records",
     "integrate",
+    "measure_schema",
     "null_threshold",
+    "propose_schema",
     "reconcile",
     "record_centrality",
     "recovery_gauge",

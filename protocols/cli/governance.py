@@ -163,19 +163,59 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from lca.insight.schema_gates import SchemaGateConfig
+    from lca.insight.schemas import establish_schema, measure_schema, propose_schema
+
     kinds = {
         "propose": "schema_proposed",
         "trial": "schema_trial",
-        "establish": "schema_established",
         "deprecate": "schema_deprecated",
         "revise": "schema_revised",
     }
+    gates = SchemaGateConfig.from_mapping(dict(_gate_setting(item) for item in args.gate or ()))
     with common.open_store(args) as substrate:
-        schema = Ledger(substrate.home).schema_event(
-            kinds[args.action], args.schema, description=args.description, approver=args.approver, reason=args.reason
+        home = substrate.home
+        if args.action == "evidence":
+            report = measure_schema(home, args.schema, gates)
+            if args.json:
+                print(json.dumps(json_safe(report.to_dict()), indent=2, ensure_ascii=False))
+                return 0
+            common.show(
+                f"schema {args.schema} v{report.version}: " + ("every gate passes" if report.passed else "not yet")
+            )
+            for gate in report.gates:
+                common.show(f"  {gate.gate}: {'pass' if gate.passed else 'FAIL'}: {gate.detail}")
+            return 0
+        if args.action == "establish":
+            schema, _ = establish_schema(home, args.schema, approver=args.approver, config=gates)
+        elif args.action == "propose" and (args.from_insight or args.records):
+            records = [r.strip() for r in (args.records or "").split(",") if r.strip()]
+            schema = propose_schema(
+                home, args.schema, args.description or "", insight=args.from_insight, records=records
+            )
+        else:
+            schema = Ledger(home).schema_event(
+                kinds[args.action],
+                args.schema,
+                description=args.description,
+                approver=args.approver,
+                reason=args.reason,
+            )
+        common.show(
+            f"schema {schema.id}: {schema.state} (version {schema.version})"
+            + (f", over {len(schema.members)} records" if schema.members else "")
         )
-        common.show(f"schema {schema.id}: {schema.state} (version {schema.version})")
         return 0
+
+
+def _gate_setting(item: str) -> tuple[str, float]:
+    name, sep, value = item.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return name.strip(), (int(value) if value.strip().isdigit() else float(value))
+    except ValueError:
+        raise LCAError(f"--gate takes NAME=NUMBER, got {item!r}") from None
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -304,11 +344,21 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         parents=[common_args],
         help="learned-schema lifecycle: candidate -> trial -> established -> deprecated",
     )
-    p.add_argument("action", choices=["propose", "trial", "establish", "deprecate", "revise"])
+    p.add_argument("action", choices=["propose", "trial", "establish", "deprecate", "revise", "evidence"])
     p.add_argument("schema")
     p.add_argument("--description")
+    p.add_argument("--from-insight", metavar="HYP", help="propose: over an insight hypothesis's records")
+    p.add_argument("--records", help="propose: over these records (comma-separated ids)")
     p.add_argument("--approver", help="required for establish")
     p.add_argument("--reason", help="required for deprecate")
+    p.add_argument(
+        "--gate",
+        action="append",
+        metavar="NAME=NUMBER",
+        help="establish, evidence: a gate threshold other than its default (min_lift, min_recalls, "
+        "min_anticipated, min_anticipation, min_compression, ...)",
+    )
+    p.add_argument("--json", action="store_true", help="evidence: print the gates as JSON")
     p.set_defaults(func=cmd_schema, creates_store=True)
 
     p = sub.add_parser(

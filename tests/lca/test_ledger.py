@@ -5,7 +5,26 @@ from __future__ import annotations
 import pytest
 
 from lca.errors import ApprovalRequired, RecordFormatError
-from lca.ledger import Ledger, TransitionRefused, diff_states, hypothesis_id, key_terms, membership_overlap
+from lca.ledger import (
+    EvidenceRequired,
+    Ledger,
+    TransitionRefused,
+    diff_states,
+    hypothesis_id,
+    key_terms,
+    membership_overlap,
+)
+
+
+class Evidence:
+    """A schema's measured evidence as the state machine reads it (lca.insight.schema_gates measures the real one)."""
+
+    def __init__(self, *failed: str) -> None:
+        self.failed = failed
+        self.passed = not failed
+
+    def to_dict(self):
+        return {"passed": self.passed, "failed": list(self.failed)}
 
 
 def test_the_schema_lifecycle_refuses_what_the_replayed_state_does_not_allow(tmp_path):
@@ -20,8 +39,16 @@ def test_the_schema_lifecycle_refuses_what_the_replayed_state_does_not_allow(tmp
     ledger.schema_event("schema_trial", "triage")
     with pytest.raises(ApprovalRequired, match="needs a named approver"):
         ledger.schema_event("schema_established", "triage")
-    established = ledger.schema_event("schema_established", "triage", approver="ana")
+    with pytest.raises(EvidenceRequired, match="needs its measured evidence"):
+        ledger.schema_event("schema_established", "triage", approver="ana")
+    with pytest.raises(EvidenceRequired, match="evidence gates failed: compression: saves 0.02"):
+        ledger.schema_event(
+            "schema_established", "triage", approver="ana", evidence=Evidence("compression: saves 0.02")
+        )
+    assert ledger.state().schemas["triage"].state == "trial"
+    established = ledger.schema_event("schema_established", "triage", approver="ana", evidence=Evidence())
     assert (established.state, established.approver) == ("established", "ana")
+    assert established.history[-1]["evidence"] == {"passed": True, "failed": []}
     with pytest.raises(RecordFormatError, match="needs a reason"):
         ledger.schema_event("schema_deprecated", "triage")
     ledger.schema_event("schema_deprecated", "triage", reason="replaced")

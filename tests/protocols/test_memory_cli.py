@@ -62,7 +62,12 @@ def test_schema_lifecycle_and_worldview_diff_from_the_shell(store, capsys):
     before = json.loads(capsys.readouterr().out)
     assert before["schemas"] == {"incident-rule": {"state": "trial", "version": 1}}
     t1 = str(max(e.at for e in __import__("lca.ledger", fromlist=["Ledger"]).Ledger(store.home).events()))
-    assert cli.main(["schema", "establish", "incident-rule", "--approver", "dana"]) == 0
+    # a schema proposed without records has no evidence: it stays on trial, the failed gates named
+    assert cli.main(["schema", "establish", "incident-rule", "--approver", "dana"]) == 2
+    refused = capsys.readouterr().err
+    assert "evidence gates failed: retrieval_lift" in refused and "compression: 0 of its 0 record(s)" in refused
+    assert cli.main(["schema", "evidence", "incident-rule"]) == 0
+    assert "anticipation: FAIL" in capsys.readouterr().out
     assert cli.main(["schema", "deprecate", "incident-rule"]) == 2  # a reason is required
     assert cli.main(["schema", "deprecate", "incident-rule", "--reason", "replaced"]) == 0
     capsys.readouterr()
