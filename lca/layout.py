@@ -178,6 +178,11 @@ class StoreLayout:
         return self.insight / "centrality.json"
 
     @property
+    def insight_taxonomy(self) -> Path:
+        """Each record's tags from the established schemas that cover it (``lca.insight.taxonomy``)."""
+        return self.insight / "taxonomy.json"
+
+    @property
     def integration_cycles(self) -> Path:
         return self.insight / "cycles"
 

@@ -26,7 +26,8 @@
 10. the adversarial review (``lca.insight.review``): every surfaced entry not yet reviewed on its current records,
     through each lens (``lca.insight.lenses``), the verdicts combined by a declared rule and recorded in the ledger;
     a refuted one turns dormant before the centrality refresh;
-11. a report under ``insight/cycles/``, with the ledger's recovery rate (``lca.insight.recovery``).
+11. the taxonomy refresh (``lca.insight.taxonomy``): the established schemas' tags on the records they cover;
+12. a report under ``insight/cycles/``, with the ledger's recovery rate (``lca.insight.recovery``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, 
 from lca.insight.recovery import RecoveryGauge, recovery_gauge
 from lca.insight.review import ReviewConfig, ReviewOutcome, review_hypotheses
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
+from lca.insight.taxonomy import refresh_taxonomy
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
 from lca.memory import MemoryStore
@@ -187,6 +189,7 @@ def integrate(
     records, skipped = insight_records(home, loaded=loaded)
     signatures, report = distill(home, records, signer, rebuild=rebuild, progress=progress)
     signed = [r for r in records if r.id in signatures]
+    refresh_taxonomy(home, records=records)  # the records just signed take the established schemas' tags
     domains: dict[str, int] = {}
     for record in signed:
         domains[record.domain] = domains.get(record.domain, 0) + 1

@@ -25,6 +25,7 @@ from lca.insight.centrality import record_centrality
 from lca.insight.reconcile import INSIGHT_TYPES, MEMBER_PREFIX
 from lca.insight.review import last_review
 from lca.insight.store import SignatureStore, insight_records
+from lca.insight.taxonomy import record_taxonomy
 from lca.ledger import Hypothesis, Ledger
 
 WAITING = ("proposed", "resurfaced")
@@ -107,6 +108,7 @@ def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
     centrality = record_centrality(home) or {}
     item = _item(h, centrality)
     records = {r.id: r for r in insight_records(home)[0]}
+    taxonomy = record_taxonomy(home)
     signed = {row.source: row for row in SignatureStore(home).signatures().values()}
     members = []
     for rid in item.records:
@@ -119,6 +121,7 @@ def insight_detail(home: Path | str, hypothesis: str) -> dict[str, Any]:
                 "signature": row.text if row else None,
                 "signed_by": f"{row.model} ({row.prompt_version})" if row else None,
                 "centrality": centrality.get(rid),
+                "schemas": [t.__dict__ for t in taxonomy.get(rid, ())],  # established schemas covering it
             }
         )
     return {"item": item, "members": members, "history": list(h.history)}

@@ -174,6 +174,17 @@ def split_features(features: Iterable[str]) -> tuple[frozenset[str], frozenset[s
     return cue, features - cue
 
 
+def prediction_for(
+    features: Iterable[str], record_features: frozenset[str], *, config: SchemaGateConfig
+) -> bool | None:
+    """What a schema says of one record: None when the record does not fit its cue (it speaks to other records),
+    else whether the record holds its prediction. Anticipation counts these; a taxonomy tag marks the True ones."""
+    cue, prediction = split_features(features)
+    if not cue or not prediction or len(cue & record_features) / len(cue) < config.cue_share:
+        return None
+    return len(prediction & record_features) / len(prediction) >= config.predict_share
+
+
 def anticipation(
     features: Iterable[str], later: Mapping[str, frozenset[str] | None], *, config: SchemaGateConfig
 ) -> GateResult:
@@ -188,11 +199,10 @@ def anticipation(
         if record_features is None:
             counts["unsigned"] += 1
             continue
-        if len(cue & record_features) / len(cue) < config.cue_share:
-            continue
-        counts["in_scope"] += 1
-        correct = len(prediction & record_features) / len(prediction) >= config.predict_share
-        counts["correct" if correct else "wrong"] += 1
+        said = prediction_for(features, record_features, config=config)
+        if said is not None:
+            counts["in_scope"] += 1
+            counts["correct" if said else "wrong"] += 1
     if not counts["in_scope"]:
         detail = f"no record written since the proposal fits its cue ({counts['later']} later, {counts['unsigned']} unsigned)"
         return GateResult("anticipation", False, None, config.min_anticipation, detail, counts)

@@ -165,6 +165,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     from lca.insight.schema_gates import SchemaGateConfig
     from lca.insight.schemas import establish_schema, measure_schema, propose_schema
+    from lca.insight.taxonomy import refresh_taxonomy
 
     kinds = {
         "propose": "schema_proposed",
@@ -201,9 +202,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
                 approver=args.approver,
                 reason=args.reason,
             )
+        tagged = refresh_taxonomy(home)  # an established schema tags its records now, a deprecated one untags them
         common.show(
             f"schema {schema.id}: {schema.state} (version {schema.version})"
             + (f", over {len(schema.members)} records" if schema.members else "")
+            + (f"; {len(tagged)} record(s) carry an established schema's tag" if tagged else "")
         )
         return 0
 

@@ -141,6 +141,18 @@ def cmd_insights(args: argparse.Namespace) -> int:
                     f"    review {_verdicts(item.review['outcome'], item.review['rule'], item.review['verdicts'])}"
                 )
         return 0
+    if args.action == "taxonomy":
+        from lca.insight.taxonomy import record_taxonomy
+
+        taxonomy = record_taxonomy(home)
+        if args.json:
+            print(json.dumps({rid: [t.__dict__ for t in tags] for rid, tags in taxonomy.items()}, indent=2))
+            return 0
+        if not taxonomy:
+            common.show("no record is covered by an established schema")
+        for rid, tags in sorted(taxonomy.items()):
+            common.show(f"{rid}: " + ", ".join(f"{t.schema} v{t.version} ({t.how})" for t in tags))
+        return 0
     if args.action == "review":
         outcomes = review_store(home, ReviewConfig(rule=args.review_rule), args.id)
         if args.json:
@@ -178,6 +190,8 @@ def cmd_insights(args: argparse.Namespace) -> int:
         central = "-" if member["centrality"] is None else f"{member['centrality']:.2f}"
         common.show(f"  {member['id']} [{member['domain']}] (centrality {central}): {member['text'][:160]}")
         common.show(f"      signature ({member['signed_by']}): {member['signature']}")
+        for tag in member["schemas"]:
+            common.show(f"      schema {tag['schema']} v{tag['version']} ({tag['how']})")
     return 0
 
 
@@ -221,12 +235,13 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     q = sub.add_parser(
         "insights",
         parents=[common_args],
-        help="the integration cycle's review queue: list, show, refute, review",
+        help="the integration cycle's review queue: list, show, refute, review; taxonomy: schema tags",
         description="List the insight candidates waiting for review (--all: every one) with the ledger's recovery "
         "rate, show one with its records, signatures and lens verdicts, refute one (it turns dormant and resurfaces "
-        "only on new evidence), or run the adversarial lenses on the ones due (or on one named).",
+        "only on new evidence), run the adversarial lenses on the ones due (or on one named), or list the records "
+        "established schemas tag (taxonomy).",
     )
-    q.add_argument("action", choices=["list", "show", "refute", "review"])
+    q.add_argument("action", choices=["list", "show", "refute", "review", "taxonomy"])
     q.add_argument("id", nargs="?", help="show, refute: the insight's id; review: one to review again (else all due)")
     q.add_argument("--review-rule", choices=RULES, default="veto", help="review: how the lenses' verdicts combine")
     q.add_argument("--all", action="store_true", help="list: dormant, promoted and held ones too")

@@ -152,8 +152,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         about_history=args.about_history,
         exact_wording=args.exact,
     )
+    from lca.insight.taxonomy import record_taxonomy, tags_of
+
     with common.open_store(args) as substrate:
         result = substrate.recall(context, config=config)
+        taxonomy = record_taxonomy(substrate.home)  # shown beside a memory, never ranked by (lca.insight.taxonomy)
         if args.json:
             print(
                 json.dumps(
@@ -181,6 +184,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                                 "terms": dict(c.terms),
                                 "tokens": c.tokens,
                                 **speakers_set(c),  # who spoke, where a subagent or a peer agent did
+                                **({"schemas": tags} if (tags := tags_of(c.source, taxonomy)) else {}),
                             }
                             for c in result.candidates
                         ],
@@ -215,7 +219,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
                 status = "INJECTED" if c.injected else c.why_not
                 if c.prompt_of:  # brought by the turn it precedes (RecallConfig.exchanges), not by its own rank
                     status += f" (brought by {sources.get(c.prompt_of, c.prompt_of)}, the turn it precedes)"
-                common.show(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}  {status}")
+                tagged = "".join(f" [schema {t}]" for t in tags_of(c.source, taxonomy))
+                common.show(f"{rank:>4} {c.score:>7.3f} {cells}  {c.source}{tagged}  {status}")
         return 0
 
 

@@ -101,3 +101,12 @@ def test_the_queue_shows_each_lens_verdict_and_the_recovery_rate(home, capsys):
     assert "survived (mean:" in capsys.readouterr().out
     assert cli.main(["integrate", "--no-review", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["reviews"] == []
+
+
+def test_the_taxonomy_lists_no_tag_before_a_schema_is_established(home, capsys):
+    assert cli.main(["integrate"]) == 0
+    capsys.readouterr()
+    assert cli.main(["insights", "taxonomy"]) == 0
+    assert "no record is covered by an established schema" in capsys.readouterr().out
+    assert cli.main(["insights", "taxonomy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {}
