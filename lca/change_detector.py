@@ -12,7 +12,8 @@ the words, is structure:
 - **a change said as one**: the new turn marks a change, a decision or a disagreement (a short general lexicon of
   English change and disagreement markers, not phrases of any one data set);
 - **where it was said**: the agent's claim right before the user's disagreeing turn; the same project (a rule of
-  another project is not replaced by this one's); the same speaker returning to a subject.
+  another project is not replaced by this one's); the same speaker returning to a subject (where several people
+  speak as users, one person's turn never replaces another's).
 
 These readings are the features (``FEATURES``) of a small fitted model (``ChangeModel``, ``change_model.json``) whose
 output is the confidence in [0, 1]; recall holds a turn back at or above ``RecallConfig.hold_confidence`` and marks it
@@ -90,6 +91,7 @@ class TurnFacts:
     position: int  # order within the detector's reading
     timestamp: str
     by_user: bool
+    speaker: str | None  # who said it, where a history has several people as users (``author``: LoCoMo's speakers)
     project: str | None
     stems: frozenset[str]  # the whole turn's subject terms (to find candidates)
     statements: tuple[Statement, ...]
@@ -144,6 +146,7 @@ def facts_of(entry: TranscriptEntry, position: int) -> TurnFacts:
         position=position,
         timestamp=entry.timestamp,
         by_user=entry.kind is EntryKind.USER_TURN,
+        speaker=entry.author.strip().lower() if entry.author and entry.author.strip() else None,
         project=str(project) if project else None,
         stems=_subject(text),
         statements=tuple(statement_of(sentence) for sentence in sentences),
@@ -469,12 +472,33 @@ class StructuralChangeDetector:
             adjacent = position == previous
             if old.project and new.project and old.project != new.project:
                 continue  # another project's rule is not replaced by this one's
+            if old.by_user and old.speaker and new.speaker and old.speaker != new.speaker:
+                continue  # one person's plan or preference is not replaced by what another says of their own
             if old.asks or (new.asks and not new.disagrees):
                 continue  # a question states no value, and asking one replaces none
             if not old.by_user and not self._claim_answered(old, new, adjacent=adjacent):
                 continue
             out.append((old, pair_features(old, new, adjacent=adjacent, common=common), adjacent))
         return out
+
+    def _restated_source(self, old: TurnFacts, new: TurnFacts) -> TurnFacts | None:
+        """The user's turn an agent turn acknowledged, when the value ``new`` replaces came from it ("The mock is
+        1 hour 15 minutes" / "OK: 1 hour 15 minutes" / "Sorry, I misread: 1 hour 45"): the replaced statement is the
+        user's, the agent's turn only restates it (recall marks a reply to a replaced turn). None for the agent's
+        own claim: a value the user never said."""
+        if old.by_user or old.position == 0:
+            return None
+        source = self._turns[old.position - 1]
+        if not source.by_user or source.asks or source.session != old.session:
+            return None
+        (old_numbers, old_names), (new_numbers, new_names) = _values(old), _values(new)
+        source_numbers, source_names = _values(source)
+        # the values of the kind the new turn states (a number for a number, a name for a name) it does not repeat:
+        # all of them the user's (the echo added none of its own), else the agent's turn made a claim of its own
+        replaced_numbers = old_numbers - new_numbers if new_numbers else frozenset()
+        replaced_names = old_names - new_names if new_names else frozenset()
+        restated = replaced_numbers <= source_numbers and replaced_names <= source_names
+        return source if restated and (replaced_numbers or replaced_names) else None
 
     def _detect(self, new: TurnFacts) -> list[ReplacementEvent]:
         candidates = self._candidates(new)
@@ -488,6 +512,8 @@ class StructuralChangeDetector:
         if not scored:
             return []
         confidence, old, features, adjacent = max(scored, key=lambda f: (f[0], f[1].position))
+        if (source := self._restated_source(old, new)) is not None:
+            old = source  # the agent echoed the user's value: the user's turn is where the mistake or plan was said
         return [
             ReplacementEvent(
                 kind=kind_of(old, new, adjacent=adjacent),
@@ -500,6 +526,12 @@ class StructuralChangeDetector:
                 at=new.timestamp,
             )
         ]
+
+
+def _values(facts: TurnFacts) -> tuple[frozenset[str], frozenset[str]]:
+    """The numbers and the names a turn states."""
+    numbers = frozenset().union(*(s.numbers for s in facts.statements))
+    return numbers, frozenset().union(*(s.names for s in facts.statements))
 
 
 def labelled_replacement(entry: TranscriptEntry) -> bool:

@@ -49,6 +49,9 @@ class RecallConfig:
     topic_margin: float = 0.02  # how far above the off-topic questions' best reading of the topic a question must be
     turn_supersession: bool = True  # a turn a later event corrected or superseded (labelled or inferred) is held
     # back or marked (lca.events); off: the transcript alone, as if no turn ever replaced another
+    past_tense: bool = True  # a question in the past tense ("when did ...") asks what happened: a turn a later
+    # decision superseded is shown to it, marked, not held; a corrected one stays held (a mistake is not history).
+    # Off: only a question that says it asks about history (RecallContext.about_history) is shown them
     project_filter: bool = False  # a turn said in another project than the one asked in is held back (off: it is
     # shown with the project it was said in, and Q ranks it lower)
     hold_confidence: float = 0.85  # an inferred replacement at or above this holds the turn back (as a label does):
@@ -129,6 +132,7 @@ class RecallConfig:
             "shared_names",
             "small_store_feedback",
             "turn_supersession",
+            "past_tense",
             "project_filter",
             "correction_pairing",
             "exchanges",

@@ -32,6 +32,7 @@ from lca.recall.shown import elsewhere, excerpt, exchange_prompts, item_label, t
 from lca.recall.terms import (
     DEFAULT_AUTHORITY,
     age_days,
+    asks_about_past,
     asks_for_agent_words,
     replies_to_replaced,
     risk_reasons,
@@ -251,6 +252,8 @@ class Recaller:
         as_of_utc = as_utc(as_of)
         stale = replies_to_replaced(self.corrections, self.reply_to, self.agent_turns) if cfg.turn_supersession else {}
         replaced_turns = self.replacements() if cfg.turn_supersession and self.replacements is not None else {}
+        # asked what happened: a decision since superseded is history, shown marked; a corrected turn stays held
+        past = not context.about_history and cfg.past_tense and asks_about_past(context.query)
         agent_risk = 0.0 if asks_for_agent_words(context.query) else cfg.agent_turn_risk
         agent_turns: dict[str, frozenset[str]] = {}  # per session, read once per recall
         agent_ids: set[str] = set()  # the candidates the agent wrote (K), which lend a user's turn their S
@@ -289,13 +292,17 @@ class Recaller:
                 turn = key.split("[", 1)[0]  # events name the turn; a chunk of it shares them
                 counts = experience.get(turn, {}) or experience.get(key, {})
                 # the ledger of explicit events: a turn the user corrected, or a decision a later one replaced
-                superseded = cfg.turn_supersession and bool(counts.get("corrected") or counts.get("superseded"))
+                superseded = cfg.turn_supersession and bool(
+                    counts.get("corrected") or (counts.get("superseded") and not past)
+                )
                 if reps := replaced_turns.get(turn):  # labelled or inferred (lca.events): the header says so
                     rep = next((r for r in reps if r.status == "held"), reps[0])
-                    marker, possibly_replaced = rep.marker(), rep.status != "held" and not superseded
+                    marker = rep.marker()
+                    possibly_replaced = rep.status != "held" and not superseded
+                    possibly_replaced &= not (past and rep.event.kind == "superseded")
                 if (replaced := stale.get(turn)) is not None:  # a reply to a turn an explicit event replaced
                     kinds = experience.get(replaced, {})  # a decision superseded (no detail corrected): filtered
-                    answers_superseded = bool(kinds.get("superseded")) and not kinds.get("corrected")
+                    answers_superseded = bool(kinds.get("superseded")) and not kinds.get("corrected") and not past
                     answers_replaced = not answers_superseded
                 # the agent's own words (K), read where a score can matter: a store ranked whole, or past the floor
                 if agent_risk and (clears or self._store_in_pool) and self.agent_turns and hit.pointer.session_id:

@@ -209,6 +209,25 @@ def asks_for_agent_words(query: str) -> bool:
     return bool(_ASKS_FOR_AGENT_WORDS.search(query))
 
 
+_PAST_TENSE = re.compile(  # the question's finite verb is in the past: a wh-word's clause, or its opening word
+    r"(?:\b(?:who|whom|whose|what|which|when|where|why|how)\b[^?.,;:!]{0,60}?|(?:^|[.?!,;:]\s*))"
+    r"\b(?:did|was|were|had)(?:n't)?\b",
+    re.IGNORECASE,
+)
+_ASKS_OUTCOME = re.compile(  # ... but it asks how things ended up, or what holds now
+    r"\b(?:in the end|end(?:ed|s)? up|finally|eventually|ultimately|settled?|actually|now|currently|these days|"
+    r"at the moment|still|latest|current|final)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_past(query: str) -> bool:
+    """Whether ``query`` is in the past tense ("when did ...", "what was ...") and asks what happened, not what
+    holds now ("which bed did the garlic end up in" asks the outcome). A grammatical reading, not a list of one data
+    set's questions: recall shows a turn a later decision superseded to it, marked (``RecallConfig.past_tense``)."""
+    return bool(_PAST_TENSE.search(query)) and not _ASKS_OUTCOME.search(query)
+
+
 def age_days(timestamp: str | None, as_of_utc: datetime) -> float | None:
     """Days from a stored timestamp to ``as_of_utc`` (None: no time, or one that does not parse)."""
     moment = _moment(timestamp) if timestamp else None

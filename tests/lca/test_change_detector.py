@@ -171,6 +171,30 @@ def test_a_user_disagreeing_with_the_agents_claim_corrects_it():
     assert "disagrees" in event.evidence and "adjacent agent" in event.evidence
 
 
+def test_a_correction_after_the_agent_echoed_the_users_value_replaces_the_users_turn():
+    entries = [
+        turn(
+            "s1", 1, "The Paper 1 mock is in the week of 9 March and it'll be 1 hour 15 minutes.", "2026-03-01T09:00:00"
+        ),
+        turn(
+            "s1",
+            2,
+            "OK: the Paper 1 mock in the week of 9 March, 1 hour 15 minutes.",
+            "2026-03-01T09:00:30",
+            agent=True,
+        ),
+        turn("s1", 3, "Sorry, I misread the spec. It's 1 hour 45 minutes.", "2026-03-01T09:01:00"),
+    ]
+    (event,) = StructuralChangeDetector().observe(entries)
+    assert (event.kind, event.of, event.by) == ("corrected", "s1#s1:1", "s1#s1:3")  # the user's words, not the echo
+    # the agent's own value, never said by the user, stays the agent's (as the pharmacy's closing time above)
+    entries[1] = replace(entries[1], content="OK: the Paper 1 mock in the week of 9 March, 2 hours.")
+    entries[2] = replace(entries[2], content="No, it's 1 hour 15 minutes, as I said.")
+    found = StructuralChangeDetector().observe(entries)
+    assert [(e.of, e.by) for e in found] in ([], [("s1#s1:2", "s1#s1:3")])
+    assert all(e.of != "s1#s1:1" for e in found)
+
+
 def test_a_constant_model_keeps_every_candidate_above_min_confidence_and_none_below():
     entries = history()
     keen = StructuralChangeDetector(model=ChangeModel(init=2.0)).observe(entries)
@@ -206,6 +230,19 @@ def test_another_projects_turn_is_never_a_candidate():
     assert StructuralChangeDetector(model=ChangeModel(init=5.0)).observe(two("alpha", "beta")) == []
     assert pairs(two("alpha", "alpha")) == [("s1#s1:1", "s2#s2:1")]
     assert pairs(two("alpha", None)) == [("s1#s1:1", "s2#s2:1")]  # where it was said is not known: it may be
+
+
+def test_one_speakers_turn_never_replaces_another_speakers():
+    def two(old_speaker, new_speaker):
+        return [
+            turn("s1", 1, BUDGET, "2026-03-01T09:00:00", author=old_speaker),
+            turn("s2", 1, NEW_BUDGET, "2026-03-02T09:00:00", author=new_speaker),
+        ]
+
+    assert pairs(two("Tim", "John")) == []  # two people, each with a budget of their own
+    assert StructuralChangeDetector(model=ChangeModel(init=5.0)).observe(two("Tim", "John")) == []
+    assert pairs(two("Tim", "tim ")) == [("s1#s1:1", "s2#s2:1")]  # the same speaker returning to the subject
+    assert pairs(two(None, "John")) == [("s1#s1:1", "s2#s2:1")]  # who spoke first is not known: it may be
 
 
 def test_a_question_is_never_replaced_and_asking_replaces_nothing():

@@ -470,6 +470,55 @@ def test_recall_holds_the_replaced_turn_back_now_and_shows_it_marked_for_history
     assert header in past.block and "$120" in past.block
 
 
+@pytest.mark.parametrize(
+    "question, past",
+    [
+        ("When did I first set the weekly grocery budget?", True),
+        ("What was my weekly grocery budget at the start?", True),
+        ("What grocery budget did I end up with?", False),  # asks the outcome: what holds now
+        ("What is my weekly grocery budget these days?", False),
+    ],
+)
+def test_a_past_tense_question_sees_a_superseded_turn_marked_and_the_setting_turns_it_off(
+    grocery_store, question, past
+):
+    from lca.recall import RecallConfig, RecallContext
+    from lca.recall.terms import asks_about_past
+
+    assert asks_about_past(question) is past
+    result = grocery_store.recall(RecallContext(question))
+    old = candidate(result, OLD)
+    assert old.marker is not None and "superseded" in old.marker  # shown or not, it says what replaced it
+    assert ("$120" in result.block) is past
+    assert (old.why_not is None) is past
+    off = grocery_store.recall(RecallContext(question), config=RecallConfig(floor=0.05, past_tense=False))
+    assert "$120" not in off.block and "$150" in off.block
+
+
+def test_a_past_tense_question_still_holds_a_corrected_turn(tmp_path):
+    from lca.recall import RecallContext
+
+    entries = [
+        make_entry("s1", 1, "The plumber's quote was $480 for the boiler.", timestamp="2026-03-01T09:00:00"),
+        make_entry("s1", 2, "Noted.", timestamp="2026-03-01T09:00:30", kind=EntryKind.ASSISTANT_TURN),
+        make_entry(
+            "s1",
+            3,
+            "Sorry, I misread it: the plumber's quote for the boiler was $840.",
+            timestamp="2026-03-01T09:02:00",
+            meta={"event": {"type": "correction", "of": "s1#s1:1"}},  # the host's label (the detector reads it at
+            # 0.42 today, under the mark: issue 48)
+        ),
+    ]
+    with substrate(tmp_path) as store:
+        store.append(entries, index=False)
+        store.ingest()
+        assert store.experience.replacement_keys()
+        result = store.recall(RecallContext("What was the plumber's quote for the boiler?"))
+        old = candidate(result, "s1#s1:1")
+        assert not old.injected and "$480" not in result.block and "$840" in result.block
+
+
 def test_recall_without_turn_supersession_neither_holds_nor_marks(grocery_store):
     from lca.recall import RecallConfig, RecallContext
 
