@@ -4,7 +4,7 @@ the hits with their evidence.
 Two ways to the frame (``RetrievalConfig.candidates``). An exact search scores every chunk by BM25 and, up to
 ``z_all_limit`` chunks, ranks them all (z statistics over the store); past it, each side's top ``pool``. A bounded
 search never reads past its candidates: faiss's top ``pool`` chunks (HNSW past ``approximate_threshold``),
-the top ``pool`` of the documents in the query terms' postings (BM25 summed from the postings alone), their
+the top ``pool`` by BM25 read from the query terms' postings (rarest first, pruned: ``SegmentSet.top_scores``), their
 union, and its neighbours when a signal reads them. Fusion and signals then run on that frame alone, so z-score
 fusion standardizes each side over the frame's chunks: every candidate's cosine (from its stored vector where
 faiss did not return it) and every candidate's BM25 (0 outside the postings). When ``pool`` covers the
@@ -199,13 +199,14 @@ def _exact_scores(
 @dataclass(frozen=True)
 class Candidates:
     """What a bounded search generates for one query: each side's answer, read from its own index (faiss's top
-    ``depth`` vectors; the documents in the query terms' postings), the union of each side's top
-    ``pool`` chunks, and the frame it ranks (the union, and its neighbours when a signal reads them)."""
+    ``depth`` vectors; the top of the query terms' postings, ``Bm25LexicalIndex.top_scores``), the union of each
+    side's top ``pool`` chunks, and the frame it ranks (the union, and its neighbours when a signal reads them)."""
 
     dense_positions: np.ndarray  # chunks faiss's answer keys, ascending, with their best cosine
     dense_scores: np.ndarray
-    lexical_positions: np.ndarray  # chunks holding some query term, ascending, with their BM25
+    lexical_positions: np.ndarray  # chunks at or above the ``pool``-th BM25 (ties kept), ascending, with their BM25
     lexical_scores: np.ndarray
+    terms: tuple[int, ...]  # the query's indexed terms
     union: np.ndarray  # each side's top ``pool``: at most twice that many chunks
     frame: np.ndarray  # in chunk-id order
     depth: int  # vectors asked of faiss (three per chunk where chunks own sentence keys)
@@ -219,7 +220,8 @@ def bounded_candidates(
     keep = config.pool
     depth = keep * 3 if index.has_keys() and config.sentences else keep
     dense_at, dense_best = structure.best_of_keys(*index.vectors.search(qvec, depth), keys=config.sentences)
-    rows, scores = index.lexical.posting_scores(index.lexical.query_terms(query))
+    terms = index.lexical.query_terms(query)
+    rows, scores = index.lexical.top_scores(terms, keep)
     at = np.minimum(np.searchsorted(structure.rows, rows), max(len(structure) - 1, 0))
     held = (structure.rows[at] == rows) & (scores > 0) if len(structure) else np.zeros(0, bool)
     lexical_at, lexical_scores = at[held], scores[held].astype(np.float64)
@@ -227,15 +229,17 @@ def bounded_candidates(
         dense_at[_best(dense_best, structure.tiebreak[dense_at], keep)],
         lexical_at[_best(lexical_scores, structure.tiebreak[lexical_at], keep)],
     )
-    return Candidates(dense_at, dense_best, lexical_at, lexical_scores, union, _framed(structure, config, union), depth)
+    frame = _framed(structure, config, union)
+    return Candidates(dense_at, dense_best, lexical_at, lexical_scores, tuple(terms), union, frame, depth)
 
 
 def _bounded_scores(
     index: SearchedStore, structure: StoreStructure, config: RetrievalConfig, qvec: np.ndarray, found: Candidates
 ) -> Scores:
     """The frame of a bounded search and its scores, none read beyond it: a candidate faiss did not return is
-    scored from its stored vector, one in no query term's postings has BM25 0, and a feedback round scores the
-    frame's own vectors (a second faiss search where chunks own sentence keys) and the added terms' postings."""
+    scored from its stored vector, a candidate's BM25 is read from the query terms' postings by binary search (0
+    in none), and a feedback round scores the frame's own vectors (a second faiss search where chunks own sentence
+    keys) and looks up the added terms' postings."""
     positions = found.frame
     keyed = index.has_keys() and config.sentences
     own: list[np.ndarray] = []
@@ -252,10 +256,9 @@ def _bounded_scores(
         return _filled(index, structure, positions, _gather(at, best, positions, np.nan), vector)
 
     def lexical_at(terms: list[int]) -> np.ndarray:
-        rows, scores = index.lexical.posting_scores(terms)
-        return _gather(rows, scores.astype(np.float64), structure.rows[positions], 0.0)
+        return index.lexical.scores_of_rows(terms, structure.rows[positions]).astype(np.float64)
 
-    return positions, dense_of, _gather(found.lexical_positions, found.lexical_scores, positions, 0.0), lexical_at
+    return positions, dense_of, lexical_at(list(found.terms)), lexical_at
 
 
 def _framed(structure: StoreStructure, config: RetrievalConfig, chosen: np.ndarray) -> np.ndarray:

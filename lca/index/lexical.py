@@ -238,13 +238,24 @@ class Bm25LexicalIndex:
             return np.zeros(len(self.rows_), dtype=np.float32)
         return self.segments_.scores(terms, self.k1, self.b)
 
-    def posting_scores(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, BM25) of the documents holding some of these term ids, rows ascending: ``term_scores`` read from
-        the terms' postings alone (``SegmentSet.posting_scores``), what a bounded search ranks its BM25 side by."""
-        if not len(self) or not terms:
+    def top_scores(self, terms: Sequence[int], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, ascending, and BM25) of the documents scoring at least the ``n``-th best positive score for these
+        term ids, ties included, without scoring the rest (``SegmentSet.top_scores``): a bounded search's BM25 side."""
+        if not len(self) or not terms or n <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        live, scores = self.segments_.posting_scores(terms, self.k1, self.b)
+        live, scores = self.segments_.top_scores(terms, self.k1, self.b, n)
         return self.rows_[live], scores
+
+    def scores_of_rows(self, terms: Sequence[int], rows: np.ndarray) -> np.ndarray:
+        """``term_scores`` of the documents at some rows (0 for a row it does not hold), from the postings alone."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float32)
+        if not len(self) or not terms or not len(rows):
+            return out
+        at = np.minimum(np.searchsorted(self.rows_, rows), len(self) - 1)
+        held = self.rows_[at] == rows
+        out[held] = self.segments_.scores_at(terms, self.k1, self.b, at[held])
+        return out
 
     @property
     def _valid_ids(self) -> set[int]:

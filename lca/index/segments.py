@@ -37,6 +37,7 @@ COUNT_MAX = int(np.iinfo(np.uint16).max)
 EMPTY_POSTINGS = (np.zeros(0, np.int32), np.zeros(0, np.uint16))
 MAIN_SHARE = 0.125  # the small segments are merged into the first once they hold this share of its documents
 WEIGHTS_KEPT = 1_000_000  # term weights kept per index state across queries, in postings (12 bytes each)
+DENSE_SHARE = 4  # ``top_scores`` scores every document once the postings it read pass 1 / this of them
 
 
 def segment_name() -> str:
@@ -272,36 +273,73 @@ class SegmentSet:
         each time: bm25s's arithmetic over the corpus-wide statistics."""
         out = np.zeros(int(self.offsets[-1]), dtype=np.float32)
         for term in terms:
-            for slots, weights in self._weights_of(term, k1, b):
-                out[slots] += weights  # one posting per document and term: no repeated slot
+            slots, weights = self._weights_of(term, k1, b)
+            out[slots] += weights  # one posting per document and term: no repeated slot
         self._forget_weights()
         return out if self.live_slots is None else out[self.live_slots]
 
-    def posting_scores(self, terms: Sequence[int], k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
-        """(live positions, BM25) of the live documents holding some query term, positions ascending (``rows``
-        order): ``scores`` without an array over every document, so a query costs its terms' postings, not the
-        store. Each score is the one ``scores`` gives, summed in the same order (bit-equal)."""
-        found = [self._weights_of(term, k1, b) for term in terms]
-        slots = [s for parts in found for s, _ in parts]
-        if not slots:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        held = np.unique(np.concatenate(slots))
-        out = np.zeros(len(held), dtype=np.float32)
-        for parts in found:  # in the query's order, as ``scores`` adds them
-            for slot, weights in parts:
-                out[np.searchsorted(held, slot)] += weights
+    def scores_at(self, terms: Sequence[int], k1: float, b: float, positions: np.ndarray) -> np.ndarray:
+        """``scores`` at some live positions, bit-equal (the same float32 sums in the query's order), each
+        term's weight found in its postings by binary search: the cost follows the positions, not the store."""
+        slots = self._slots_of(np.asarray(positions, dtype=np.int64))
+        out = np.zeros(len(slots), dtype=np.float32)
+        for term in terms:
+            held, weights = self._weights_of(term, k1, b)
+            if len(held) and len(slots):
+                at = np.minimum(np.searchsorted(held, slots), len(held) - 1)
+                hit = held[at] == slots
+                out[hit] += weights[at[hit]]
         self._forget_weights()
-        live = held if self.live_slots is None else np.searchsorted(self.live_slots, held)
-        return live, out
+        return out
 
-    def _weights_of(self, term: int, k1: float, b: float) -> list[tuple[np.ndarray, np.ndarray]]:
-        """One term's (slots, weights) per segment, kept across queries (``WEIGHTS_KEPT`` postings at most)."""
+    def top_scores(self, terms: Sequence[int], k1: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(live positions, ascending, and BM25) of every document scoring at least the ``n``-th best positive score
+        (ties at it included), as ``scores`` ranks them, without scoring the rest (MaxScore; Turtle and Flood 1995).
+        The rarest terms' postings are read first; a document in none of them scores at most the other terms'
+        largest weights summed, so once ``n`` documents read score above that, no document unread can enter the top
+        ``n``, and only the documents read that still could are scored in full. A query whose rare terms alone
+        hold more postings than a ``DENSE_SHARE``-th of the store's documents is scored whole (``scores``): sorting
+        that many postings costs more than adding them into an array over the store."""
+        counts: dict[int, int] = {}
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+        postings = {term: self._weights_of(term, k1, b) for term in counts}
+        bound = {t: counts[t] * float(w.max()) if len(w) else 0.0 for t, (_, w) in postings.items()}
+        order = sorted(counts, key=lambda t: (len(postings[t][0]), t))  # rarest first
+        documents = len(self.rows)
+        read: list[int] = []
+        held = 0  # postings read
+        for i, term in enumerate(order):
+            read.append(term)
+            held += len(postings[term][0])
+            rest = sum(bound[t] for t in order[i + 1 :]) * (1 + 1e-5)  # float32 sums round: a margin
+            if held * DENSE_SHARE > documents:
+                return _at_least_nth(np.arange(documents), self.scores(terms, k1, b), n)
+            if rest > 0 and (held < n or sum(bound[t] for t in read) <= rest):
+                continue  # fewer than n documents read, or none of them can score above an unread one yet
+            slots, partial = _summed([postings[t] for t in read], [counts[t] for t in read])
+            if len(slots) < n and rest > 0:
+                continue
+            floor = np.partition(partial, len(partial) - n)[len(partial) - n] if len(partial) >= n else 0.0
+            floor *= 1 - 1e-5  # the read terms' float64 sums bound the float32 scores from below, up to rounding
+            if rest > 0 and rest >= floor:
+                continue  # a document no read term holds could still reach the top n
+            can = slots[partial + rest >= floor] if rest > 0 else slots
+            positions = can if self.live_slots is None else np.searchsorted(self.live_slots, can)
+            return _at_least_nth(positions, self.scores_at(terms, k1, b, positions), n)
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+    def _slots_of(self, positions: np.ndarray) -> np.ndarray:
+        return positions if self.live_slots is None else self.live_slots[positions]
+
+    def _weights_of(self, term: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """One term's (slots, ascending, and weights), kept across queries (``WEIGHTS_KEPT`` postings at most)."""
         weighed = self._memo.setdefault("weights", {})
         key = (term, k1, b)
         found = weighed.get(key)
         if found is None:
             found = weighed[key] = self._term_weights(term, k1, b)
-            self._memo["postings"] = self._memo.get("postings", 0) + sum(len(s) for s, _ in found)
+            self._memo["postings"] = self._memo.get("postings", 0) + len(found[0])
         return found
 
     def _forget_weights(self) -> None:
@@ -321,8 +359,8 @@ class SegmentSet:
             ]
         return self._memo[key]
 
-    def _term_weights(self, term: int, k1: float, b: float) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(slots, float32 weights) of one term in the live documents holding it, per segment holding it."""
+    def _term_weights(self, term: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, ascending, and float32 weights) of one term in the live documents holding it."""
         found = []
         for offset, segment, alive, norm in self._norms(k1, b):
             docs, tf = segment.postings(term)
@@ -333,15 +371,37 @@ class SegmentSet:
                 found.append((docs + np.int64(offset), tf, norm[docs]))
         df = sum(len(docs) for docs, _, _ in found)
         if not df:
-            return []
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
         idf = float(np.float32(math.log(1 + (len(self.rows) - df + 0.5) / (df + 0.5))))  # bm25s keeps it in float32
         out = []
-        for slots, tf, norm in found:
+        for _, tf, norm in found:
             tf64 = tf.astype(np.float64)
             weights = tf64 / (norm + tf64)  # bm25s's _score_tfc_robertson
             weights *= idf
-            out.append((slots, weights.astype(np.float32)))
-        return out
+            out.append(weights.astype(np.float32))
+        return np.concatenate([slots for slots, _, _ in found]), np.concatenate(out)
+
+
+def _summed(postings: Sequence[tuple[np.ndarray, np.ndarray]], counts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct slots, ascending, and the sum of their weights, each term ``count`` times, in float64) over some
+    terms' postings: a lower bound of each document's score, for ``top_scores`` to prune with."""
+    slots = np.concatenate([s for s, _ in postings])
+    weights = np.concatenate([w.astype(np.float64) * c for (_, w), c in zip(postings, counts)])
+    order = np.argsort(slots, kind="stable")
+    slots, weights = slots[order], weights[order]
+    starts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]]) if len(slots) else np.zeros(0, np.int64)
+    return slots[starts], np.add.reduceat(weights, starts) if len(starts) else np.zeros(0)
+
+
+def _at_least_nth(positions: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions whose score is positive and at least the ``n``-th best (every tie at it kept)."""
+    keep = scores > 0
+    positions, scores = positions[keep], scores[keep]
+    if len(scores) > n:
+        nth = np.partition(scores, len(scores) - n)[len(scores) - n]
+        keep = scores >= nth
+        positions, scores = positions[keep], scores[keep]
+    return positions, scores
 
 
 def merge_due(state: SegmentSet) -> SegmentSet:

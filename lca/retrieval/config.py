@@ -57,7 +57,8 @@ class RetrievalConfig:
     # switch), then ranked as ``z_scope`` says; bounded: each side's top ``pool`` read from its index (faiss, the
     # query terms' postings) and their union ranked alone (``lca.index.hybrid``); auto: bounded where exact search
     # would rank that pool anyway (``lca.index.frames.bounded_search``: the same list, cheaper) from
-    bounded_from: int = 1_000  # ... this many chunks (``lca bench index``'s search_modes measure the switch)
+    bounded_from: int = 100_000  # ... this many chunks: bounded was slower at every size ``lca bench index``'s
+    # search_modes measured (up to 11,211 chunks, docs/index.md); its ``bounded_faster_from`` is where to set it
     sentences: bool = True  # a chunk scores as its best dense key: its text or, where the store keeps them
     # (``sentence_keys``), one of its sentences; off: its own text only
     sentence_keys: bool = False  # the store keeps each sentence of a multi-sentence chunk as an extra dense key

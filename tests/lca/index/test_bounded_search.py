@@ -41,18 +41,30 @@ def ids(hits) -> list[str]:
     return [h.chunk_id for h in hits]
 
 
-def test_posting_scores_are_the_full_scores_of_the_documents_holding_a_query_term():
+def test_bm25_from_the_postings_is_the_full_scores_top_and_lookups():
+    """The BM25 side of a bounded search, against every document's scores: the top n with every tie at the n-th
+    (pruned by MaxScore or not), and lookups at some rows, bit-equal, dead documents left out."""
+    rng = random.Random(3)
+    words = [f"t{n}" for n in range(60)]
+    weights = [1 / (n + 1) for n in range(len(words))]
+    texts = [" ".join(rng.choices(words, weights, k=rng.randint(3, 12))) for _ in range(600)]
     index = Bm25LexicalIndex()
-    texts = ["the red kayak", "a blue kayak on the lake", "tax forms", "red red wine", "lake house by the lake"]
-    index.build(range(len(texts)), texts, "g1")
-    index.append([10, 11], ["kayak trip to the red lake", "chess club"])
-    index.remove([1])  # a dead document is in no posting and no statistic
-    terms = index.query_terms("red kayak lake lake")
-    rows, scores = index.posting_scores(terms)
-    full = index.term_scores(terms)
-    assert rows.tolist() == index.rows_[full > 0].tolist() == [0, 3, 4, 10]
-    assert np.array_equal(scores, full[full > 0])  # bit-equal: the same float32 sums in the same order
-    assert index.posting_scores([])[0].size == 0
+    index.build(range(500), texts[:500], "g1")
+    index.append(range(500, 600), texts[500:])
+    index.remove(list(range(0, 600, 7)))  # dead documents are in no posting and no statistic
+    for _ in range(60):
+        terms = index.query_terms(" ".join(rng.choices(words, k=rng.randint(1, 6))))
+        full = index.term_scores(terms)
+        for n in (1, 5, 20, 1000):
+            rows, scores = index.top_scores(terms, n)
+            positive = np.sort(full[full > 0])[::-1]
+            nth = positive[min(n, len(positive)) - 1] if len(positive) else np.inf
+            expected = (full > 0) & (full >= nth)
+            assert rows.tolist() == index.rows_[expected].tolist() and np.array_equal(scores, full[expected])
+        some = np.asarray(rng.sample(range(650), 40))  # rows past the index and dead ones read as 0
+        by_row = dict(zip(index.rows_.tolist(), full.tolist()))
+        assert index.scores_of_rows(terms, some).tolist() == [by_row.get(r, 0.0) for r in some.tolist()]
+    assert index.top_scores([], 5)[0].size == 0
 
 
 @pytest.mark.parametrize(
@@ -69,10 +81,12 @@ def test_bounded_search_is_the_exact_ranking_when_its_depth_covers_the_store(tmp
 def test_auto_is_bounded_only_where_exact_search_ranks_the_pool_and_from_bounded_from(tmp_path):
     """auto never changes a ranking: it bounds a search where exact search would rank each side's pool anyway (past
     ``z_all_limit``, or under rrf), and only from ``bounded_from`` chunks."""
-    assert not bounded_search(RetrievalConfig(), 5_000, False)  # exact ranks the whole store: so does auto
-    assert bounded_search(RetrievalConfig(), 10_001, False) and bounded_search(RetrievalConfig(), 5_000, True)
-    assert not bounded_search(RetrievalConfig(fusion="rrf"), 999, False)
-    assert bounded_search(RetrievalConfig(fusion="rrf"), 1_000, False)
+    switch = RetrievalConfig(bounded_from=1_000)
+    assert not bounded_search(switch, 5_000, False)  # exact ranks the whole store: so does auto
+    assert bounded_search(switch, 10_001, False) and bounded_search(switch, 5_000, True)
+    assert not bounded_search(replace(switch, fusion="rrf"), 999, False)
+    assert bounded_search(replace(switch, fusion="rrf"), 1_000, False)
+    assert not bounded_search(RetrievalConfig(), 99_999, True) and bounded_search(RetrievalConfig(), 100_000, True)
     assert not bounded_search(RetrievalConfig(candidates="exact"), 10**6, True)
     assert bounded_search(RetrievalConfig(candidates="bounded"), 1, False)
     with fixture_store(tmp_path) as s:
