@@ -446,6 +446,12 @@ FIGURES = {
             ("probes-unlabelled-blind-v2.json",),
             lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-blind-v2.json"),
         ),
+        Figure("events-blind-v3", ("events-blind-v3.json",), lambda r: _docs_events(r, "events-blind-v3.json")),
+        Figure(
+            "probes-unlabelled-blind-v3",
+            ("probes-unlabelled-blind-v3.json",),
+            lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-blind-v3.json"),
+        ),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure("imprinting", ("imprinting.json",), _docs_imprinting),
