@@ -9,9 +9,11 @@ Handoffs that rest on a forgotten turn (they cite it, or repeat it) are tombston
 What rested on the removed text is dropped or derived again: memory files citing it or holding it (with their
 archived versions) are deleted; every JSON record under ``logs/`` (the recall log's compacted segments too),
 ``events/``, ``consolidation/`` and ``proposals/`` has each string that holds it replaced by ``[FORGOTTEN]``
-(the record stays, so the ledger still replays); quarantined raw lines holding it are deleted; and the index is
-rebuilt from the rewritten transcript (``Substrate.reindex``), so the catalog, faiss, BM25 and the hash chains
-hold only what remains. A bundle exported afterwards carries the tombstones only.
+(the record stays, so the ledger still replays); the insight engine's data resting on a removed memory file is
+dropped or derived again (``lca.insight.forgotten``: its signature, centrality, taxonomy tags, the ledger's member
+lists through one appended event, cycle reports naming it); quarantined raw lines holding it are deleted; and the
+index is rebuilt from the rewritten transcript (``Substrate.reindex``), so the catalog, faiss, BM25 and the hash
+chains hold only what remains. A bundle exported afterwards carries the tombstones only.
 
 "Holds it" is decided by fingerprints, not by the text: each five-word window of the removed text (lower-cased
 words) is hashed, and a string holding any of them holds it; a text of three or four words is one window, and
@@ -36,14 +38,15 @@ from typing import Any
 from lca.authority import read_authority
 from lca.errors import LCAError
 from lca.fileio import atomic_write_bytes, fsync_dir, refuse_link
+from lca.insight.forgotten import FORGOTTEN, InsightForgetting, forget_records
+from lca.insight.forgotten import plan as insight_plan
 from lca.layout import StoreLayout
 from lca.transcript import encode_entry
 from lca.types import SESSION_KEY, EntryKind, HealthCheck, HealthStatus, TranscriptEntry, as_utc, canonical_json
 
-FORGOTTEN = "[FORGOTTEN]"
 WINDOW = 5
 _WORD = re.compile(r"\w+", re.UNICODE)
-DERIVED_FOLDERS = ("logs", "events", "consolidation", "proposals")
+DERIVED_FOLDERS = ("logs", "events", "consolidation", "proposals", "insight")
 FINGERPRINTS = "forgotten.jsonl"  # under events/
 
 
@@ -113,6 +116,7 @@ class ForgetReport:
     quarantined_lines_removed: int = 0
     dry_run: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    insight: InsightForgetting | None = None  # the insight engine's files and ledger entries it changed (would change)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +127,7 @@ class ForgetReport:
             "derived_files_rewritten": list(self.derived_files_rewritten),
             "quarantined_lines_removed": self.quarantined_lines_removed,
             "notes": list(self.notes),
+            "insight": self.insight.to_dict() if self.insight is not None else None,
         }
 
 
@@ -367,7 +372,9 @@ def forget(
         for s in stones
     )
     if dry_run:
-        return ForgetReport(summary, dry_run=True)
+        resting = tuple(_resting_memories(substrate, keys, prints))
+        plan = insight_plan(layout.root, resting, prints.holds)
+        return ForgetReport(summary, memory_files_removed=resting, dry_run=True, insight=plan)
     with substrate.writer_lock():
         for session_id in sorted({s.session_id for s in stones}):
             _rewrite_session(substrate.transcript.session_path(session_id), {s.id: s for s in stones}, prints)
@@ -377,8 +384,9 @@ def forget(
             p.relative_to(layout.root).as_posix() for p in _derived_files(layout) if _rewrite_derived(p, prints)
         ]
         quarantined = _remove_quarantined(layout, prints)
+        insight = forget_records(layout.root, removed, prints.holds, by=by, why=why)
     substrate.reindex()
-    return ForgetReport(summary, tuple(removed), tuple(rewritten), quarantined)
+    return ForgetReport(summary, tuple(removed), tuple(rewritten), quarantined, insight=insight)
 
 
 def _rewrite_session(path: Path, stones: dict[str, TranscriptEntry], prints: Prints) -> None:
@@ -420,16 +428,21 @@ def _record_fingerprints(layout: StoreLayout, entries: Iterable[TranscriptEntry]
             handle.write(json.dumps({"at": at, "window": size, **found}) + "\n")
 
 
+def _resting_memories(substrate: Any, keys: set[str], prints: Prints) -> Iterator[str]:
+    """The memory files that cite a forgotten turn or hold its text, by id."""
+    for memory_id, memory in substrate.memory_files().items():
+        cited = {f"{s.session}#{e}" for s in memory.record.sources for e in (*s.entries, s.first, s.last) if e}
+        if cited & keys or (memory.path.is_file() and _holds_file(memory.path, prints)):
+            yield memory_id
+
+
 def _remove_memory(substrate: Any, keys: set[str], prints: Prints) -> list[str]:
     """Memory files that cite a forgotten turn or hold its text, with their archived versions."""
     layout: StoreLayout = substrate.layout
-    removed = []
-    for memory_id, memory in substrate.memory_files().items():
-        cited = {f"{s.session}#{e}" for s in memory.record.sources for e in (*s.entries, s.first, s.last) if e}
-        path = memory.path
-        if cited & keys or (path.is_file() and _holds_file(path, prints)):
-            path.unlink(missing_ok=True)
-            removed.append(memory_id)
+    files = substrate.memory_files()
+    removed = list(_resting_memories(substrate, keys, prints))
+    for memory_id in removed:
+        files[memory_id].path.unlink(missing_ok=True)
     for folder in (layout.memory, layout.archive / "memory"):
         if not folder.is_dir():
             continue

@@ -47,6 +47,7 @@ OTHER_EVENTS = (
     "event_inferred",
     "event_confirmed",
     "event_rejected",
+    "records_forgotten",  # lca.forget removed these memory records: replay drops them from every member list
 )
 EVENT_KINDS = HYPOTHESIS_EVENTS + SCHEMA_EVENTS + OTHER_EVENTS
 
@@ -403,6 +404,18 @@ class Ledger:
         return self.state().schemas[schema_id]
 
 
+def _forget_records(state: LearnedState, records: frozenset[str]) -> None:
+    """Forgetting is recorded, not rewritten: the earlier events stay, and from here on no hypothesis or schema
+    counts a forgotten record among its members (a hypothesis names it ``record:<id>``, a schema by its id)."""
+    named = frozenset("record:" + r for r in records)  # a bare word among a fact's key terms is not the record
+    for h in state.hypotheses.values():
+        h.members = h.members - named
+    for s in state.schemas.values():
+        s.members = tuple(m for m in s.members if m not in records)
+    for record in records:
+        state.memories.pop(record, None)
+
+
 def apply_event(state: LearnedState, event: LedgerEvent) -> None:
     """One step of the replay. Unknown kinds are an error: a log is never half-understood."""
     state.events += 1
@@ -471,5 +484,7 @@ def apply_event(state: LearnedState, event: LedgerEvent) -> None:
         state.cycles.append({"cycle": subject, "at": event.at, **d})
     elif kind in ("event_inferred", "event_confirmed", "event_rejected"):
         state.replacement_events.setdefault(subject, []).append(entry)
+    elif kind == "records_forgotten":
+        _forget_records(state, frozenset(d.get("records") or ()))
     else:
         raise RecordFormatError(f"unknown ledger event {kind!r}")

@@ -304,6 +304,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
         common.show(f"store {substrate.home}: {verb} {len(report.tombstones)} entr(y/ies)")
         for stone in report.tombstones:
             common.show(f"  {stone['session']}#{stone['entry']}  sha256 {stone['removed_sha256'][:16]}")
+        if report.dry_run and report.memory_files_removed:
+            common.show(f"  memory files it would remove: {', '.join(report.memory_files_removed)}")
+        if report.insight is not None and (report.insight.files or report.insight.hypotheses or report.insight.schemas):
+            verb_files = "would rewrite" if report.dry_run else "rewritten"
+            common.show(f"  insight files {verb_files}: {', '.join(report.insight.files) or 'none'}")
+            named = [*report.insight.hypotheses, *report.insight.schemas]
+            common.show(f"  ledger entries losing a member: {', '.join(named) or 'none'}")
         if not report.dry_run:
             common.show(
                 f"  memory files removed: {len(report.memory_files_removed)}; derived files rewritten: "
