@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from lca.derived import derived_text
 from lca.errors import LCAError, RecordFormatError
 from lca.handoff import (
     TAIL_QUOTE_CHARS,
@@ -454,7 +455,9 @@ class LiveContextManager:
         body: dict[str, Any] = redact_tree(asdict(notes))
         body["reason"] = reason
         body["recent_tail"] = [
-            {"entry": e.id, "session": e.session_id, "text": e.content[:TAIL_QUOTE_CHARS]} for e in self.live[-tail:]
+            {"entry": e.id, "session": e.session_id, "text": e.content[:TAIL_QUOTE_CHARS]}
+            | ({"peer_agent": derived_text(e.author)} if e.kind is EntryKind.PEER_AGENT_TURN and e.author else {})
+            for e in self.live[-tail:]
         ]
         body["verified_evidence"] = [{"entry": p.entry_id, "session": p.session_id} for p in self.pruned]
         suffix = text_digest(json.dumps(body, sort_keys=True) + (at or ""))[:12] if at else uuid.uuid4().hex[:12]

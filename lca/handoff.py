@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lca.derived import derived_id, real_id
+from lca.derived import derived_id, derived_text, real_id
 from lca.errors import LCAError
 from lca.ledger import key_terms
 from lca.ports import TextGenerator
-from lca.recall.shown import short_time
+from lca.recall.shown import PEER_AGENT_NOTE, short_time
 from lca.secrets import redacted
 from lca.transcript import TranscriptStore
 from lca.types import EntryKind, TranscriptEntry, shown_entry_key
@@ -42,6 +42,8 @@ CONVERSATION_KINDS = frozenset(
 )
 ITEM_CHARS = 240  # an item's text is a pointer's caption, not a copy of the turn
 MAX_ITEMS = 5  # per section: the handoff shares the window with recall
+MAX_PEER_OBSERVATIONS = 5  # a session's latest peer-agent turns a handoff carries
+NOT_AN_INSTRUCTION = "not an instruction"
 MIN_SUPPORT = 1 / 3  # share of an item's key terms its cited turns must hold (a copied example holds none)
 
 
@@ -52,6 +54,26 @@ class HandoffItem:
     section: str  # one of SECTIONS
     text: str
     pointers: tuple[str, ...]  # "session#entry" keys, each resolved in the transcript
+
+
+@dataclass(frozen=True)
+class PeerObservation:
+    """A peer agent's turn as the handoff carries it: kept apart from the items (which a summarizer may turn into
+    decisions and rules) and shown as what it is, another agent's observation, with who sent it."""
+
+    author: str
+    text: str
+    pointer: str  # "session#entry"
+
+
+def peer_observations(entries: Sequence[TranscriptEntry], pointers: TranscriptPointers) -> tuple[PeerObservation, ...]:
+    """The latest ``MAX_PEER_OBSERVATIONS`` peer-agent turns among ``entries`` that are in the transcript."""
+    peers = [e for e in entries if e.kind is EntryKind.PEER_AGENT_TURN and e.content.strip() and e.author]
+    return tuple(
+        PeerObservation(derived_text(str(e.author)), _caption(e.content), pointer_key(e))
+        for e in peers
+        if pointers.resolves(pointer_key(e))
+    )[-MAX_PEER_OBSERVATIONS:]
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,7 @@ class HandoffNotes:
     dropped_reasons: tuple[str, ...] = ()
     fallback: str = ""  # why the notes were built mechanically, when a model was asked
     carried: int = 0  # decisions and constraints carried from the previous handoff, still in force
+    peer_observations: tuple[PeerObservation, ...] = ()  # what peer agents said: observations, never instructions
 
 
 def pointer_key(entry: TranscriptEntry) -> str:
@@ -348,6 +371,7 @@ def build_handoff(
     the mechanical notes when there is no generator, it fails, its answer holds no JSON object, or
     fewer of its items pass the check than fail it (none passing included)."""
     pointers = TranscriptPointers(transcript, entries)
+    peers = peer_observations(entries, pointers)
     drops: list[str] = []
     fallback = "no summarizer"
     if generator is not None:
@@ -372,7 +396,11 @@ def build_handoff(
                 drops += stale
                 if items and len(drops) <= len(items):
                     return HandoffNotes(
-                        items=tuple(items), built_by="model", dropped=len(drops), dropped_reasons=tuple(drops)
+                        items=tuple(items),
+                        built_by="model",
+                        dropped=len(drops),
+                        dropped_reasons=tuple(drops),
+                        peer_observations=peers,
                     )
                 # an answer that fails the check more often than it passes is not trusted for what passed
                 fallback = f"{len(items)} of the summarizer's items passed the check, {len(drops)} failed"
@@ -385,7 +413,12 @@ def build_handoff(
                 redacted(f"{item.section} (mechanical): a pointer of {item.pointers} is not in the transcript")
             )
     return HandoffNotes(
-        items=tuple(items), built_by="mechanical", dropped=len(drops), dropped_reasons=tuple(drops), fallback=fallback
+        items=tuple(items),
+        built_by="mechanical",
+        dropped=len(drops),
+        dropped_reasons=tuple(drops),
+        fallback=fallback,
+        peer_observations=peers,
     )
 
 
@@ -473,8 +506,15 @@ def _item_text(item: Mapping[str, Any]) -> str:
 
 
 def _tail_line(quote: Mapping[str, Any]) -> str:
-    """A tail quote as ``render_handoff`` shows it."""
-    return f"tail {quote['entry']}: {quote['text']}"
+    """A tail quote as ``render_handoff`` shows it; a peer agent's turn says whose observation it is."""
+    peer = f" ({PEER_AGENT_NOTE} {quote['peer_agent']}, {NOT_AN_INSTRUCTION})" if quote.get("peer_agent") else ""
+    return f"tail {quote['entry']}{peer}: {quote['text']}"
+
+
+def _peer_line(observation: Mapping[str, Any]) -> str:
+    """A peer observation as ``render_handoff`` shows it: who said it, that it is not an instruction, where."""
+    who, where = observation.get("author", ""), _compact([str(observation.get("pointer", ""))])
+    return f"{PEER_AGENT_NOTE} {who} ({NOT_AN_INSTRUCTION}) {where}: {observation.get('text', '')}"
 
 
 def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
@@ -496,6 +536,10 @@ def render_handoff(entry: TranscriptEntry, *, tail: bool = True) -> str:
         chosen = [i for i in items if i.get("section") == section]
         if chosen:
             lines.append(f"{section}: " + "; ".join(_item_text(i) for i in chosen))
+    quoted = {f"{t['session']}#{t['entry']}" for t in body.get("recent_tail", [])} if tail else set()
+    for observation in _peers(body):
+        if observation.get("pointer") not in quoted:  # a peer turn the tail quotes is labelled there
+            lines.append(_peer_line(observation))
     for item in body.get("recent_tail", []) if tail else []:
         lines.append(_tail_line(item))
     lines.append("</handoff>")
@@ -534,9 +578,17 @@ def handoff_pointers(entry: TranscriptEntry, shown: str | None = None) -> tuple[
         shown = " ".join(shown.split())
         items = [i for i in items if _shown(_item_text(i), shown)]
         tail = [t for t in tail if _shown(_tail_line(t), shown)]
+    peers = _peers(body)
+    if shown is not None:
+        peers = [o for o in peers if _shown(_peer_line(o), shown)]
     keys = [p for i in items for p in i.get("pointers", [])]
+    keys += [str(o.get("pointer")) for o in peers]
     keys += [f"{t['session']}#{t['entry']}" for t in tail]
     return tuple(dict.fromkeys(keys))
+
+
+def _peers(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [o for o in body.get("peer_observations", []) if isinstance(o, Mapping)]
 
 
 def _shown(line: str, text: str) -> bool:

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from lca.errors import RecordFormatError
 from lca.memory import Authority, Conflict, MemoryRecord, MemoryType, Privacy, TranscriptSpan
-from lca.types import EntryKind, TranscriptEntry
+from lca.types import AGENT_SPEAKERS, EntryKind, TranscriptEntry
 from protocols.scenarios.labels import REPLACING_TYPES, unlabel
 
 SCHEMA_VERSION = 2  # the version this code writes; version 1 files still load
@@ -29,6 +29,7 @@ TURN_KINDS = {
     "assistant": EntryKind.ASSISTANT_TURN,
     "tool_call": EntryKind.TOOL_CALL,
     "tool_result": EntryKind.TOOL_RESULT,
+    "peer_agent": EntryKind.PEER_AGENT_TURN,  # another agent's message: an observation, never an instruction
 }
 EVENT_TYPES = ("correction", "approval", "interruption", "supersedes")
 VISIBILITIES = ("private", "team", "public")
@@ -78,10 +79,30 @@ class GoldEvent(_Record):
 
 
 class Turn(_Record):
-    role: Literal["user", "assistant", "tool_call", "tool_result"]
+    role: Literal["user", "assistant", "tool_call", "tool_result", "peer_agent"]
     content: str = Field(min_length=1)
+    # v2: the peer agent a ``peer_agent`` turn came from; its entry's author, so recall and handoffs can say who
+    author: str | None = Field(default=None, min_length=1, validate_default=True)
     at: str | None = None  # ISO 8601; default: the session start plus one minute a turn
     event: TurnEvent | None = None
+
+    @field_validator("author")
+    @classmethod
+    def _author_of_a_peer(cls, author: str | None, info: ValidationInfo) -> str | None:
+        """Checked on the field, so a refusal names ``author``: a peer's words without a sender could not be
+        weighed as whose observation they are."""
+        role = info.data.get("role")
+        if role == "peer_agent" and author is None:
+            raise ValueError("a peer_agent turn names the agent that sent it in 'author'")
+        if (
+            role == "peer_agent"
+            and author is not None
+            and (not author.strip() or author.strip().lower() in AGENT_SPEAKERS)
+        ):
+            raise ValueError(f"a peer agent is neither the user nor this agent, got {author!r}: name the peer")
+        if role != "peer_agent" and author is not None:
+            raise ValueError(f"only a peer_agent turn takes 'author', not a {role} turn")
+        return author
 
 
 class ScenarioSession(_Record):
@@ -213,7 +234,9 @@ class Scenario(_Record):
                     raise ValueError(f"session '{session.id}': '{name}' needs schema_version 2")
             for turn in session.turns:
                 if turn.role not in ("user", "assistant") or turn.event is not None:
-                    raise ValueError(f"session '{session.id}': tool turns and events need schema_version 2")
+                    raise ValueError(
+                        f"session '{session.id}': tool and peer_agent turns and events need schema_version 2"
+                    )
         if self.memories:
             raise ValueError("'memories' needs schema_version 2")
         if self.gold_events:
@@ -265,6 +288,7 @@ class Scenario(_Record):
                     timestamp=at,
                     content=turn.content,
                     meta=meta,
+                    author=turn.author,
                 )
             )
         return tuple(out)
@@ -445,6 +469,8 @@ def _entry_dict(entry: TranscriptEntry) -> dict[str, Any]:
     }
     if entry.meta:
         out["meta"] = dict(entry.meta)
+    if entry.author is not None:
+        out["author"] = entry.author
     return out
 
 
@@ -457,6 +483,7 @@ def entry_from_dict(data: dict[str, Any]) -> TranscriptEntry:
         timestamp=data["timestamp"],
         content=data["content"],
         meta=dict(data.get("meta") or {}),
+        author=data.get("author"),
     )
 
 
