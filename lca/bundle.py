@@ -57,6 +57,7 @@ from lca.bundle_trust import (
 )
 from lca.custody import ENCRYPTED_PARTS, Custody
 from lca.fileio import atomic_write_bytes, exclusive_lock, fsync_dir
+from lca.index.embedder_choice import DEFAULT_EMBEDDER, recorded_embedder, target_embedder
 from lca.layout import StoreLayout
 from lca.provenance import code_version
 from lca.providers import (
@@ -101,6 +102,13 @@ class Manifest:
     files: tuple[BundleFile, ...]
     format: int = FORMAT
     extra: dict[str, Any] = field(default_factory=dict)
+    embedder_source: str | None = None  # the embedder's name (``lca.index.embedder_choice``); absent in older bundles
+
+    @property
+    def embedder(self) -> str | None:
+        """The embedder the bundled store was built with, by name; None when it had no index (a bundle from before
+        manifests named it, with an id: the default)."""
+        return self.embedder_source or (DEFAULT_EMBEDDER if self.embedder_id else None)
 
     def body(self) -> dict[str, Any]:
         """Everything but the id, in a canonical form (the id is its sha256)."""
@@ -115,6 +123,7 @@ class Manifest:
             "embedder_id": self.embedder_id,
             "extra": self.extra,
             "files": [vars(f) for f in self.files],
+            **({"embedder_source": self.embedder_source} if self.embedder_source else {}),  # older ids still hold
         }
 
     def to_json(self) -> bytes:
@@ -219,6 +228,7 @@ def _export_locked(
         _embedder_id(layout),
         tuple(files),
         extra=dict(extra or {}),
+        embedder_source=recorded_embedder(layout).get("embedder_source"),
     )
     manifest = Manifest(**{**vars(draft), "bundle_id": _canonical_id(draft.body())})
     if key is not None:
@@ -237,6 +247,8 @@ def read_manifest(bundle: Path | str) -> Manifest:
         files = tuple(BundleFile(**f) for f in data["files"])
         if any(not isinstance(f.sha256, str) or type(f.bytes) is not int for f in files):
             raise TypeError("a file's sha256 must be a string and its bytes an integer")
+        if not isinstance(data.get("embedder_source") or "", str):
+            raise TypeError("embedder_source must be a string")
         if not all(isinstance(data[k], str) for k in ("bundle_id", "agent_id", "created_at", "code_version")):
             raise TypeError("bundle_id, agent_id, created_at and code_version must be strings")
         manifest = Manifest(
@@ -251,6 +263,7 @@ def read_manifest(bundle: Path | str) -> Manifest:
             files,
             int(data.get("format", FORMAT)),
             dict(data.get("extra") or {}),
+            data.get("embedder_source"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{path}: malformed manifest: {type(exc).__name__}: {exc}") from None
@@ -287,6 +300,21 @@ def verify_bundle(bundle: Path | str, *, key: Path | str | None = None) -> Manif
     return manifest
 
 
+def import_embedder(
+    bundle: Path | str, manifest: Manifest, configured: str | None, *, reindex: bool = False
+) -> str | None:
+    """The embedder a copy of the bundle is rebuilt with: the one its store was built with, or ``configured`` (the
+    target's), which must be the same unless ``reindex``: refused in one line naming the bundle and both."""
+    return target_embedder(
+        manifest.embedder,
+        manifest.embedder_id,
+        configured,
+        reindex=reindex,
+        what=f"bundle {bundle} ({manifest.bundle_id[:16]})",
+        switch="import it with --reindex",
+    )
+
+
 def import_bundle(
     bundle: Path | str,
     target: Path | str,
@@ -296,6 +324,8 @@ def import_bundle(
     authority: AuthorityRecord | None = None,
     key: Path | str | None = None,
     decrypt: Path | str | None = None,
+    embedder: str | None = None,
+    reindex: bool = False,
 ) -> Manifest:
     """Verify the bundle (with ``key``, a public key file: only when signed by it), then activate it at
     ``target`` (a new folder outside the bundle): the files are copied into a staging folder beside it, checked
@@ -303,13 +333,16 @@ def import_bundle(
     keeps authority) or ``new-agent`` (a new agent id, its descent recorded); the authority record says whether
     the bundle was signed. ``rebuild(target)`` rebuilds the derived stores (``Substrate.reindex`` with the
     caller's embedder). ``authority`` is for ``migrate`` only: the record the target takes over. ``decrypt``: the
-    custody private key of a bundle whose private parts are encrypted (``lca.custody``), required for one."""
+    custody private key of a bundle whose private parts are encrypted (``lca.custody``), required for one.
+    ``embedder``: the embedder the target is configured with; one other than the bundle's is refused before
+    anything is written, unless ``reindex`` (``import_embedder``: the one ``rebuild`` should open the target with)."""
     if mode not in IMPORT_MODES and authority is None:
         raise BundleError(
             f"unknown import mode {mode!r}; known: {', '.join(IMPORT_MODES)} (authority moves by migrate)"
         )
     bundle, target = Path(bundle), Path(target)
     manifest = verify_bundle(bundle, key=key)
+    import_embedder(bundle, manifest, embedder, reindex=reindex)
     signed = bundle_signature(bundle, manifest.bundle_id, key).short()
     custody = None
     if "custody" in manifest.extra:

@@ -72,10 +72,10 @@ class Substrate:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.layout = StoreLayout(self.home)
-        if embedder is None:
-            from lca.index.embedders import SentenceTransformerEmbedder
+        if embedder is None:  # the one the store was built with (the default for a new store)
+            from lca.index.embedder_choice import store_embedder
 
-            embedder = SentenceTransformerEmbedder()
+            embedder = store_embedder(self.layout)
         self.embedder = embedder
         self.lock_timeout = lock_timeout
         self.progress = progress

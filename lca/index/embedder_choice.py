@@ -114,6 +114,43 @@ def recorded_embedder(layout: StoreLayout) -> dict[str, str]:
     return {str(key): str(value) for key, value in rows}
 
 
+def built_with(home: Path | str | StoreLayout) -> str:
+    """The embedder this store was built with, by the name it records (``embedder_source``); the default for a
+    store never indexed or indexed before stores recorded the name. Every path that opens an existing store
+    (the CLI, bundles and migration, the harness, bench commands) asks this, never assumes MiniLM."""
+    layout = home if isinstance(home, StoreLayout) else StoreLayout(Path(home))
+    return recorded_embedder(layout).get("embedder_source") or DEFAULT_EMBEDDER
+
+
+def store_embedder(home: Path | str | StoreLayout) -> Embedder:
+    """The embedder this store was built with (``built_with``), made: what ``Substrate`` opens a store with when
+    it is given none."""
+    return make_embedder(built_with(home))
+
+
+def target_embedder(
+    built: str | None, built_id: str | None, configured: str | None, *, reindex: bool, what: str, switch: str
+) -> str | None:
+    """The embedder a copy of ``what`` (a store built with ``built``, whose embedder id is ``built_id``) is rebuilt
+    with: ``configured`` (the target's) when given, else ``built``; None: nothing was indexed, the default. A
+    configured embedder other than ``built`` is refused in one line naming ``what`` and both, unless ``reindex``
+    (``switch`` says how to ask for one); a ``built`` this host cannot make is refused before anything is copied."""
+    if configured is None:
+        if built is None:
+            return None
+        try:
+            return embedder_source(built)
+        except LCAError as exc:
+            raise LCAError(f"{what} was built with an embedder this host lacks: {exc}") from None
+    asked = embedder_source(configured)
+    if built is not None and asked != built and not reindex:
+        raise LCAError(
+            f"{what} was built with the embedder '{built}' (id {built_id}), the target is configured with "
+            f"'{asked}': reindex required ({switch} to rebuild it with '{asked}')"
+        )
+    return asked
+
+
 def store_embedder_name(layout: StoreLayout, asked: str | None) -> str | None:
     """The embedder a command opens the store with: ``asked`` (``--embedder``) if given, else the one the store
     records; None: the default. A mismatch is not refused here: the index refuses it when it is read or written."""

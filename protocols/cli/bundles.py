@@ -6,21 +6,35 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from lca.authority import fencing_refusals, read_authority
-from lca.bundle import bundle_signature, export_bundle, import_bundle, migrate, verify_bundle
+from lca.bundle import (
+    bundle_signature,
+    export_bundle,
+    import_bundle,
+    import_embedder,
+    migrate,
+    read_manifest,
+    verify_bundle,
+)
 from lca.errors import LCAError
 from lca.providers import ProviderSet
 from lca.signing import generate_key
 from protocols.cli import common
 
 
-def _rebuild(quiet: bool):
+def _rebuild(quiet: bool, chosen: Callable[[], str | None]):
+    """Rebuild a copied store's derived stores with the embedder ``chosen()`` names (the one its source was built
+    with, or the one an import was told to reindex with; None: the default)."""
+
     def rebuild(root: Path) -> None:
+        from lca.index.embedder_choice import make_embedder
         from lca.substrate import Substrate  # loads the index (faiss): not for `lca --help`
 
-        with Substrate(root, progress=not quiet) as substrate:
+        name = chosen()
+        with Substrate(root, progress=not quiet, embedder=make_embedder(name) if name else None) as substrate:
             substrate.reindex()
 
     return rebuild
@@ -47,10 +61,13 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         ("key", ("verify", "import")),
         ("mode", ("import",)),
         ("decrypt", ("import",)),
+        ("embedder", ("import",)),
     )
     for flag, actions in flags:
         if getattr(args, flag) is not None and args.action not in actions:
             raise LCAError(f"--{flag.replace('_', '-')} is for `lca bundle {' or '.join(actions)}`, not {args.action}")
+    if args.reindex and args.action != "import":
+        raise LCAError(f"--reindex is for `lca bundle import`, not {args.action}")
     path = _bundle_folder(args.path)
     if args.action == "export":
         root = common.checked_store_path(args)
@@ -66,16 +83,22 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         target = common.store_path(args)
         if target.exists() and not target.is_dir():
             raise LCAError(f"store path {target} is a file, not a folder; a bundle is imported into a new folder")
+
+        def embedder() -> str | None:  # read after import_bundle verified the bundle and refused a mismatch
+            return import_embedder(path, read_manifest(path), args.embedder, reindex=args.reindex)
+
         manifest = import_bundle(
             path,
             target,
             mode=args.mode or "replica",
-            rebuild=None if args.no_rebuild else _rebuild(args.quiet),
+            rebuild=None if args.no_rebuild else _rebuild(args.quiet, embedder),
             key=args.key,
             decrypt=args.decrypt,
+            embedder=args.embedder,
+            reindex=args.reindex,
         )
         line = f"imported bundle {manifest.bundle_id[:16]} into {target} as a {args.mode or 'replica'}" + (
-            "" if args.no_rebuild else "; derived stores rebuilt from the transcript"
+            "" if args.no_rebuild else f"; derived stores rebuilt from the transcript with {embedder() or 'minilm'}"
         )
     signature = bundle_signature(path, manifest.bundle_id, args.key)
     if args.json:
@@ -119,7 +142,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if args.providers:
         binding["providers"] = _provider_contracts(Path(args.providers))
     bundle_dir = Path(args.bundle) if args.bundle else Path(args.target).with_name(Path(args.target).name + ".bundle")
-    result = migrate(source, args.target, bundle_dir=bundle_dir, rebuild=_rebuild(args.quiet), binding=binding)
+    from lca.index.embedder_choice import built_with
+
+    rebuild = _rebuild(args.quiet, lambda: built_with(source))  # the target is rebuilt with the source's embedder
+    result = migrate(source, args.target, bundle_dir=bundle_dir, rebuild=rebuild, binding=binding)
     for step in result.steps:
         common.show(f"  {step['step']}: {step.get('store', source)}")
         for change in step.get("capabilities") or []:
@@ -175,7 +201,8 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         "signed with your private key). verify: every file of the bundle at PATH against its manifest (--key "
         "PUBKEY: and refused unless signed by that key). import: the bundle at PATH into a new store (--store), "
         "after verifying it, as a read-only replica (default) or a new agent with recorded descent; derived "
-        "stores are rebuilt with the default embedder. Unsigned bundles are shown as such. Authority never "
+        "stores are rebuilt with the embedder the bundle's store was built with (its manifest names it; --embedder "
+        "naming another is refused unless --reindex). Unsigned bundles are shown as such. Authority never "
         "travels in a bundle: see `lca migrate`.",
     )
     p.add_argument("action", choices=["export", "verify", "import"])
@@ -196,6 +223,13 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
         "from that variable: the PEM or a file's path)",
     )
     p.add_argument("--no-rebuild", action="store_true", help="import: do not rebuild the derived stores now")
+    p.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help="import: the embedder the target is configured with (a registered name or a model folder); one other "
+        "than the bundle's is refused unless --reindex",
+    )
+    p.add_argument("--reindex", action="store_true", help="import: rebuild with --embedder instead of the bundle's")
     p.add_argument("--json", action="store_true", help="print the bundle and its signature state as JSON")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_bundle)

@@ -24,7 +24,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, get_model
 from inspect_ai.solver import solver
 
 from conditions import ROLES, ConditionRuntime, build_condition
-from lca.index import embedders
+from lca.index.embedder_choice import DEFAULT_EMBEDDER, embedder_source, make_embedder
 from lca.index.embedding_cache import CachedEmbedder
 from lca.params import parse_assignments
 from lca.recall.floor import prime_off_topic
@@ -37,6 +37,7 @@ from protocols.providers.models import InspectRoleGenerator
 PACKET_KEY = "lca_packet"
 LOGGER = logging.getLogger("lca.harness")
 _EMBEDDER: Any = None
+_EMBEDDER_NAME: str | None = None  # what ``_EMBEDDER`` is made from (``use_embedder``); None: the default
 _EMBEDDER_LOCK = threading.Lock()
 
 
@@ -70,14 +71,27 @@ class LockedEmbedder:
         return attr
 
 
+def use_embedder(name: str | None) -> str:
+    """Make ``name`` (a registered embedder or a model folder; None: the default) the one every sample's store is
+    built with from now on in this process (a study's ``embedder``). Checked first; the shared embedder is made
+    again only when the name changes. Returns what the name stands for (``embedder_source``)."""
+    global _EMBEDDER, _EMBEDDER_NAME
+    source = embedder_source(name or DEFAULT_EMBEDDER)
+    with _EMBEDDER_LOCK:
+        if source != (_EMBEDDER_NAME or DEFAULT_EMBEDDER):
+            _EMBEDDER = None
+        _EMBEDDER_NAME = source
+    return source
+
+
 def shared_embedder():
-    """The process's embedder, with a content-hash cache for the process's lifetime: every sample of
-    one history embeds the same turns, and a vector depends only on the model and the text. Query
-    vectors are not cached, so recall latency still includes embedding the question."""
+    """The process's embedder (``use_embedder``; MiniLM unless told), with a content-hash cache for the
+    process's lifetime: every sample of one history embeds the same turns, and a vector depends only on the
+    model and the text. Query vectors are not cached, so recall latency still includes embedding the question."""
     global _EMBEDDER
     with _EMBEDDER_LOCK:
         if _EMBEDDER is None:
-            embedder = embedders.SentenceTransformerEmbedder()
+            embedder = make_embedder(_EMBEDDER_NAME or DEFAULT_EMBEDDER)
             embedder.embed_query("warm up")  # load and trace once: recall latency then measures recall, not loading
             embedder.embed(["warm up"])
             prime_off_topic(embedder)  # the floor's off-topic questions: embedded once here, not in a first recall

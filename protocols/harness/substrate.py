@@ -25,14 +25,15 @@ from protocols.providers.models import SharedCallsGenerator
 
 
 def runtime_factory(args: argparse.Namespace):
-    """The runtime each condition is attached to: the real embedder (cached under ``args.cache`` when given,
+    """The runtime each condition is attached to: the real embedder (``args.embedder`` when the bench has one,
+    else the default; cached under ``args.cache`` when given,
     warmed once), and with ``args.summarizer == "smollm2"`` the local SmolLM2 as summarizer and reviewer, each
     session's summary made once across probes. Returns ``(make, embedder, generators)``; ``make(workdir,
     identity)`` builds one runtime."""
     from conditions import ConditionRuntime
-    from lca.index.embedders import SentenceTransformerEmbedder
+    from lca.index.embedder_choice import DEFAULT_EMBEDDER, make_embedder
 
-    embedder: Any = SentenceTransformerEmbedder()
+    embedder: Any = make_embedder(getattr(args, "embedder", None) or DEFAULT_EMBEDDER)
     if args.cache:
         from lca.index.embedding_cache import CachedEmbedder
 

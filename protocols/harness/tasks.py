@@ -14,6 +14,7 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import generate
 
 from lca.index import embedders
+from lca.index.embedder_choice import DEFAULT_EMBEDDER
 from lca.provenance import code_version
 from lca.retrieval import RetrievalConfig
 from protocols.harness import solvers
@@ -25,9 +26,12 @@ Loaded = tuple[Sequence[Any], str, dict[str, Any]]  # samples, the file's sha256
 
 def embedder_id() -> str:
     """The id of the embedder the samples will use: the process's shared one when it is already set
-    (a test's fake), else the default model's, named by the hash of its files without loading it."""
+    (a test's fake), else the default model's, named by the hash of its files without loading it; another
+    embedder the process was told to use (``solvers.use_embedder``) is made, as the samples would make it."""
     if solvers._EMBEDDER is not None:
         return str(solvers._EMBEDDER.embedder_id)
+    if solvers._EMBEDDER_NAME not in (None, DEFAULT_EMBEDDER):
+        return str(solvers.shared_embedder().embedder_id)
     return _default_embedder_id()
 
 

@@ -178,12 +178,22 @@ def served_models(entries: Iterable[Mapping[str, Any]], raters: Mapping[str, Any
     return {model: sorted(names) for model, names in sorted(served.items())}
 
 
-def embedder_id() -> str | None:
-    """The id of the embedder the conditions use (``protocols.harness.tasks.embedder_id``); None when it
-    cannot be named (the run still records that it could not)."""
+def use_embedder(name: str) -> str:
+    """Make ``name`` (a study's ``embedder``) the embedder every condition's store is built with in this process
+    (``protocols.harness.solvers.use_embedder``); returns what it stands for (a name, or a folder's path)."""
+    from protocols.harness.solvers import use_embedder as harness_use_embedder  # loads inspect
+
+    return harness_use_embedder(name)
+
+
+def embedder_id(name: str | None = None) -> str | None:
+    """The id (model and weights) of the embedder the conditions use (``protocols.harness.tasks.embedder_id``),
+    ``name`` when given (``use_embedder``); None when it cannot be named (the run still records that it could not)."""
     from protocols.harness.tasks import embedder_id as harness_embedder_id  # loads inspect
 
     try:
+        if name is not None:
+            use_embedder(name)
         return harness_embedder_id()
     except Exception:  # an embedder that cannot load fails the tasks themselves, with its own message
         return None

@@ -330,7 +330,8 @@ class StudyRunner:
             "models": {"agent": study.models.agent, "roles": dict(study.models.roles)},
             "model_files": self.model_files,
             "served_models": {},  # at the end: per model string, the model names its API answered with
-            "embedder_id": mf.embedder_id(),
+            "embedder": study.embedder,
+            "embedder_id": mf.embedder_id(study.embedder),
             "packages": mf.package_versions(),
             "datasets": [
                 {
@@ -403,6 +404,7 @@ class StudyRunner:
         clock = time.monotonic()
         locations: list[str] = []
         try:
+            mf.use_embedder(self.study.embedder)  # a work unit's process too: its stores are built with the study's
             tasks = [task.build(plan.task_fn) for task in planned]
             as_model = self.model_factory or (lambda model: model)
             ok, logs = eval_set(

@@ -177,6 +177,7 @@ class Study(_Strict):
     analysis: Analysis
     exclusions: tuple[Text, ...] = ()
     seeds: tuple[int, ...] = Field(min_length=1)
+    embedder: Text = "minilm"  # the conditions' stores' embedder: a registered name or a model folder
 
     @model_validator(mode="after")
     def _coherent(self) -> Study:
@@ -445,6 +446,12 @@ def registry_problems(study: Study) -> list[tuple[str, str]]:
                     f"no '{measure.metric}'; it reports: {', '.join(metrics)}",
                 )
             )
+    from lca.index.embedder_choice import embedder_source  # the registry alone: no model is loaded
+
+    try:
+        embedder_source(study.embedder)
+    except LCAError as exc:
+        problems.append(("embedder", str(exc)))
     agent_roles = set(RUN_ROLES)  # the conditions' roles and the migrated agent of the migration protocol
     for role in study.models.roles:
         if role not in agent_roles and not role.startswith(RATER_PREFIX):
