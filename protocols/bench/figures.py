@@ -342,6 +342,32 @@ def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> 
     return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
 
 
+def _docs_insight(insight: BenchmarkResult) -> str:
+    """The integration cycle on the planted corpora at the null threshold: per size, what surfaced against the gold
+    rhymes and the cycle's time (or why no threshold could be set); then the slice each signer signed."""
+    parts = []
+    for size, run in sorted(insight.metrics.get("scale", {}).items(), key=lambda kv: int(kv[0])):
+        c = run["cycle"]
+        found = (
+            f"threshold {c['threshold']:.2f}, {c['above_threshold_pairs']} pairs above, precision "
+            f"{_share(c['precision'])}, recall {_share(c['recall'])}"
+            if c["threshold"] is not None
+            else f"no threshold ({c['threshold_reason']}), nothing surfaced"
+        )
+        parts.append(f"{int(size):,} records: {found}, cycle {c['seconds']:.0f} s")
+    text = "; ".join(parts)
+    if (piece := insight.metrics.get("slice")) is not None:
+        arms = [("the generator's signatures", piece.get("generator"))]
+        arms.append((str(piece.get("model")), piece.get("signer")))
+        text += f"; a {piece['records']}-record slice signed by " + ", by ".join(
+            f"{name}: {c['above_threshold_pairs']} above, precision {_share(c['precision'])}, "
+            f"recall {_share(c['recall'])}, {_share(c['signature_valid_share'])} of signatures valid"
+            for name, c in arms
+            if c is not None
+        )
+    return f"{text} ({_source('insight.json')}, {_day(insight)})"
+
+
 def _docs_redaction(before: BenchmarkResult, after: BenchmarkResult) -> str:
     """The credential detector's findings on the benchmark files (its false positives) before and after issue 49."""
     parts = []
@@ -453,6 +479,7 @@ FIGURES = {
             lambda r: _docs_probes_unlabelled(r, "probes-unlabelled-blind-v3.json"),
         ),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
+        Figure("insight", ("insight.json",), _docs_insight),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure("imprinting", ("imprinting.json",), _docs_imprinting),
         Figure(
