@@ -113,6 +113,30 @@ def wait_ready(process: subprocess.Popen, base_url: str, log: Path) -> list[str]
     pytest.fail(f"the server was not ready in {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
+def answers_once(process: subprocess.Popen, base_url: str, log: Path) -> None:
+    """One short chat completion before the study starts. Skips the test when the server process dies on it: a
+    llama.cpp server build that crashes on this machine's CPU (seen 2026-12-06: a general protection fault in
+    libggml-cpu.so on the first completion, at this commit and at db84580 alike, while in-process llama.cpp runs)
+    cannot test the served path here, and a dead server would leave the study's client retrying without end."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    body = json.dumps({"model": SERVED, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2})
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", body.encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with opener.open(request, timeout=READY_TIMEOUT_S) as response:
+            json.load(response)
+            return
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+        time.sleep(1.0)
+        if process.poll() is not None:
+            pytest.skip(
+                f"llama_cpp.server died (exit {process.returncode}) on its first completion on this machine: "
+                f"the served path cannot be tested here ({exc}); its log:\n{log.read_text()[-1500:]}"
+            )
+        pytest.fail(f"the server did not answer a short completion: {exc}\n{log.read_text()[-3000:]}")
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """``python -m llama_cpp.server`` serving the GGUF that lca-local runs (``lca.generators.default_gguf_path``)
@@ -147,6 +171,7 @@ def llama_server(tmp_path_factory):
     try:
         base_url = f"http://127.0.0.1:{port}/v1"
         assert wait_ready(process, base_url, log) == [SERVED]
+        answers_once(process, base_url, log)
         yield base_url
     finally:
         process.terminate()
