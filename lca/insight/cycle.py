@@ -5,9 +5,11 @@
 1. the distillation pass (``lca.insight.distill``): a validated signature for every current record, or a refusal;
 2. both spaces: each record's text (content) and its signature's canonical text (structure), embedded by one
    embedder through the embedding cache under ``index/insight-embeddings`` (the same MiniLM for both spaces: the
-   second space differs by what is embedded, not by the model);
+   second space differs by what is embedded, not by the model), the structural vector joined by the signature's
+   parts as a feature set (``structural_features``);
 3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage,
-   merging along each record's ``neighbours`` nearest so memory grows linearly with the records);
+   merging along each record's ``neighbours`` nearest so memory grows linearly with the records), the content
+   vectors centred on their mean first (``centre_content_clusters``);
 4. pairs: each record and its ``neighbours`` nearest in the structural space (the content space for the
    content-only detector, ``neighbour_space``), scored by the differential
    (``lca.insight.differential``) of its two cosines, each centred on the mean of its kind of pair (across domains
@@ -57,6 +59,7 @@ from lca.insight.probe import HotRecord, ProbeReport, hot_and_dormant, probe_pai
 from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
 from lca.insight.recovery import RecoveryGauge, recovery_gauge
 from lca.insight.review import ReviewConfig, ReviewOutcome, review_hypotheses
+from lca.insight.signatures import StructuralSignature, signature_features
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
 from lca.insight.taxonomy import refresh_taxonomy
 from lca.layout import StoreLayout
@@ -76,15 +79,27 @@ class IntegrationConfig:
     # each cosine less the mean of its kind of pair (same domain or across domains) before the differential: pairs
     # across domains share fewer words by nature, and uncentred they would outscore the null's same-domain pairs
     centre_by_pair_kind: bool = True
-    # and divided by its space's spread (the standard deviation of the centred cosines over every scored pair): each
-    # space in units of its own spread, so neither space's scale decides the composition (the structural space of a
-    # closed vocabulary spreads far less than content's)
+    # and divided by its kind's spread in that space (the standard deviation of the cosines of that kind of pair):
+    # each space in units of its own spread, so neither space's scale decides the composition (the structural space
+    # of a closed vocabulary spreads far less than content's), and a pair measured against its own kind: the cosines
+    # of pairs within one domain spread wider than those across, and scaled by a pooled spread a same-domain pair
+    # of unusually different words would outscore every cross-domain pair, and so set the null out of reach
     scale_by_pair_kind: bool = True
+    # the signature's parts (``signature_features``: variable kinds, relations, loops, thresholds, dynamics) as a
+    # binary feature vector joined to its embedding, both unit length, so the structural cosine is the mean of the
+    # two: an embedder reads two skeletons that differ by one relation as near the same text (MiniLM: 0.95 against
+    # 1.0 for one skeleton), the feature set counts the relation as gone
+    structural_features: bool = True
     neighbours: int = 15  # per record, in the space ``neighbour_space`` names
     # where the scored pairs are found: "structural" (the default), or "content" (the content-only detector's pairs)
     neighbour_space: str = "structural"
     structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
     content_cluster_distance: float = 0.6
+    # content vectors less their store's mean before they are clustered: what every record's words share (a house
+    # style, the embedder's own common direction) otherwise puts all of them within any fixed distance of one
+    # another along the neighbour graph, and one cluster holds the store; centred, unrelated records lie near
+    # orthogonal whatever the embedder, so the distance means the same across embedders and stores
+    centre_content_clusters: bool = True
     require_shared_structural_cluster: bool = True
     require_distinct_content_clusters: bool = True
     null_shuffles: int = 200
@@ -230,10 +245,10 @@ def integrate(
             **base,
         )
         return _written(layout, result)
-    structural, content = _spaces(layout, embedder, signed, signatures)
+    structural, content = _spaces(layout, embedder, signed, signatures, features=config.structural_features)
     nearest_s, nearest_c = _nearest(structural, config.neighbours), _nearest(content, config.neighbours)
     clusters_s = _clusters(structural, config.structural_cluster_distance, nearest_s)
-    clusters_c = _clusters(content, config.content_cluster_distance, nearest_c)
+    clusters_c = _content_clusters(content, config, nearest_c)
     first, second = _neighbour_pairs(nearest_s if config.neighbour_space == "structural" else nearest_c)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
@@ -302,8 +317,8 @@ def integrate(
     return _written(layout, result)
 
 
-# per space (structural, content): the mean of the pairs across domains, of those within one, and the space's spread
-KindStats = tuple[float, float, float]
+# per space (structural, content): the mean of the pairs across domains and of those within one, and each kind's spread
+KindStats = tuple[float, float, float, float]
 Centres = tuple[KindStats, KindStats]
 
 
@@ -316,8 +331,8 @@ def _differential(
         return config.differential.score(s_cos, c_cos)
 
     def standardized(cosines: np.ndarray, stats: KindStats) -> np.ndarray:
-        across, within, spread = stats
-        return (cosines - np.where(cross, across, within)) / spread
+        across, within, across_spread, within_spread = stats
+        return (cosines - np.where(cross, across, within)) / np.where(cross, across_spread, within_spread)
 
     return config.differential.score(standardized(s_cos, centres[0]), standardized(c_cos, centres[1]))
 
@@ -429,27 +444,55 @@ def _written(layout: StoreLayout, result: IntegrationResult) -> IntegrationResul
 
 
 def _spaces(
-    layout: StoreLayout, embedder: Embedder, records: Sequence[InsightRecord], signatures: dict[str, SignatureRow]
+    layout: StoreLayout,
+    embedder: Embedder,
+    records: Sequence[InsightRecord],
+    signatures: dict[str, SignatureRow],
+    *,
+    features: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The structural and the content vectors of ``records``, in order, through the cycle's embedding cache."""
+    """The structural and the content vectors of ``records``, in order, through the cycle's embedding cache; with
+    ``features`` the structural vector is the signature's embedding joined by its feature set (``_feature_vectors``)."""
     cached = CachedEmbedder(embedder, layout.insight_embeddings)
     try:
-        structural = cached.embed([signatures[r.id].text for r in records])
+        structural = _normalized(cached.embed([signatures[r.id].text for r in records]))
         content = cached.embed([r.text for r in records])
     finally:
         cached.close()
-    return _normalized(structural), _normalized(content)
+    if features:
+        structural = _normalized(np.hstack([structural, _feature_vectors([signatures[r.id] for r in records])]))
+    return structural, _normalized(content)
+
+
+def _feature_vectors(rows: Sequence[SignatureRow]) -> np.ndarray:
+    """Each signature's parts (``signature_features``) as a unit binary vector over the features these signatures
+    hold, in sorted order: the cosine of two is the share of features they have in common (Ochiai)."""
+    sets = [signature_features(StructuralSignature.model_validate(row.signature)) for row in rows]
+    column = {name: i for i, name in enumerate(sorted(set().union(*sets)))}
+    vectors = np.zeros((len(rows), len(column)), dtype=np.float64)
+    for i, features in enumerate(sets):
+        vectors[i, [column[name] for name in features]] = 1.0
+    return _normalized(vectors)
 
 
 def _kind_stats(cosines: np.ndarray, cross: np.ndarray, scale: bool) -> KindStats:
-    """The mean cosine of the pairs across domains and of those within one (0 for a kind with no pair), and the
-    space's spread: the standard deviation of every pair's cosine less its kind's mean when ``scale`` (1 when not,
-    or with fewer than two pairs)."""
+    """The mean cosine of the pairs across domains and of those within one (0 for a kind with no pair), and each
+    kind's spread when ``scale``: the standard deviation of its cosines (1 when not scaling; a kind of fewer than
+    two pairs, or of no spread, takes the spread of every pair's cosine less its kind's mean, and 1 if that is none
+    either)."""
     values = np.asarray(cosines, dtype=np.float64)
     across = float(values[cross].mean()) if cross.any() else 0.0
     within = float(values[~cross].mean()) if (~cross).any() else 0.0
-    spread = float((values - np.where(cross, across, within)).std()) if scale and len(values) >= 2 else 1.0
-    return (across, within, spread if spread > 1e-9 else 1.0)
+    if not scale:
+        return (across, within, 1.0, 1.0)
+    pooled = float((values - np.where(cross, across, within)).std()) if len(values) >= 2 else 0.0
+    pooled = pooled if pooled > 1e-9 else 1.0
+
+    def spread(kind: np.ndarray) -> float:
+        value = float(kind.std()) if kind.size >= 2 else 0.0
+        return value if value > 1e-9 else pooled
+
+    return (across, within, spread(values[cross]), spread(values[~cross]))
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
@@ -490,6 +533,15 @@ def _clusters(vectors: np.ndarray, distance: float, nearest: np.ndarray) -> np.n
     with warnings.catch_warnings():  # a graph in several components is completed by scikit-learn, as it says
         warnings.filterwarnings("ignore", message=".*connected components.*")
         return np.asarray(model.fit_predict(vectors), dtype=np.int64)
+
+
+def _content_clusters(content: np.ndarray, config: IntegrationConfig, nearest: np.ndarray) -> np.ndarray:
+    """The content space's clusters: of the vectors less their mean (their own nearest found again) when
+    ``centre_content_clusters``, else of the vectors as embedded along ``nearest``."""
+    if not config.centre_content_clusters:
+        return _clusters(content, config.content_cluster_distance, nearest)
+    centred = _normalized(content - content.mean(axis=0))
+    return _clusters(centred, config.content_cluster_distance, _nearest(centred, config.neighbours))
 
 
 def _neighbour_pairs(nearest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
