@@ -7,9 +7,10 @@
    embedder through the embedding cache under ``index/insight-embeddings`` (the same MiniLM for both spaces: the
    second space differs by what is embedded, not by the model), the structural vector joined by the signature's
    parts as a feature set (``structural_features``);
-3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage,
-   merging along each record's ``neighbours`` nearest so memory grows linearly with the records), the content
-   vectors centred on their mean first (``centre_content_clusters``);
+3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage):
+   structure merging along each record's ``neighbours`` nearest so memory grows linearly with the records; content
+   over every pair of a seeded sample, the rest assigned to the nearest cluster, its vectors centred on their mean
+   first (``centre_content_clusters``);
 4. pairs: each record and its ``neighbours`` nearest in the structural space (the content space for the
    content-only detector, ``neighbour_space``), scored by the differential
    (``lca.insight.differential``) of its two cosines, each centred on the mean of its kind of pair (across domains
@@ -95,6 +96,7 @@ class IntegrationConfig:
     neighbour_space: str = "structural"
     structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
     content_cluster_distance: float = 0.6
+    content_cluster_sample: int = 2000  # records whose every pair the content clustering reads; the rest are assigned
     # content vectors less their store's mean before they are clustered: what every record's words share (a house
     # style, the embedder's own common direction) otherwise puts all of them within any fixed distance of one
     # another along the neighbour graph, and one cluster holds the store; centred, unrelated records lie near
@@ -122,6 +124,7 @@ class IntegrationConfig:
             ("report_pairs", 0),
             ("probe_hot", 0),
             ("probe_max_surfaced", 0),
+            ("content_cluster_sample", 2),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -248,7 +251,7 @@ def integrate(
     structural, content = _spaces(layout, embedder, signed, signatures, features=config.structural_features)
     nearest_s, nearest_c = _nearest(structural, config.neighbours), _nearest(content, config.neighbours)
     clusters_s = _clusters(structural, config.structural_cluster_distance, nearest_s)
-    clusters_c = _content_clusters(content, config, nearest_c)
+    clusters_c = _content_clusters(content, config)
     first, second = _neighbour_pairs(nearest_s if config.neighbour_space == "structural" else nearest_c)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
@@ -535,13 +538,30 @@ def _clusters(vectors: np.ndarray, distance: float, nearest: np.ndarray) -> np.n
         return np.asarray(model.fit_predict(vectors), dtype=np.int64)
 
 
-def _content_clusters(content: np.ndarray, config: IntegrationConfig, nearest: np.ndarray) -> np.ndarray:
-    """The content space's clusters: of the vectors less their mean (their own nearest found again) when
-    ``centre_content_clusters``, else of the vectors as embedded along ``nearest``."""
-    if not config.centre_content_clusters:
-        return _clusters(content, config.content_cluster_distance, nearest)
-    centred = _normalized(content - content.mean(axis=0))
-    return _clusters(centred, config.content_cluster_distance, _nearest(centred, config.neighbours))
+def _content_clusters(content: np.ndarray, config: IntegrationConfig) -> np.ndarray:
+    """The content space's clusters (of the vectors less their mean when ``centre_content_clusters``): average
+    linkage over every pair of at most ``content_cluster_sample`` records drawn with the cycle's seed, then every
+    record in the cluster whose mean direction is nearest. Merging along a neighbour graph, as the structural space
+    does, averages only the graph's short edges: content chains through it, and a 16k-record store became one
+    cluster whatever the distance."""
+    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
+
+    vectors = _normalized(content - content.mean(axis=0)) if config.centre_content_clusters else content
+    n = len(vectors)
+    if n < 2:
+        return np.zeros(n, dtype=np.int64)
+    sampled = n > config.content_cluster_sample
+    rows = np.arange(n)
+    if sampled:
+        rows = np.sort(np.random.default_rng(config.seed).choice(n, config.content_cluster_sample, replace=False))
+    model = AgglomerativeClustering(
+        n_clusters=None, metric="cosine", linkage="average", distance_threshold=config.content_cluster_distance
+    )
+    labels = np.asarray(model.fit_predict(vectors[rows]), dtype=np.int64)
+    if not sampled:
+        return labels
+    centroids = _normalized(np.stack([vectors[rows][labels == c].mean(axis=0) for c in range(int(labels.max()) + 1)]))
+    return np.asarray(np.argmax(vectors @ centroids.T, axis=1), dtype=np.int64)
 
 
 def _neighbour_pairs(nearest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,15 @@ from dataclasses import replace
 import numpy as np
 
 from lca.insight import IntegrationConfig
-from lca.insight.cycle import _content_clusters, _differential, _feature_vectors, _kind_stats, _nearest, _normalized
+from lca.insight.cycle import (
+    _clusters,
+    _content_clusters,
+    _differential,
+    _feature_vectors,
+    _kind_stats,
+    _nearest,
+    _normalized,
+)
 from lca.insight.signatures import StructuralSignature, canonical_text, signature_features
 from lca.insight.store import SignatureRow
 
@@ -28,11 +36,32 @@ def _grouped_vectors(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_content_clusters_are_read_after_the_shared_direction_is_removed():
     vectors, groups = _grouped_vectors()
     config = IntegrationConfig(content_cluster_distance=0.6)
-    raw = _content_clusters(vectors, replace(config, centre_content_clusters=False), _nearest(vectors, 15))
+    raw = _content_clusters(vectors, replace(config, centre_content_clusters=False))
     assert len(set(raw)) == 1  # every record within the distance of the others: one cluster holds the store
-    centred = _content_clusters(vectors, config, _nearest(vectors, 15))
+    centred = _content_clusters(vectors, config)
     assert len(set(centred)) == 2
     assert all(len(set(centred[groups == g])) == 1 for g in (0, 1))  # each group its own cluster
+
+
+def test_a_store_past_the_sample_is_clustered_on_a_seeded_sample_and_every_record_assigned():
+    vectors, groups = _grouped_vectors()
+    config = IntegrationConfig(content_cluster_sample=10)
+    labels = _content_clusters(vectors, config)
+    assert labels.shape == (40,) and len(set(labels)) == 2
+    assert all(len(set(labels[groups == g])) == 1 for g in (0, 1))
+    assert np.array_equal(labels, _content_clusters(vectors, config))  # the seed draws the same sample
+
+
+def test_content_does_not_chain_into_one_cluster_along_near_neighbours():
+    # points along a quarter circle, each close to the next: merged along nearest neighbours they chain into one
+    # cluster, though the two ends are orthogonal; average linkage over every pair keeps them apart
+    angles = np.linspace(0.0, np.pi / 2, 60)
+    arc = np.zeros((60, 8))
+    arc[:, 0], arc[:, 1] = np.cos(angles), np.sin(angles)
+    config = IntegrationConfig(content_cluster_distance=0.1, centre_content_clusters=False)
+    assert len(set(_clusters(arc, 0.1, _nearest(arc, 15)))) == 1
+    labels = _content_clusters(arc, config)
+    assert len(set(labels)) > 1 and labels[0] != labels[-1]
 
 
 def test_each_kind_of_pair_is_standardized_by_its_own_spread():
