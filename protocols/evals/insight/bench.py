@@ -207,10 +207,11 @@ def plot(metrics: dict[str, Any], path: Path) -> Path:
         ax.plot(sizes, baseline, "^:", label="content-only detector: false discoveries")
     ax.plot(sizes, [max(false[0], 1) * n / sizes[0] for n in sizes], "k--", lw=0.8, label="linear from the smallest")
     ax.set_xscale("log")
-    ax.set_yscale("symlog")
+    ax.set_yscale("symlog", linthresh=1)  # 0 false discoveries stays on the axis
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("records in the planted corpus")
     ax.set_ylabel("pairs")
-    ax.set_title("Integration cycle at the null-model threshold (generator's signatures)")
+    ax.set_title("Integration cycle at the null-model threshold\n(generator's signatures)", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
