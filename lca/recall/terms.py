@@ -221,10 +221,21 @@ _ASKS_OUTCOME = re.compile(  # ... but it asks how things ended up, or what hold
 )
 
 
+_COMPARES_WITH_PAST = re.compile(  # now set against before: "than I did", "than before", "previously", "I used to"
+    r"\bthan\s+(?:(?:i|we|you|he|she|they|it)\s+)?(?:did|was|were|had|used to|before|previously)\b|"
+    r"\bpreviously\b|\b(?:i|we|you|he|she|they)\s+used\s+to\b|\bdid\s+(?:i|we|you|he|she|they)\s+use\s+to\b",
+    re.IGNORECASE,
+)
+
+
 def asks_about_past(query: str) -> bool:
     """Whether ``query`` is in the past tense ("when did ...", "what was ...") and asks what happened, not what
-    holds now ("which bed did the garlic end up in" asks the outcome). A grammatical reading, not a list of one data
-    set's questions: recall shows a turn a later decision superseded to it, marked (``RecallConfig.past_tense``)."""
+    holds now ("which bed did the garlic end up in" asks the outcome), or sets now against before ("do I go more
+    often than I did", "what I used to"), which needs the earlier state as much as the current one. A grammatical
+    reading, not a list of one data set's questions: recall shows a turn a later decision superseded to it, marked
+    (``RecallConfig.past_tense``)."""
+    if _COMPARES_WITH_PAST.search(query):
+        return True
     return bool(_PAST_TENSE.search(query)) and not _ASKS_OUTCOME.search(query)
 
 

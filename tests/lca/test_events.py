@@ -477,6 +477,9 @@ def test_recall_holds_the_replaced_turn_back_now_and_shows_it_marked_for_history
         ("What was my weekly grocery budget at the start?", True),
         ("What grocery budget did I end up with?", False),  # asks the outcome: what holds now
         ("What is my weekly grocery budget these days?", False),
+        ("Is my weekly grocery budget higher than it was before?", True),  # now against before: both are needed
+        ("Do I spend more on groceries than I did?", True),
+        ("What grocery budget did I use to have?", True),
     ],
 )
 def test_a_past_tense_question_sees_a_superseded_turn_marked_and_the_setting_turns_it_off(
