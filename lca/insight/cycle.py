@@ -80,16 +80,11 @@ class IntegrationConfig:
     # each cosine less the mean of its kind of pair (same domain or across domains) before the differential: pairs
     # across domains share fewer words by nature, and uncentred they would outscore the null's same-domain pairs
     centre_by_pair_kind: bool = True
-    # and divided by its kind's spread in that space (the standard deviation of the cosines of that kind of pair):
-    # each space in units of its own spread, so neither space's scale decides the composition (the structural space
-    # of a closed vocabulary spreads far less than content's), and a pair measured against its own kind: the cosines
-    # of pairs within one domain spread wider than those across, and scaled by a pooled spread a same-domain pair
-    # of unusually different words would outscore every cross-domain pair, and so set the null out of reach
+    # and divided by its kind's spread in that space: neither space's scale decides the composition, and a pair is
+    # read against its own kind (same-domain cosines spread wider; over a pooled spread they set the null too high)
     scale_by_pair_kind: bool = True
-    # the signature's parts (``signature_features``: variable kinds, relations, loops, thresholds, dynamics) as a
-    # binary feature vector joined to its embedding, both unit length, so the structural cosine is the mean of the
-    # two: an embedder reads two skeletons that differ by one relation as near the same text (MiniLM: 0.95 against
-    # 1.0 for one skeleton), the feature set counts the relation as gone
+    # the signature's parts (``signature_features``) as a unit binary vector joined to its unit embedding: MiniLM
+    # reads skeletons one relation apart as near one text (0.95), the feature set counts the relation as gone
     structural_features: bool = True
     neighbours: int = 15  # per record, in the space ``neighbour_space`` names
     # where the scored pairs are found: "structural" (the default), or "content" (the content-only detector's pairs)
@@ -97,10 +92,8 @@ class IntegrationConfig:
     structural_cluster_distance: float = 0.2  # cosine distance at which agglomerative clustering stops merging
     content_cluster_distance: float = 0.6
     content_cluster_sample: int = 2000  # records whose every pair the content clustering reads; the rest are assigned
-    # content vectors less their store's mean before they are clustered: what every record's words share (a house
-    # style, the embedder's own common direction) otherwise puts all of them within any fixed distance of one
-    # another along the neighbour graph, and one cluster holds the store; centred, unrelated records lie near
-    # orthogonal whatever the embedder, so the distance means the same across embedders and stores
+    # content clustered less the store's mean: what every text shares (a house style, the embedder's common
+    # direction) is removed, so unrelated records lie near orthogonal and the distance means the same on any embedder
     centre_content_clusters: bool = True
     require_shared_structural_cluster: bool = True
     require_distinct_content_clusters: bool = True
