@@ -242,10 +242,11 @@ def integrate(
         )
         return _written(layout, result)
     structural, content = _spaces(layout, embedder, signed, signatures, features=config.structural_features)
-    nearest_s, nearest_c = _nearest(structural, config.neighbours), _nearest(content, config.neighbours)
+    nearest_s = _nearest(structural, config.neighbours)  # content's only for content-space pairs (below)
     clusters_s = _clusters(structural, config.structural_cluster_distance, nearest_s)
     clusters_c = _content_clusters(content, config)
-    first, second = _neighbour_pairs(nearest_s if config.neighbour_space == "structural" else nearest_c)
+    pairs_from = nearest_s if config.neighbour_space == "structural" else _nearest(content, config.neighbours)
+    first, second = _neighbour_pairs(pairs_from)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
     labels = [r.domain for r in signed]
@@ -550,10 +551,11 @@ def _content_clusters(content: np.ndarray, config: IntegrationConfig) -> np.ndar
     model = AgglomerativeClustering(
         n_clusters=None, metric="cosine", linkage="average", distance_threshold=config.content_cluster_distance
     )
-    labels = np.asarray(model.fit_predict(vectors[rows]), dtype=np.int64)
+    sample = vectors[rows]
+    labels = np.asarray(model.fit_predict(sample), dtype=np.int64)
     if not sampled:
         return labels
-    centroids = _normalized(np.stack([vectors[rows][labels == c].mean(axis=0) for c in range(int(labels.max()) + 1)]))
+    centroids = _normalized(np.stack([sample[labels == c].mean(axis=0) for c in range(int(labels.max()) + 1)]))
     return np.asarray(np.argmax(vectors @ centroids.T, axis=1), dtype=np.int64)
 
 
