@@ -3,10 +3,10 @@
 ``integrate`` runs, in order:
 
 1. the distillation pass (``lca.insight.distill``): a validated signature for every current record, or a refusal;
-2. both spaces: each record's text (content) and its signature's canonical text (structure), embedded by one
-   embedder through the embedding cache under ``index/insight-embeddings`` (the same MiniLM for both spaces: the
-   second space differs by what is embedded, not by the model), the structural vector joined by the signature's
-   parts as a feature set (``structural_features``);
+2. both spaces (``lca.insight.spaces``): each record's text (content) and its signature's canonical text
+   (structure), embedded by one embedder through the embedding cache under ``index/insight-embeddings`` (the same
+   MiniLM for both spaces: the second space differs by what is embedded, not by the model), the structural vector
+   joined by the signature's parts as a feature set (``structural_features``);
 3. candidate clusters in each space (scikit-learn's agglomerative clustering, cosine distance, average linkage):
    structure merging along each record's ``neighbours`` nearest so memory grows linearly with the records; content
    over every pair of a seeded sample, the rest assigned to the nearest cluster, its vectors centred on their mean
@@ -51,7 +51,6 @@ from lca.activation import RetrievalLog, memory_activations
 from lca.derived import derived_tree
 from lca.errors import RecordFormatError
 from lca.fileio import atomic_write_bytes
-from lca.index.embedding_cache import CachedEmbedder
 from lca.insight.centrality import Centrality, refresh_centrality
 from lca.insight.differential import DifferentialConfig
 from lca.insight.distill import DistillReport, distill
@@ -60,7 +59,16 @@ from lca.insight.probe import HotRecord, ProbeReport, hot_and_dormant, probe_pai
 from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
 from lca.insight.recovery import RecoveryGauge, recovery_gauge
 from lca.insight.review import ReviewConfig, ReviewOutcome, review_hypotheses
-from lca.insight.signatures import StructuralSignature, signature_features
+from lca.insight.spaces import (
+    Centres,
+    content_clusters,
+    differential_scores,
+    embed_spaces,
+    kind_stats,
+    nearest_neighbours,
+    neighbour_pairs,
+    structural_clusters,
+)
 from lca.insight.store import InsightRecord, SignatureRow, insight_records
 from lca.insight.taxonomy import refresh_taxonomy
 from lca.layout import StoreLayout
@@ -241,22 +249,29 @@ def integrate(
             **base,
         )
         return _written(layout, result)
-    structural, content = _spaces(layout, embedder, signed, signatures, features=config.structural_features)
-    nearest_s = _nearest(structural, config.neighbours)  # content's only for content-space pairs (below)
-    clusters_s = _clusters(structural, config.structural_cluster_distance, nearest_s)
-    clusters_c = _content_clusters(content, config)
-    pairs_from = nearest_s if config.neighbour_space == "structural" else _nearest(content, config.neighbours)
-    first, second = _neighbour_pairs(pairs_from)
+    structural, content = embed_spaces(layout, embedder, signed, signatures, features=config.structural_features)
+    nearest_s = nearest_neighbours(structural, config.neighbours)  # content's only for content-space pairs (below)
+    clusters_s = structural_clusters(structural, config.structural_cluster_distance, nearest_s)
+    clusters_c = content_clusters(
+        content,
+        distance=config.content_cluster_distance,
+        sample=config.content_cluster_sample,
+        centre=config.centre_content_clusters,
+        seed=config.seed,
+    )
+    structural_pairs = config.neighbour_space == "structural"
+    pairs_from = nearest_s if structural_pairs else nearest_neighbours(content, config.neighbours)
+    first, second = neighbour_pairs(pairs_from)
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
     labels = [r.domain for r in signed]
     cross = np.array([labels[i] != labels[j] for i, j in zip(first, second)], dtype=bool)
     centres = (
-        (_kind_stats(s_cos, cross, config.scale_by_pair_kind), _kind_stats(c_cos, cross, config.scale_by_pair_kind))
+        (kind_stats(s_cos, cross, config.scale_by_pair_kind), kind_stats(c_cos, cross, config.scale_by_pair_kind))
         if config.centre_by_pair_kind
         else None
     )
-    scores = _differential(config, s_cos, c_cos, cross, centres)
+    scores = differential_scores(config.differential, s_cos, c_cos, cross, centres)
     distinct_content = clusters_c[first] != clusters_c[second]
     null = null_threshold(
         first,
@@ -314,26 +329,6 @@ def integrate(
     return _written(layout, result)
 
 
-# per space (structural, content): the mean of the pairs across domains and of those within one, and each kind's spread
-KindStats = tuple[float, float, float, float]
-Centres = tuple[KindStats, KindStats]
-
-
-def _differential(
-    config: IntegrationConfig, s_cos: np.ndarray, c_cos: np.ndarray, cross: np.ndarray, centres: Centres | None
-) -> np.ndarray:
-    """The differential of pairs from their cosines, each first centred on its kind's mean (and divided by its
-    space's spread) when ``centres``."""
-    if centres is None:
-        return config.differential.score(s_cos, c_cos)
-
-    def standardized(cosines: np.ndarray, stats: KindStats) -> np.ndarray:
-        across, within, across_spread, within_spread = stats
-        return (cosines - np.where(cross, across, within)) / np.where(cross, across_spread, within_spread)
-
-    return config.differential.score(standardized(s_cos, centres[0]), standardized(c_cos, centres[1]))
-
-
 @dataclass(frozen=True)
 class _Spaces:
     """What the cycle computed over the signed records that the hot cycle scores its pairs with."""
@@ -385,7 +380,7 @@ def _probes(
     if not len(first):
         return report(note="no dormant record in another domain than the active ones")
     cross = np.ones(len(first), dtype=bool)
-    scores = _differential(config, s_cos, c_cos, cross, spaces.centres)
+    scores = differential_scores(config.differential, s_cos, c_cos, cross, spaces.centres)
     if null.threshold is None:
         return report(len(first), note=f"no null threshold, so nothing surfaces ({null.reason})")
     keep = scores > null.threshold
@@ -427,7 +422,7 @@ def _also_scored(
     s_cos = np.einsum("ij,ij->i", structural[first], structural[second])
     c_cos = np.einsum("ij,ij->i", content[first], content[second])
     cross = np.array([signed[i].domain != signed[j].domain for i, j in kept], dtype=bool)
-    scores = _differential(config, s_cos, c_cos, cross, centres)
+    scores = differential_scores(config.differential, s_cos, c_cos, cross, centres)
     return tuple(
         ScoredPair(signed[i].id, signed[j].id, float(s_cos[k]), float(c_cos[k]), float(scores[k]))
         for k, (i, j) in enumerate(kept)
@@ -438,132 +433,6 @@ def _written(layout: StoreLayout, result: IntegrationResult) -> IntegrationResul
     path = layout.integration_report(result.cycle_id)
     atomic_write_bytes(path, (json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return result
-
-
-def _spaces(
-    layout: StoreLayout,
-    embedder: Embedder,
-    records: Sequence[InsightRecord],
-    signatures: dict[str, SignatureRow],
-    *,
-    features: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The structural and the content vectors of ``records``, in order, through the cycle's embedding cache; with
-    ``features`` the structural vector is the signature's embedding joined by its feature set (``_feature_vectors``)."""
-    cached = CachedEmbedder(embedder, layout.insight_embeddings)
-    try:
-        structural = _normalized(cached.embed([signatures[r.id].text for r in records]))
-        content = cached.embed([r.text for r in records])
-    finally:
-        cached.close()
-    if features:
-        structural = _normalized(np.hstack([structural, _feature_vectors([signatures[r.id] for r in records])]))
-    return structural, _normalized(content)
-
-
-def _feature_vectors(rows: Sequence[SignatureRow]) -> np.ndarray:
-    """Each signature's parts (``signature_features``) as a unit binary vector over the features these signatures
-    hold, in sorted order: the cosine of two is the share of features they have in common (Ochiai)."""
-    sets = [signature_features(StructuralSignature.model_validate(row.signature)) for row in rows]
-    column = {name: i for i, name in enumerate(sorted(set().union(*sets)))}
-    vectors = np.zeros((len(rows), len(column)), dtype=np.float64)
-    for i, features in enumerate(sets):
-        vectors[i, [column[name] for name in features]] = 1.0
-    return _normalized(vectors)
-
-
-def _kind_stats(cosines: np.ndarray, cross: np.ndarray, scale: bool) -> KindStats:
-    """The mean cosine of the pairs across domains and of those within one (0 for a kind with no pair), and each
-    kind's spread when ``scale``: the standard deviation of its cosines (1 when not scaling; a kind of fewer than
-    two pairs, or of no spread, takes the spread of every pair's cosine less its kind's mean, and 1 if that is none
-    either)."""
-    values = np.asarray(cosines, dtype=np.float64)
-    across = float(values[cross].mean()) if cross.any() else 0.0
-    within = float(values[~cross].mean()) if (~cross).any() else 0.0
-    if not scale:
-        return (across, within, 1.0, 1.0)
-    pooled = float((values - np.where(cross, across, within)).std()) if len(values) >= 2 else 0.0
-    pooled = pooled if pooled > 1e-9 else 1.0
-
-    def spread(kind: np.ndarray) -> float:
-        value = float(kind.std()) if kind.size >= 2 else 0.0
-        return value if value > 1e-9 else pooled
-
-    return (across, within, spread(values[cross]), spread(values[~cross]))
-
-
-def _normalized(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
-
-
-def _nearest(vectors: np.ndarray, neighbours: int) -> np.ndarray:
-    """Each record's ``neighbours`` nearest others (cosine), one row of indexes per record (fewer when the records
-    are fewer); computed once per space for both the clusters and the pairs."""
-    from sklearn.neighbors import NearestNeighbors
-
-    k = min(neighbours + 1, len(vectors))
-    found = NearestNeighbors(n_neighbors=k, metric="cosine").fit(vectors).kneighbors(vectors, return_distance=False)
-    rows = [[int(j) for j in row if int(j) != i][: k - 1] for i, row in enumerate(found)]
-    return np.array(rows, dtype=np.int64).reshape(len(vectors), max(k - 1, 0))
-
-
-def _clusters(vectors: np.ndarray, distance: float, nearest: np.ndarray) -> np.ndarray:
-    """Cluster labels of ``vectors`` (agglomerative, cosine, average linkage, stopped at ``distance``), merging only
-    along each record's nearest (``nearest``): the full distance matrix grows with the square of the records (16k
-    records would hold 2 GB), the neighbour graph linearly. With fewer records than the cycle's ``neighbours`` the
-    graph is complete and the clusters are the unrestricted ones."""
-    import warnings
-
-    from scipy.sparse import csr_matrix
-    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
-
-    n = len(vectors)
-    if n < 2 or nearest.shape[1] == 0:
-        return np.zeros(n, dtype=np.int64)
-    rows = np.repeat(np.arange(n), nearest.shape[1])
-    graph = csr_matrix((np.ones(rows.size), (rows, nearest.ravel())), shape=(n, n))
-    model = AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance, connectivity=graph
-    )
-    with warnings.catch_warnings():  # a graph in several components is completed by scikit-learn, as it says
-        warnings.filterwarnings("ignore", message=".*connected components.*")
-        return np.asarray(model.fit_predict(vectors), dtype=np.int64)
-
-
-def _content_clusters(content: np.ndarray, config: IntegrationConfig) -> np.ndarray:
-    """The content space's clusters (of the vectors less their mean when ``centre_content_clusters``): average
-    linkage over every pair of at most ``content_cluster_sample`` records drawn with the cycle's seed, then every
-    record in the cluster whose mean direction is nearest. Merging along a neighbour graph, as the structural space
-    does, averages only the graph's short edges: content chains through it, and a 16k-record store became one
-    cluster whatever the distance."""
-    from sklearn.cluster import AgglomerativeClustering  # a heavy import, for the cycle only
-
-    vectors = _normalized(content - content.mean(axis=0)) if config.centre_content_clusters else content
-    n = len(vectors)
-    if n < 2:
-        return np.zeros(n, dtype=np.int64)
-    sampled = n > config.content_cluster_sample
-    rows = np.arange(n)
-    if sampled:
-        rows = np.sort(np.random.default_rng(config.seed).choice(n, config.content_cluster_sample, replace=False))
-    model = AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=config.content_cluster_distance
-    )
-    sample = vectors[rows]
-    labels = np.asarray(model.fit_predict(sample), dtype=np.int64)
-    if not sampled:
-        return labels
-    centroids = _normalized(np.stack([sample[labels == c].mean(axis=0) for c in range(int(labels.max()) + 1)]))
-    return np.asarray(np.argmax(vectors @ centroids.T, axis=1), dtype=np.int64)
-
-
-def _neighbour_pairs(nearest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each record with its nearest (``_nearest``), as unique pairs ``first[k] < second[k]``."""
-    pairs = {(min(i, int(j)), max(i, int(j))) for i, row in enumerate(nearest) for j in row}
-    ordered = sorted(pairs)
-    return np.array([p[0] for p in ordered], dtype=np.int64), np.array([p[1] for p in ordered], dtype=np.int64)
 
 
 def _candidates(

@@ -9,16 +9,16 @@ from dataclasses import replace
 import numpy as np
 
 from lca.insight import IntegrationConfig
-from lca.insight.cycle import (
-    _clusters,
-    _content_clusters,
-    _differential,
-    _feature_vectors,
-    _kind_stats,
-    _nearest,
-    _normalized,
-)
 from lca.insight.signatures import StructuralSignature, canonical_text, signature_features
+from lca.insight.spaces import (
+    content_clusters,
+    differential_scores,
+    feature_vectors,
+    kind_stats,
+    nearest_neighbours,
+    normalized,
+    structural_clusters,
+)
 from lca.insight.store import SignatureRow
 
 
@@ -30,15 +30,26 @@ def _grouped_vectors(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     shared, first, second = np.eye(dimension)[0] * 3.0, np.eye(dimension)[1], np.eye(dimension)[2]
     groups = np.repeat([0, 1], 20)
     vectors = shared + np.where(groups[:, None] == 0, first, second) + rng.normal(0, 0.05, (40, dimension))
-    return _normalized(vectors), groups
+    return normalized(vectors), groups
+
+
+def _content_clusters_of(vectors: np.ndarray, config: IntegrationConfig) -> np.ndarray:
+    """The content clusters as the cycle asks for them, from its config."""
+    return content_clusters(
+        vectors,
+        distance=config.content_cluster_distance,
+        sample=config.content_cluster_sample,
+        centre=config.centre_content_clusters,
+        seed=config.seed,
+    )
 
 
 def test_content_clusters_are_read_after_the_shared_direction_is_removed():
     vectors, groups = _grouped_vectors()
     config = IntegrationConfig(content_cluster_distance=0.6)
-    raw = _content_clusters(vectors, replace(config, centre_content_clusters=False))
+    raw = _content_clusters_of(vectors, replace(config, centre_content_clusters=False))
     assert len(set(raw)) == 1  # every record within the distance of the others: one cluster holds the store
-    centred = _content_clusters(vectors, config)
+    centred = _content_clusters_of(vectors, config)
     assert len(set(centred)) == 2
     assert all(len(set(centred[groups == g])) == 1 for g in (0, 1))  # each group its own cluster
 
@@ -46,10 +57,10 @@ def test_content_clusters_are_read_after_the_shared_direction_is_removed():
 def test_a_store_past_the_sample_is_clustered_on_a_seeded_sample_and_every_record_assigned():
     vectors, groups = _grouped_vectors()
     config = IntegrationConfig(content_cluster_sample=10)
-    labels = _content_clusters(vectors, config)
+    labels = _content_clusters_of(vectors, config)
     assert labels.shape == (40,) and len(set(labels)) == 2
     assert all(len(set(labels[groups == g])) == 1 for g in (0, 1))
-    assert np.array_equal(labels, _content_clusters(vectors, config))  # the seed draws the same sample
+    assert np.array_equal(labels, _content_clusters_of(vectors, config))  # the seed draws the same sample
 
 
 def test_content_does_not_chain_into_one_cluster_along_near_neighbours():
@@ -59,8 +70,8 @@ def test_content_does_not_chain_into_one_cluster_along_near_neighbours():
     arc = np.zeros((60, 8))
     arc[:, 0], arc[:, 1] = np.cos(angles), np.sin(angles)
     config = IntegrationConfig(content_cluster_distance=0.1, centre_content_clusters=False)
-    assert len(set(_clusters(arc, 0.1, _nearest(arc, 15)))) == 1
-    labels = _content_clusters(arc, config)
+    assert len(set(structural_clusters(arc, 0.1, nearest_neighbours(arc, 15)))) == 1
+    labels = _content_clusters_of(arc, config)
     assert len(set(labels)) > 1 and labels[0] != labels[-1]
 
 
@@ -70,20 +81,20 @@ def test_each_kind_of_pair_is_standardized_by_its_own_spread():
     across = np.array([0.15, 0.25, 0.2, 0.275, 0.125])
     cosines = np.concatenate([within, across])
     cross = np.array([False] * 5 + [True] * 5)
-    across_mean, within_mean, across_spread, within_spread = _kind_stats(cosines, cross, scale=True)
+    across_mean, within_mean, across_spread, within_spread = kind_stats(cosines, cross, scale=True)
     assert (across_mean, within_mean) == (np.mean(across), np.mean(within))
     assert np.isclose(across_spread, across.std()) and np.isclose(within_spread, within.std())
-    assert _kind_stats(cosines, cross, scale=False)[2:] == (1.0, 1.0)
+    assert kind_stats(cosines, cross, scale=False)[2:] == (1.0, 1.0)
     # a same-domain pair two of its kind's spreads below its mean is as unusual as a cross-domain pair two of its
     # kind's spreads below its own: the content discount credits them alike (a pooled spread would credit the
     # same-domain pair about three times as much, and the null drawn from such pairs would be out of reach)
     content = np.array([within.mean() - 2 * within.std(), across.mean() - 2 * across.std()])
     structural = np.array([0.5, 0.5])
     kind = np.array([False, True])
-    flat = _kind_stats(np.full(4, 0.5), np.array([False, False, True, True]), True)  # no spread: 1, never 0
+    flat = kind_stats(np.full(4, 0.5), np.array([False, False, True, True]), True)  # no spread: 1, never 0
     assert flat == (0.5, 0.5, 1.0, 1.0)
-    centres = (flat, _kind_stats(cosines, cross, True))
-    scores = _differential(IntegrationConfig(), structural, content, kind, centres)
+    centres = (flat, kind_stats(cosines, cross, True))
+    scores = differential_scores(IntegrationConfig().differential, structural, content, kind, centres)
     assert np.isclose(scores[0], scores[1]) and np.isclose(scores[0], 2.0)
 
 
@@ -115,7 +126,7 @@ def test_the_feature_set_tells_one_skeleton_from_its_near_miss():
     }
     near = {**SKELETON, "dynamics": ["decay", "delay"]}  # one dynamic more
     rows = [_row(SKELETON), _row(same), _row(near)]
-    vectors = _feature_vectors(rows)
+    vectors = feature_vectors(rows)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert np.isclose(vectors[0] @ vectors[1], 1.0)  # other letters, one skeleton
     features = [signature_features(StructuralSignature.model_validate(row.signature)) for row in rows]
