@@ -54,7 +54,7 @@ from lca.fileio import atomic_write_bytes
 from lca.insight.centrality import Centrality, refresh_centrality
 from lca.insight.differential import DifferentialConfig
 from lca.insight.distill import DistillReport, distill
-from lca.insight.null_model import NullModel, null_threshold
+from lca.insight.null_model import NULL_STATISTICS, NullModel, null_threshold
 from lca.insight.probe import HotRecord, ProbeReport, hot_and_dormant, probe_pairs
 from lca.insight.reconcile import InsightCandidate, Reconciliation, ScoredPair, reconcile
 from lca.insight.recovery import RecoveryGauge, recovery_gauge
@@ -106,6 +106,10 @@ class IntegrationConfig:
     require_shared_structural_cluster: bool = True
     require_distinct_content_clusters: bool = True
     null_shuffles: int = 200
+    # how the null reads its shuffles (``lca.insight.null_model``): "tail", the pooled spurious scores' upper
+    # ``null_tail`` (a per-pair rate, steady as the store grows), or "max", the ``null_quantile`` of each one's best
+    null_statistic: str = "tail"
+    null_tail: float = 0.001
     null_quantile: float = 0.95
     max_surfaced: int = 5  # candidates surfaced per cycle; the rest wait (deferred, counted)
     reconcile_overlap: float = 0.5  # membership overlap at which a candidate is an entry seen again
@@ -130,6 +134,10 @@ class IntegrationConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise RecordFormatError(f"must be an integer >= {least}, got {value!r}", field=name)
+        if self.null_statistic not in NULL_STATISTICS:
+            raise RecordFormatError(
+                f"must be one of {', '.join(NULL_STATISTICS)}, got {self.null_statistic!r}", field="null_statistic"
+            )
         if self.neighbour_space not in NEIGHBOUR_SPACES:
             raise RecordFormatError(
                 f"must be one of {', '.join(NEIGHBOUR_SPACES)}, got {self.neighbour_space!r}", field="neighbour_space"
@@ -138,6 +146,7 @@ class IntegrationConfig:
             ("structural_cluster_distance", 0.0, 2.0),
             ("content_cluster_distance", 0.0, 2.0),
             ("null_quantile", 0.0, 1.0),
+            ("null_tail", 0.0, 1.0),
             ("reconcile_overlap", 0.0, 1.0),
         ):
             value = getattr(self, name)
@@ -282,6 +291,8 @@ def integrate(
         shuffles=config.null_shuffles,
         quantile=config.null_quantile,
         seed=config.seed,
+        statistic=config.null_statistic,
+        tail=config.null_tail,
     )
     keep = cross & (scores > (np.inf if null.threshold is None else null.threshold))
     if config.require_shared_structural_cluster:

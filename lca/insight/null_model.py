@@ -6,8 +6,19 @@ one domain: whatever differential it scores is what chance and a domain's own st
 across domains. Only pairs the surfacing rules could let through may be spurious (``eligible``: the cycle passes
 the pairs whose records lie in different content clusters, as a surfaced pair's must), so the null is drawn at the
 content distance of a real candidate: a same-domain pair's higher content similarity would otherwise discount it
-below any cross-domain pair and make the threshold too easy. The best spurious score of each shuffle makes the null
-distribution; the threshold is its declared quantile. A real cross-domain pair surfaces only above it.
+below any cross-domain pair and make the threshold too easy.
+
+Two statistics read the shuffles (``NULL_STATISTICS``):
+
+- ``tail`` (the default): the spurious scores of every shuffle pooled; the threshold is the score a share ``tail`` of
+  them exceed (``tail`` 0.001: one spurious pair in a thousand clears it). A per-pair false-positive rate, so the
+  false discoveries it lets through grow with the pairs scored (linearly), and the threshold stays where it is as a
+  store grows;
+- ``max``: the best spurious score of each shuffle; the threshold is the declared ``quantile`` of those maxima. A
+  family-wise bound: it grows with the count of same-domain pairs, so the larger the store the fewer rhymes clear it
+  (docs/insight.md has both measured on the planted corpora).
+
+Either way a real cross-domain pair surfaces only above it.
 
 When no two records share a domain nothing can be spurious, and when too few shuffles yield a spurious pair the
 quantile means nothing: the threshold is then undefined, with the reason, and the cycle surfaces nothing.
@@ -19,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+NULL_STATISTICS = ("tail", "max")
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,12 @@ class NullModel:
     informative_shuffles: int  # shuffles that had at least one spurious pair
     best_spurious: tuple[float, ...]  # the best spurious score of each informative shuffle, sorted
     reason: str | None = None
+    statistic: str = "max"
+    tail: float | None = None  # the ``tail`` statistic's share of spurious scores above the threshold
+    spurious_pairs: int = (
+        0  # distinct eligible same-domain pairs (fewer than 1 / tail: the threshold is near their max)
+    )
+    pooled_spurious: int = 0  # spurious scores pooled over the shuffles
 
     def summary(self) -> dict[str, object]:
         values = np.asarray(self.best_spurious, dtype=np.float64)
@@ -43,6 +62,10 @@ class NullModel:
                 "max": float(values.max()),
             }
         return {
+            "statistic": self.statistic,
+            "tail": self.tail,
+            "spurious_pairs": self.spurious_pairs,
+            "pooled_spurious": self.pooled_spurious,
             "shuffles": self.shuffles,
             "quantile": self.quantile,
             "seed": self.seed,
@@ -63,12 +86,19 @@ def null_threshold(
     shuffles: int,
     quantile: float,
     seed: int,
+    statistic: str = "tail",
+    tail: float = 0.001,
     min_informative: int = 20,
 ) -> NullModel:
     """The threshold for pairs ``(first[k], second[k])`` (indexes into ``domains``) scored ``scores[k]``; only the
-    pairs where ``eligible`` is true (all, when None) can be spurious."""
+    pairs where ``eligible`` is true (all, when None) can be spurious. ``statistic`` reads the shuffles: ``tail``
+    (the pooled spurious scores' upper ``tail``) or ``max`` (the ``quantile`` of each shuffle's best)."""
     if shuffles < 1 or not 0.0 < quantile < 1.0:
         raise ValueError(f"shuffles must be >= 1 and quantile in (0, 1), got {shuffles}, {quantile}")
+    if statistic not in NULL_STATISTICS or not 0.0 < tail < 1.0:
+        raise ValueError(
+            f"statistic must be one of {', '.join(NULL_STATISTICS)} and tail in (0, 1), got {statistic}, {tail}"
+        )
     labels = np.unique(np.asarray(domains), return_inverse=True)[1]
     first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
     scores = np.asarray(scores, dtype=np.float64)
@@ -76,22 +106,43 @@ def null_threshold(
     if eligible is not None:
         same_domain &= np.asarray(eligible, dtype=bool)
 
+    described = {
+        "statistic": statistic,
+        "tail": tail if statistic == "tail" else None,
+        "spurious_pairs": int(same_domain.sum()),
+    }
+
     def undefined(reason: str, best: Sequence[float] = ()) -> NullModel:
-        return NullModel(shuffles, quantile, seed, None, len(best), tuple(sorted(best)), reason)
+        return NullModel(shuffles, quantile, seed, None, len(best), tuple(sorted(best)), reason, **described)
 
     if not same_domain.any():
         return undefined("no eligible scored pair lies within one domain: nothing can be spurious, so no threshold")
     rng = np.random.default_rng(seed)
     best: list[float] = []
+    pooled: list[np.ndarray] = []
     for _ in range(shuffles):
         shuffled = rng.permutation(labels)
         spurious = same_domain & (shuffled[first] != shuffled[second])
         if spurious.any():
             best.append(float(scores[spurious].max()))
+            pooled.append(scores[spurious])
     needed = min(min_informative, shuffles)
     if len(best) < needed:
         return undefined(
             f"only {len(best)} of {shuffles} shuffles made a spurious pair (at least {needed} needed)", best
         )
-    threshold = float(np.quantile(np.asarray(best), quantile, method="higher"))
-    return NullModel(shuffles, quantile, seed, threshold, len(best), tuple(sorted(best)))
+    spurious_scores = np.concatenate(pooled)
+    if statistic == "tail":
+        threshold = float(np.quantile(spurious_scores, 1.0 - tail, method="higher"))
+    else:
+        threshold = float(np.quantile(np.asarray(best), quantile, method="higher"))
+    return NullModel(
+        shuffles,
+        quantile,
+        seed,
+        threshold,
+        len(best),
+        tuple(sorted(best)),
+        pooled_spurious=len(spurious_scores),
+        **described,
+    )

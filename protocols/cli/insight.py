@@ -27,6 +27,8 @@ def cmd_integrate(args: argparse.Namespace) -> int:
         differential=DifferentialConfig(args.composition, args.content_weight),
         null_shuffles=args.shuffles,
         null_quantile=args.quantile,
+        null_statistic=args.null_statistic,
+        null_tail=args.tail,
         max_surfaced=args.max_surfaced,
         probe_hot=args.probe_hot,
         probe_max_surfaced=args.probe_max_surfaced,
@@ -75,6 +77,9 @@ def cmd_integrate(args: argparse.Namespace) -> int:
     null = result.null
     threshold = "undefined" if null is None or null.threshold is None else f"{null.threshold:.3f}"
     why = f" ({null.reason})" if null is not None and null.reason else ""
+    if null is not None:
+        read = f"upper {null.tail:g} of {null.pooled_spurious} pooled" if null.tail else f"q{null.quantile:g} of maxima"
+        why += f" [{null.statistic}: {read} spurious scores, {null.spurious_pairs} same-domain pairs]"
     common.show(
         f"  clusters: {result.clusters}; pairs scored {result.pairs_scored}, cross-domain {result.cross_domain_pairs}; "
         f"null threshold {threshold}{why}"
@@ -214,7 +219,17 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--composition", choices=COMPOSITIONS, default="discounted", help="how the two cosines compose")
     p.add_argument("--content-weight", type=float, default=1.0, help="the weight of the content cosine (0..2)")
     p.add_argument("--shuffles", type=int, default=200, help="null model: domain-label shuffles (default 200)")
-    p.add_argument("--quantile", type=float, default=0.95, help="null model: the quantile to beat (default 0.95)")
+    p.add_argument(
+        "--null-statistic",
+        choices=("tail", "max"),
+        default="tail",
+        help="null model: tail (the pooled spurious scores' upper --tail, the default) or max (the --quantile of each "
+        "shuffle's best spurious score)",
+    )
+    p.add_argument(
+        "--tail", type=float, default=0.001, help="null model: the share of spurious scores above it (default 0.001)"
+    )
+    p.add_argument("--quantile", type=float, default=0.95, help="null model, max: the quantile to beat (default 0.95)")
     p.add_argument("--max-surfaced", type=int, default=5, help="candidates surfaced per cycle (default 5)")
     p.add_argument(
         "--probe-hot",

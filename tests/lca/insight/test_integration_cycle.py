@@ -137,6 +137,8 @@ def test_a_store_with_too_little_to_compare_says_so(tmp_path):
     [
         ({"null_shuffles": 0}, "null_shuffles"),
         ({"null_quantile": 1.0}, "null_quantile"),
+        ({"null_statistic": "mean"}, "null_statistic"),
+        ({"null_tail": 0.0}, "null_tail"),
         ({"max_surfaced": -1}, "max_surfaced"),
         ({"structural_cluster_distance": "near"}, "structural_cluster_distance"),
         ({"probe_hot": -1}, "probe_hot"),
