@@ -27,7 +27,7 @@ quantile means nothing: the threshold is then undefined, with the reason, and th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -106,14 +106,20 @@ def null_threshold(
     if eligible is not None:
         same_domain &= np.asarray(eligible, dtype=bool)
 
-    described = {
-        "statistic": statistic,
-        "tail": tail if statistic == "tail" else None,
-        "spurious_pairs": int(same_domain.sum()),
-    }
+    described = NullModel(
+        shuffles,
+        quantile,
+        seed,
+        None,
+        0,
+        (),
+        statistic=statistic,
+        tail=tail if statistic == "tail" else None,
+        spurious_pairs=int(same_domain.sum()),
+    )
 
     def undefined(reason: str, best: Sequence[float] = ()) -> NullModel:
-        return NullModel(shuffles, quantile, seed, None, len(best), tuple(sorted(best)), reason, **described)
+        return replace(described, informative_shuffles=len(best), best_spurious=tuple(sorted(best)), reason=reason)
 
     if not same_domain.any():
         return undefined("no eligible scored pair lies within one domain: nothing can be spurious, so no threshold")
@@ -136,13 +142,10 @@ def null_threshold(
         threshold = float(np.quantile(spurious_scores, 1.0 - tail, method="higher"))
     else:
         threshold = float(np.quantile(np.asarray(best), quantile, method="higher"))
-    return NullModel(
-        shuffles,
-        quantile,
-        seed,
-        threshold,
-        len(best),
-        tuple(sorted(best)),
+    return replace(
+        described,
+        threshold=threshold,
+        informative_shuffles=len(best),
+        best_spurious=tuple(sorted(best)),
         pooled_spurious=len(spurious_scores),
-        **described,
     )
