@@ -61,8 +61,11 @@ class NullModel:
                 "median": float(np.median(values)),
                 "max": float(values.max()),
             }
+        # what the family-wise statistic would set on the same shuffles, beside whichever one set the threshold
+        best_quantile = float(np.quantile(values, self.quantile, method="higher")) if values.size else None
         return {
             "statistic": self.statistic,
+            "max_statistic_threshold": best_quantile,
             "tail": self.tail,
             "spurious_pairs": self.spurious_pairs,
             "pooled_spurious": self.pooled_spurious,

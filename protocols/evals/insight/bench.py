@@ -157,15 +157,16 @@ def _checks(scale: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def table(metrics: dict[str, Any]) -> str:
     """The markdown table of a record's metrics (the scale rows, then the slice)."""
     lines = [
-        "| records | threshold | above | precision | recall | false | topical differential (mean) | content-only "
-        "precision | content-only topical | cycle s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| records | threshold | max statistic's threshold | above | precision | recall | false | topical differential "
+        "(mean) | content-only precision | content-only topical | cycle s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
     for n, row in sorted(metrics["scale"].items(), key=lambda kv: int(kv[0])):
         c, b = row["cycle"], row.get("content_only", {})
         lines.append(
-            f"| {n} | {fmt(c['threshold'])} | {c['above_threshold_pairs']} | {fmt(c['precision'])} | "
+            f"| {n} | {fmt(c['threshold'])} ({c.get('null_statistic') or 'max'}) | "
+            f"{fmt(c.get('max_statistic_threshold'))} | {c['above_threshold_pairs']} | {fmt(c['precision'])} | "
             f"{fmt(c['recall'])} | {c['false_discoveries']} | {fmt(c['topical_differential'].get('mean'))} | "
             f"{fmt(b.get('precision'))} | {b.get('topical_discoveries', 'n/a')} | {c['wall_seconds']:.1f} |"
         )

@@ -97,7 +97,7 @@ def _same_domain_pairs(count: int, seed: int) -> tuple[np.ndarray, np.ndarray, n
 
 
 def test_the_tail_statistic_stays_put_as_the_same_domain_pairs_grow_and_the_max_does_not():
-    thresholds = {}
+    thresholds, summaries = {}, {}
     for statistic in ("tail", "max"):
         for count in (2_000, 40_000):
             first, second, scores, domains = _same_domain_pairs(count, seed=count)
@@ -106,10 +106,13 @@ def test_the_tail_statistic_stays_put_as_the_same_domain_pairs_grow_and_the_max_
             )
             assert null.statistic == statistic and null.spurious_pairs == count
             thresholds[statistic, count] = null.threshold
+            summaries[statistic, count] = null.summary()
     # the pooled scores' upper 1%: the normal's 0.99 quantile (2.33) at either size
     assert abs(thresholds["tail", 2_000] - 2.33) < 0.25 and abs(thresholds["tail", 40_000] - 2.33) < 0.1
     # each shuffle's best of 20 times as many pairs: the family-wise threshold climbs with them
     assert thresholds["max", 40_000] > thresholds["max", 2_000] + 0.3 > 3.0
+    # the same shuffles: the tail's record says what the max would have set
+    assert summaries["tail", 40_000]["max_statistic_threshold"] == thresholds["max", 40_000]
 
 
 def test_the_tail_threshold_pools_every_shuffle_and_is_seeded():
