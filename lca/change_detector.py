@@ -54,9 +54,12 @@ CHANGE_MARKERS = frozenset(
     "reconsidered".split()
 )
 CORRECTION_MARKERS = frozenset(
-    "wrong mistake mistaken misread miscounted misremembered misspoke correction incorrect typo actually meant "
+    "wrong mistake mistaken misread miscounted misremembered misspoke correction incorrect typo meant "
     "sorry confused mixed".split()
 )
+# "actually" corrects where it opens a sentence ("Actually, it's the 14th", "No, actually ..."); inside one it is
+# mostly emphasis ("I actually have a few other plants"), and read anywhere it made corrections of plain remarks
+_CONTRAST_OPENER = re.compile(r"(?:^|[.!?;:]\s+|\n\s*)(?:(?:no|oh|wait|well|sorry|hmm|um|ah)\W+)?actually\b", re.I)
 DISAGREEMENT_OPENERS = frozenset("no nope not wrong actually incorrect nah".split())
 NEGATIONS = frozenset("not isn't isnt wasn't wasnt aren't arent didn't didnt don't dont never n't".split())
 _NOT_NAMES = frozenset(
@@ -152,7 +155,7 @@ def facts_of(entry: TranscriptEntry, position: int) -> TurnFacts:
         statements=tuple(statement_of(sentence) for sentence in sentences),
         asks=text.rstrip().endswith("?"),
         markers=frozenset(words) & CHANGE_MARKERS,
-        corrects=bool(set(words) & CORRECTION_MARKERS),
+        corrects=bool(set(words) & CORRECTION_MARKERS) or bool(_CONTRAST_OPENER.search(text)),
         disagrees=bool(opening) and (opening[0] in DISAGREEMENT_OPENERS or bool(set(opening[:3]) & NEGATIONS)),
     )
 

@@ -15,6 +15,7 @@ from lca.change_detector import (
     ChangeModel,
     StructuralChangeDetector,
     Tree,
+    facts_of,
     names_of,
     numbers_of,
     ordered,
@@ -169,6 +170,29 @@ def test_a_user_disagreeing_with_the_agents_claim_corrects_it():
     (event,) = StructuralChangeDetector().observe(entries)
     assert (event.kind, event.of, event.by) == ("corrected", "s1#s1:2", "s1#s1:3")
     assert "disagrees" in event.evidence and "adjacent agent" in event.evidence
+
+
+@pytest.mark.parametrize(
+    ("text", "corrects"),
+    [
+        ("I actually have a few other plants that I've been tending to.", False),  # emphasis, inside a sentence
+        ("Next, I'm actually planning to focus on the paint job.", False),
+        ("Actually, the dentist moved it to Thursday.", True),  # opening the turn
+        ("It was a long day. Actually the dinner is at 8, not 7.", True),  # opening a later sentence
+        ("No, actually it's the 14th.", True),
+        ("Sorry, I misread the form.", True),  # the other correction words, wherever they are
+    ],
+)
+def test_actually_corrects_where_it_opens_a_sentence(text, corrects):
+    assert facts_of(turn("s1", 1, text, "2026-03-01T09:00:00"), 0).corrects is corrects
+
+
+def test_a_new_value_said_with_emphasis_supersedes_and_does_not_correct():
+    entries = history()
+    entries[4] = turn("s3", 1, "I actually changed the grocery budget to $150 a week.", "2026-03-10T09:00:00")
+    (event,) = StructuralChangeDetector().observe(entries)
+    assert (event.kind, event.of, event.by) == ("superseded", "s1#s1:1", "s3#s3:1")
+    assert "corrects" not in event.evidence
 
 
 def test_a_correction_after_the_agent_echoed_the_users_value_replaces_the_users_turn():
