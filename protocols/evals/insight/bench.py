@@ -1,6 +1,7 @@
 """``lca bench insight``: the integration cycle on planted corpora (issue 52), measured against their gold.
 
-For each corpus size (``--sizes``, default 1k, 4k and 16k records; one seed) a planted corpus
+For each corpus size (``--sizes``, default 1k, 4k and 16k records) and each seed (``--seed``, one or several) a planted
+corpus
 (``protocols/evals/insight/corpus.py``) is written into a fresh store as memory files and integrated once by the
 product's cycle (``lca.insight.integrate``) with the generator's own signatures (``corpus.GeneratorSigner``) and the
 real embedder: the pairs above the null model's threshold against the gold rhymes (precision, recall, false
@@ -11,6 +12,10 @@ Signing 16k records with SmolLM2 would take hours on two cores, so the model's s
 slice (``--slice`` records of a corpus of their own, ``--slice-model``, 0 or ``none`` skips): the share of its
 answers that validate, and the cycle's precision and recall on its signatures beside the generator's on the same
 slice. The scale curve uses the generator's signatures only; the record says so.
+
+With several seeds (``--seed 1,2,3``) the first seed's corpora are the record's ``scale`` (its checks, curve and
+slice) and every seed's are in ``seeds``, one table row per seed and size: how much the figures depend on the
+corpus drawn.
 
 Writes the record, a markdown table and the false-discovery curve (``.png``) beside ``--out``.
 """
@@ -35,7 +40,11 @@ DEFAULT_SIZES = "1000,4000,16000"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help="corpus sizes in records, joined by ','")
-    parser.add_argument("--seed", type=int, default=0, help="the corpora's seed and the cycle's")
+    parser.add_argument(
+        "--seed",
+        default="0",
+        help="the corpora's seed and the cycle's; several joined by ',' (the first is the scale's)",
+    )
     parser.add_argument("--slice", type=int, default=40, help="records of the slice a model signs (0 skips)")
     parser.add_argument(
         "--slice-model",
@@ -55,6 +64,13 @@ def _sizes(text: str) -> list[int]:
     if not parts or not all(p.isdigit() and int(p) >= 12 for p in parts):
         raise ValueError(f"--sizes: expected record counts of 12 or more joined by ',', got {text!r}")
     return sorted({int(p) for p in parts})
+
+
+def _seeds(text: str) -> list[int]:
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise ValueError(f"--seed: expected distinct non-negative integers joined by ',', got {text!r}")
+    return [int(p) for p in parts]
 
 
 def _embedder(cache: str | None) -> Any:
@@ -99,27 +115,26 @@ def _arms(records: Sequence[Any], signer: Any, embedder: Any, seed: int, *, base
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _slice(args: argparse.Namespace, embedder: Any) -> dict[str, Any] | None:
-    """The slice signed by the generator and by the model, each through one cycle."""
+def _slice(args: argparse.Namespace, embedder: Any, seed: int) -> dict[str, Any] | None:
+    """The slice signed by the generator and by the model, each through one cycle (``seed``: the corpus's and the
+    cycle's)."""
     if args.slice <= 0 or args.slice_model in ("", "none"):
         return None
     from lca.insight import SummarizerSigner
     from protocols.evals.insight.corpus import CorpusSpec, GeneratorSigner, generate
     from protocols.providers.models import is_local, local_generator, text_generator
 
-    records = generate(CorpusSpec(f"slice-{args.slice}", args.seed, args.slice))
+    records = generate(CorpusSpec(f"slice-{args.slice}", seed, args.slice))
     out: dict[str, Any] = {"records": len(records), "model": None}
-    out["generator"] = _arms(records, GeneratorSigner(records), embedder, args.seed, baseline=False)["cycle"]
+    out["generator"] = _arms(records, GeneratorSigner(records), embedder, seed, baseline=False)["cycle"]
     if is_local(args.slice_model):
-        runtime = {"seed": args.seed, **({"n_threads": args.threads} if args.threads else {})}
+        runtime = {"seed": seed, **({"n_threads": args.threads} if args.threads else {})}
         generator: Any = local_generator(args.slice_model, **runtime)
     else:
         generator = text_generator(args.slice_model, role="summarizer")
     try:
         out["model"] = generator.model_id
-        out["signer"] = _arms(
-            records, SummarizerSigner(generator, seed=args.seed), embedder, args.seed, baseline=False
-        )["cycle"]
+        out["signer"] = _arms(records, SummarizerSigner(generator, seed=seed), embedder, seed, baseline=False)["cycle"]
     finally:
         if hasattr(generator, "close"):
             generator.close()
@@ -170,6 +185,20 @@ def table(metrics: dict[str, Any]) -> str:
             f"{fmt(c['recall'])} | {c['false_discoveries']} | {fmt(c['topical_differential'].get('mean'))} | "
             f"{fmt(b.get('precision'))} | {b.get('topical_discoveries', 'n/a')} | {c['wall_seconds']:.1f} |"
         )
+    if seeds := metrics.get("seeds"):
+        lines += [
+            "",
+            "| seed | records | threshold | max statistic's threshold | above | precision | recall | false |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for seed, rows in seeds.items():
+            for n, row in sorted(rows.items(), key=lambda kv: int(kv[0])):
+                c = row["cycle"]
+                lines.append(
+                    f"| {seed} | {n} | {fmt(c['threshold'])} | {fmt(c.get('max_statistic_threshold'))} | "
+                    f"{c['above_threshold_pairs']} | {fmt(c['precision'])} | {fmt(c['recall'])} | "
+                    f"{c['false_discoveries']} |"
+                )
     sliced = metrics.get("slice")
     if sliced:
         lines += [
@@ -224,31 +253,35 @@ def run_insight_bench(args: argparse.Namespace) -> int:
     from protocols.evals.insight.corpus import GENERATOR, GENERATOR_VERSION, CorpusSpec, GeneratorSigner, generate
 
     try:
-        sizes = _sizes(args.sizes)
+        sizes, seeds = _sizes(args.sizes), _seeds(args.seed)
     except ValueError as exc:
         print(f"lca bench insight: {exc}", file=sys.stderr)
         return 2
     load_before = loadavg()
     started = time.perf_counter()
     embedder = _embedder(args.cache)
-    scale: dict[int, dict[str, Any]] = {}
-    for n in sizes:
-        records = generate(CorpusSpec(f"scale-{n}", args.seed, n))
-        before = (getattr(embedder, "hits", 0), getattr(embedder, "misses", 0))
-        scale[n] = _arms(records, GeneratorSigner(records), embedder, args.seed, baseline=True)
-        if args.cache:  # what the cache held: a warm cache leaves embedding out of the cycle's time
-            scale[n]["embedding_cache"] = {
-                "hits": embedder.hits - before[0],
-                "misses": embedder.misses - before[1],
-            }
-        c = scale[n]["cycle"]
-        print(
-            f"{n} records: threshold {c['threshold']}, {c['above_threshold_pairs']} above, precision {c['precision']}, "
-            f"recall {c['recall']}, {c['false_discoveries']} false, cycle {c['wall_seconds']:.1f} s",
-            flush=True,
-        )
-    sliced = _slice(args, embedder)
+    by_seed: dict[int, dict[int, dict[str, Any]]] = {}
+    for seed in seeds:
+        by_seed[seed] = {}
+        for n in sizes:
+            records = generate(CorpusSpec(f"scale-{n}", seed, n))
+            before = (getattr(embedder, "hits", 0), getattr(embedder, "misses", 0))
+            row = _arms(records, GeneratorSigner(records), embedder, seed, baseline=True)
+            if args.cache:  # what the cache held: a warm cache leaves embedding out of the cycle's time
+                row["embedding_cache"] = {"hits": embedder.hits - before[0], "misses": embedder.misses - before[1]}
+            by_seed[seed][n] = row
+            c = row["cycle"]
+            print(
+                f"seed {seed}, {n} records: threshold {c['threshold']}, {c['above_threshold_pairs']} above, "
+                f"precision {c['precision']}, recall {c['recall']}, {c['false_discoveries']} false, "
+                f"cycle {c['wall_seconds']:.1f} s",
+                flush=True,
+            )
+    scale = by_seed[seeds[0]]
+    sliced = _slice(args, embedder, seeds[0])
     metrics: dict[str, Any] = {"scale": {str(n): row for n, row in scale.items()}, "slice": sliced}
+    if len(seeds) > 1:
+        metrics["seeds"] = {str(s): {str(n): row for n, row in rows.items()} for s, rows in by_seed.items()}
     wall = time.perf_counter() - started
     result = BenchmarkResult(
         benchmark="insight",
@@ -256,6 +289,7 @@ def run_insight_bench(args: argparse.Namespace) -> int:
         checks=_checks(scale),
         config={
             "sizes": sizes,
+            "seeds": seeds,
             "scale_signer": "the generator's own signatures (corpus.GeneratorSigner), not a model",
             "slice": args.slice,
             "slice_model": args.slice_model,
@@ -266,7 +300,7 @@ def run_insight_bench(args: argparse.Namespace) -> int:
         },
         provenance=build_provenance(
             embedder_id=embedder.embedder_id,
-            seeds={"seed": args.seed},
+            seeds={"seed": seeds[0], **{f"seed_{i}": s for i, s in enumerate(seeds[1:], 2)}},
             wall_seconds=wall,
             load={"before": load_before, "after": loadavg()},
         ),

@@ -63,3 +63,26 @@ def test_bad_sizes_are_refused_with_exit_2(tmp_path, capsys):
     bench.add_arguments(parser)
     assert bench.run(parser.parse_args(["--sizes", "1000,ten", "--out", str(tmp_path / "x.json")])) == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_several_seeds_each_measure_their_own_corpora_and_the_first_is_the_scale(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        insight_bench, "_embedder", lambda cache: FakeHashingEmbedder(dimension=512, max_input_tokens=512)
+    )
+    parser = argparse.ArgumentParser()
+    bench = benchmark("insight")
+    bench.add_arguments(parser)
+    out = tmp_path / "insight.json"
+    args = parser.parse_args(["--sizes", "60", "--seed", "3,1", "--slice", "0", "--out", str(out)])
+    assert bench.run(args) == 0
+    record = json.loads(out.read_text())
+    seeds = record["metrics"]["seeds"]
+    assert list(seeds) == ["3", "1"] and record["config"]["seeds"] == [3, 1]
+    assert record["metrics"]["scale"] == seeds["3"]  # the first seed's corpora are the scale, its checks theirs
+    assert record["provenance"]["seeds"] == {"seed": 3, "seed_2": 1}
+    assert all(
+        rows["60"]["cycle"]["records"] == 60 and rows["60"]["cycle"]["gold_pairs"] > 0 for rows in seeds.values()
+    )
+    table = out.with_suffix(".md").read_text()
+    assert "| 3 | 60 |" in table and "| 1 | 60 |" in table
+    assert bench.run(parser.parse_args(["--seed", "1,1", "--out", str(tmp_path / "x.json")])) == 2
