@@ -342,15 +342,39 @@ def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> 
     return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
 
 
+def _docs_insight_seeds(record: BenchmarkResult) -> str:
+    """The cycle on several seeds' planted corpora: per seed and size, the pairs above the threshold, precision and
+    recall."""
+    parts = []
+    for seed, rows in record.metrics.get("seeds", {}).items():
+        sizes = []
+        for size, run in sorted(rows.items(), key=lambda kv: int(kv[0])):
+            c = run["cycle"]
+            sizes.append(
+                f"{int(size) // 1000}k {c['above_threshold_pairs']} above, precision {_share(c['precision'])}, "
+                f"recall {_share(c['recall'])}"
+                if c["threshold"] is not None
+                else f"{int(size) // 1000}k no threshold"
+            )
+        parts.append(f"seed {seed}: " + ", ".join(sizes))
+    return "; ".join(parts) + f" ({_source('insight-seeds.json')}, {_day(record)})"
+
+
 def _docs_insight(insight: BenchmarkResult) -> str:
     """The integration cycle on the planted corpora at the null threshold: per size, what surfaced against the gold
     rhymes and the cycle's time (or why no threshold could be set); then the slice each signer signed."""
     parts = []
     for size, run in sorted(insight.metrics.get("scale", {}).items(), key=lambda kv: int(kv[0])):
         c = run["cycle"]
+        family = c.get("max_statistic_threshold")
+        statistic = (
+            f" ({c['null_statistic']}; the max statistic's {family:.2f})"
+            if c.get("null_statistic") == "tail" and family is not None
+            else ""
+        )
         found = (
-            f"threshold {c['threshold']:.2f}, {c['above_threshold_pairs']} pairs above, precision "
-            f"{_share(c['precision'])}, recall {_share(c['recall'])}"
+            f"threshold {c['threshold']:.2f}{statistic}, {c['above_threshold_pairs']} pairs above, precision "
+            f"{_share(c['precision'])}, recall {_share(c['recall'])}, {c['false_discoveries']} false"
             if c["threshold"] is not None
             else f"no threshold ({c['threshold_reason']}), nothing surfaced"
         )
@@ -480,6 +504,7 @@ FIGURES = {
         ),
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure("insight", ("insight.json",), _docs_insight),
+        Figure("insight-seeds", ("insight-seeds.json",), _docs_insight_seeds),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure("imprinting", ("imprinting.json",), _docs_imprinting),
         Figure(
