@@ -359,6 +359,12 @@ def run_one_embedder(
     )
 
 
+def companion_path(out: Path, kind: str) -> Path:
+    """Where a run writes its ``ablation`` or ``grid`` record: beside ``out``, ``<out stem>-<kind>.json`` (its
+    command names ``out``, the run's own record)."""
+    return out.with_name(f"{out.stem}-{kind}.json")
+
+
 def run_records(
     args, reports, configs, run_config: dict[str, Any], provenance, *, out: Path | None = None
 ) -> list[tuple[Path, Any]]:
@@ -368,11 +374,11 @@ def run_records(
     written = [(out, run_result(reports["default"], config=run_config, provenance=provenance))]
     if getattr(args, "ablate", False):
         ablation = _comparison("ablation", "without ", reports, configs, run_config, provenance)
-        written.append((out.with_name(f"{out.stem}-ablation.json"), ablation))
+        written.append((companion_path(out, "ablation"), ablation))
     if args.grid:
         grid_config = run_config | {"grid": list(args.grid)}
         grid = _comparison("grid", "grid ", reports, configs, grid_config, provenance, dataset=args.dataset)
-        written.append((out.with_name(f"{out.stem}-grid.json"), grid))
+        written.append((companion_path(out, "grid"), grid))
     return written
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from protocols.bench.registry import available_benchmarks
 from protocols.bench.reproduce import reproduce
+from protocols.bench.retrieval_bench import companion_path
 from protocols.evals.benchmark import BenchmarkResult
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +54,11 @@ def test_committed_records_name_their_own_command():
         assert command is not None
         assert command[:2] == ("lca", "bench") and command[2] in available_benchmarks(), (path, command)
         out = _out_argument(command)
-        assert out is not None and (ROOT / out).resolve() == path.resolve(), (path, out)
+        assert out is not None, (path, command)
+        # a retrieval run's ablation or grid record is written beside the record its command names
+        kind = {"retrieval-ablation": "ablation", "retrieval-grid": "grid"}.get(record.benchmark)
+        written = companion_path(ROOT / out, kind) if kind else ROOT / out
+        assert written.resolve() == path.resolve(), (path, out)
 
 
 def _needs_outside_data(record: BenchmarkResult) -> bool:
