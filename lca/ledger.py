@@ -74,7 +74,7 @@ class TransitionRefused(LCAError):
 
 
 class EvidenceRequired(TransitionRefused):
-    """trial -> established without measured evidence that passes every gate."""
+    """candidate -> trial or trial -> established without measured evidence that passes every gate."""
 
 
 class SchemaEvidence(Protocol):
@@ -361,8 +361,10 @@ class Ledger:
         evidence: SchemaEvidence | None = None,
     ) -> Schema:
         """One lifecycle transition, refused unless the replayed state allows it.
-        trial -> established needs a named approver and ``evidence`` that passed every gate (refused naming the
-        failed ones); those rules live here, not in a caller. ``details``: what a proposal or revision organizes
+        candidate -> trial needs ``evidence`` that passed the insight's trial gates for a schema proposed from an
+        insight (``lca.insight.trial_gate``), a named approver for one proposed from no insight; trial -> established
+        needs a named approver and ``evidence`` that passed every gate (refused naming the failed ones); those rules
+        live here, not in a caller. ``details``: what a proposal or revision organizes
         (``members``, ``features``, ``insight``)."""
         if kind not in SCHEMA_EVENTS:
             raise RecordFormatError(f"unknown schema transition {kind!r}", field="kind")
@@ -376,6 +378,21 @@ class Ledger:
             )
         if kind == "schema_established" and not (approver and approver.strip()):
             raise ApprovalRequired(f"schema '{schema_id}': trial -> established needs a named approver")
+        if kind == "schema_trial" and current is not None and current.insight:
+            if evidence is None:
+                raise EvidenceRequired(
+                    f"schema '{schema_id}': candidate -> trial needs its insight's trial gates (differential, review "
+                    "survival, trajectory; lca schema trial measures them)"
+                )
+            if not evidence.passed:
+                raise EvidenceRequired(
+                    f"schema '{schema_id}' stays a candidate: trial gates failed: " + "; ".join(evidence.failed)
+                )
+        elif kind == "schema_trial" and not (approver and approver.strip()):
+            raise ApprovalRequired(
+                f"schema '{schema_id}': candidate -> trial needs a named approver (proposed from no insight, nothing "
+                "measured gates it)"
+            )
         if kind in ("schema_proposed", "schema_revised") and not (description and description.strip()):
             raise RecordFormatError("a schema needs a description", field="description")
         if kind == "schema_established":
@@ -398,7 +415,7 @@ class Ledger:
             if v is not None
         }
         data.update({k: v for k, v in (details or {}).items() if k in ("members", "features", "insight")})
-        if evidence is not None and kind == "schema_established":
+        if evidence is not None and kind in ("schema_established", "schema_trial"):
             data["evidence"] = evidence.to_dict()
         self.append(kind, schema_id, data)
         return self.state().schemas[schema_id]

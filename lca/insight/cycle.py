@@ -308,7 +308,9 @@ def integrate(
     candidates = _candidates(pairs, {r.id: r for r in signed}, signatures)
     also_scored = _also_scored(also_score, signed, structural, content, config, centres)
     surfaced, deferred = tuple(candidates[: config.max_surfaced]), tuple(candidates[config.max_surfaced :])
-    reconciliations = reconcile(Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap)
+    reconciliations = reconcile(
+        Ledger(home), surfaced, cycle=cycle_id, overlap=config.reconcile_overlap, threshold=null.threshold
+    )
     spaces = _Spaces(structural, content, clusters_s, clusters_c, centres)
     probes = _probes(home, cycle_id, config, signed, signatures, spaces, null, surfaced, now=started)
     reviewed = [r.hypothesis for r in (*reconciliations, *probes.reconciliations)]
@@ -407,7 +409,9 @@ def _probes(
     ]
     candidates = _candidates(pairs, {r.id: r for r in signed}, signatures)
     shown = candidates[: config.probe_max_surfaced]
-    reconciled = reconcile(Ledger(home), shown, cycle=cycle_id, overlap=config.reconcile_overlap, origin="probe")
+    reconciled = reconcile(
+        Ledger(home), shown, cycle=cycle_id, overlap=config.reconcile_overlap, origin="probe", threshold=null.threshold
+    )
     return report(len(first), len(pairs), candidates, reconciled)
 
 

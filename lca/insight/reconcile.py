@@ -88,8 +88,10 @@ def reconcile(
     cycle: str,
     overlap: float,
     origin: str = "neighbours",
+    threshold: float | None = None,
 ) -> list[Reconciliation]:
-    """Record each candidate in the ledger (see the module docstring); one entry per candidate."""
+    """Record each candidate in the ledger (see the module docstring); one entry per candidate, with the cycle's null
+    threshold beside its score when given (the trial gate reads the margin)."""
     if origin not in ORIGINS:
         raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {origin!r}")
     state = ledger.state()
@@ -100,6 +102,7 @@ def reconcile(
         data = {
             "cycle": cycle,
             "score": round(float(candidate.score), 6),
+            **({"threshold": round(float(threshold), 6)} if threshold is not None else {}),
             "members": sorted(members),
             "domains": list(candidate.domains),
             "sources": list(candidate.members),

@@ -5,7 +5,10 @@ or named ones) and its features, the signature features a strict majority of its
 (``lca.insight.signatures.signature_features``). ``measure_schema`` measures its evidence gates
 (``lca.insight.schema_gates``) from the store's logs and records; ``establish_schema`` passes that measurement to
 the ledger's state machine, which refuses trial -> established without a named approver or with a failed gate,
-naming the failed gates, and records the evidence with the transition.
+naming the failed gates, and records the evidence with the transition. ``start_trial`` does the same for
+candidate -> trial: a schema proposed from an insight goes on trial when the insight passes its trial gates
+(``lca.insight.trial_gate``: differential, review survival, trajectory), one proposed from no insight when a named
+person puts it there.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from lca.insight.schema_gates import (
 )
 from lca.insight.signatures import StructuralSignature, signature_features, signature_from_json
 from lca.insight.store import insight_records
+from lca.insight.trial_gate import TrialGateConfig, TrialGateReport, trial_gates
 from lca.ledger import Ledger, Schema
 from lca.memory import MemoryStore
 from lca.types import as_utc
@@ -111,3 +115,28 @@ def establish_schema(
     report = measure_schema(home, schema_id, config)
     schema = Ledger(home).schema_event("schema_established", schema_id, approver=approver, evidence=report)
     return schema, report
+
+
+def measure_trial(home: Path | str, schema_id: str, config: TrialGateConfig | None = None) -> TrialGateReport:
+    """The trial gates of the insight a candidate schema was proposed from, read off the ledger."""
+    state = Ledger(home).state()
+    schema = state.schemas.get(schema_id)
+    if schema is None:
+        raise LCAError(f"no schema {schema_id!r} in the ledger")
+    if not schema.insight:
+        raise LCAError(f"schema '{schema_id}' was proposed from no insight: a named approver puts it on trial")
+    h = state.hypotheses.get(schema.insight)
+    if h is None:
+        raise LCAError(f"schema '{schema_id}': its insight {schema.insight!r} is not in the ledger")
+    return trial_gates(schema_id, h, config)
+
+
+def start_trial(
+    home: Path | str, schema_id: str, *, approver: str | None = None, config: TrialGateConfig | None = None
+) -> tuple[Schema, TrialGateReport | None]:
+    """candidate -> trial: with the insight's trial gates measured now (the ledger refuses a failed one), or for a
+    schema proposed from no insight with a named ``approver`` (the ledger refuses none)."""
+    schema = Ledger(home).state().schemas.get(schema_id)
+    report = measure_trial(home, schema_id, config) if schema is not None and schema.insight else None
+    moved = Ledger(home).schema_event("schema_trial", schema_id, approver=approver, evidence=report)
+    return moved, report

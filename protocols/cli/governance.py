@@ -163,31 +163,42 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from lca.insight.schema_gates import SchemaGateConfig
-    from lca.insight.schemas import establish_schema, measure_schema, propose_schema
+    from lca.insight.schemas import establish_schema, measure_schema, measure_trial, propose_schema, start_trial
     from lca.insight.taxonomy import refresh_taxonomy
+    from lca.insight.trial_gate import TrialGateConfig
 
     kinds = {
         "propose": "schema_proposed",
-        "trial": "schema_trial",
         "deprecate": "schema_deprecated",
         "revise": "schema_revised",
     }
-    gates = SchemaGateConfig.from_mapping(dict(_gate_setting(item) for item in args.gate or ()))
+    settings = dict(_gate_setting(item) for item in args.gate or ())
+    trial_names = {f.name for f in fields(TrialGateConfig)}
+    gates = SchemaGateConfig.from_mapping({k: v for k, v in settings.items() if k not in trial_names})
+    trial_gates = TrialGateConfig.from_mapping({k: v for k, v in settings.items() if k in trial_names})
     with common.open_store(args) as substrate:
         home = substrate.home
         if args.action == "evidence":
-            report = measure_schema(home, args.schema, gates)
+            current = Ledger(home).state().schemas.get(args.schema)
+            # a candidate from an insight is gated on its way to trial, a schema on trial on its way to established
+            trial = current is not None and current.state == "candidate" and bool(current.insight)
+            report = (
+                measure_trial(home, args.schema, trial_gates) if trial else measure_schema(home, args.schema, gates)
+            )
             if args.json:
                 print(json.dumps(json_safe(report.to_dict()), indent=2, ensure_ascii=False))
                 return 0
-            common.show(
-                f"schema {args.schema} v{report.version}: " + ("every gate passes" if report.passed else "not yet")
-            )
+            step = "candidate -> trial" if trial else "trial -> established"
+            common.show(f"schema {args.schema} ({step}): " + ("every gate passes" if report.passed else "not yet"))
             for gate in report.gates:
                 common.show(f"  {gate.gate}: {'pass' if gate.passed else 'FAIL'}: {gate.detail}")
             return 0
-        if args.action == "establish":
+        if args.action == "trial":
+            schema, _ = start_trial(home, args.schema, approver=args.approver, config=trial_gates)
+        elif args.action == "establish":
             schema, _ = establish_schema(home, args.schema, approver=args.approver, config=gates)
         elif args.action == "propose" and (args.from_insight or args.records):
             records = [r.strip() for r in (args.records or "").split(",") if r.strip()]
@@ -352,14 +363,14 @@ def add_parsers(sub, common_args: argparse.ArgumentParser) -> None:
     p.add_argument("--description")
     p.add_argument("--from-insight", metavar="HYP", help="propose: over an insight hypothesis's records")
     p.add_argument("--records", help="propose: over these records (comma-separated ids)")
-    p.add_argument("--approver", help="required for establish")
+    p.add_argument("--approver", help="required for establish, and for trial of a schema proposed from no insight")
     p.add_argument("--reason", help="required for deprecate")
     p.add_argument(
         "--gate",
         action="append",
         metavar="NAME=NUMBER",
-        help="establish, evidence: a gate threshold other than its default (min_lift, min_recalls, "
-        "min_anticipated, min_anticipation, min_compression, ...)",
+        help="trial, establish, evidence: a gate threshold other than its default (trial: min_margin, min_cycles, "
+        "min_retained; establish: min_lift, min_recalls, min_anticipated, min_anticipation, min_compression, ...)",
     )
     p.add_argument("--json", action="store_true", help="evidence: print the gates as JSON")
     p.set_defaults(func=cmd_schema, creates_store=True)

@@ -407,7 +407,7 @@ def test_prevented_mistakes_need_a_known_memory_and_a_cited_span(home):
 def test_memories_record_the_schemas_active_when_written(home):
     ledger = Ledger(home.home)
     ledger.schema_event("schema_proposed", "deploy-postmortem", description="incident -> cause -> rule")
-    ledger.schema_event("schema_trial", "deploy-postmortem")
+    ledger.schema_event("schema_trial", "deploy-postmortem", approver="ana")
     say(home, "s1", "Ana prefers tea over coffee.")
     result = home.checkpoint(writer("preference | Ana prefers tea over coffee. | 1"), reviewer=reviewer())
     memory = home.memory.get(result.writes[0].memory_id)

@@ -36,7 +36,11 @@ def test_the_schema_lifecycle_refuses_what_the_replayed_state_does_not_allow(tmp
     assert ledger.schema_event("schema_proposed", "triage", description="symptom -> cause").state == "candidate"
     with pytest.raises(TransitionRefused, match="allowed: schema_deprecated, schema_revised, schema_trial"):
         ledger.schema_event("schema_established", "triage", approver="ana")
-    ledger.schema_event("schema_trial", "triage")
+    # proposed from no insight, nothing measured gates it: a named person puts it on trial
+    with pytest.raises(ApprovalRequired, match="candidate -> trial needs a named approver"):
+        ledger.schema_event("schema_trial", "triage")
+    assert ledger.state().schemas["triage"].state == "candidate"
+    ledger.schema_event("schema_trial", "triage", approver="ana")
     with pytest.raises(ApprovalRequired, match="needs a named approver"):
         ledger.schema_event("schema_established", "triage")
     with pytest.raises(EvidenceRequired, match="needs its measured evidence"):
@@ -55,6 +59,19 @@ def test_the_schema_lifecycle_refuses_what_the_replayed_state_does_not_allow(tmp
     revised = ledger.schema_event("schema_revised", "triage", description="symptom -> cause -> fix")
     assert (revised.state, revised.version, revised.approver) == ("trial", 2, None)
     assert [s.id for s in ledger.state().active_schemas()] == ["triage"]
+
+
+def test_a_schema_from_an_insight_goes_on_trial_only_with_its_trial_gates_passed(tmp_path):
+    ledger = Ledger(tmp_path)
+    details = {"members": ["a", "b"], "features": ["relation:feeds"], "insight": "hyp-1"}
+    ledger.schema_event("schema_proposed", "rhyme", description="a stock feeds a flow", details=details)
+    with pytest.raises(EvidenceRequired, match="needs its insight's trial gates"):
+        ledger.schema_event("schema_trial", "rhyme", approver="ana")  # a person does not stand in for the gates
+    with pytest.raises(EvidenceRequired, match="stays a candidate: trial gates failed: trajectory: 1 cycle"):
+        ledger.schema_event("schema_trial", "rhyme", evidence=Evidence("trajectory: 1 cycle"))
+    assert ledger.state().schemas["rhyme"].state == "candidate"
+    moved = ledger.schema_event("schema_trial", "rhyme", evidence=Evidence())
+    assert moved.state == "trial" and moved.history[-1]["evidence"] == {"passed": True, "failed": []}
 
 
 def test_a_refuted_hypothesis_goes_dormant_and_resurfaces_with_new_evidence(tmp_path):

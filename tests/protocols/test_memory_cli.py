@@ -54,7 +54,9 @@ def test_schema_lifecycle_and_worldview_diff_from_the_shell(store, capsys):
     assert cli.main(["schema", "propose", "incident-rule", "--description", "incident -> cause -> rule"]) == 0
     assert cli.main(["schema", "establish", "incident-rule", "--approver", "dana"]) == 2  # not on trial yet
     assert "not allowed" in capsys.readouterr().err
-    assert cli.main(["schema", "trial", "incident-rule"]) == 0
+    assert cli.main(["schema", "trial", "incident-rule"]) == 2  # proposed from no insight: a person puts it on trial
+    assert "candidate -> trial needs a named approver" in capsys.readouterr().err
+    assert cli.main(["schema", "trial", "incident-rule", "--approver", "dana"]) == 0
     assert cli.main(["schema", "establish", "incident-rule"]) == 2
     assert "named approver" in capsys.readouterr().err
     capsys.readouterr()

@@ -82,7 +82,7 @@ def test_a_writing_command_creates_the_store_and_says_so(tmp_path, capsys):
     assert StoreLayout(home).holds_store()
     assert cli.main(["ledger", "--store", str(home)]) == 0  # now it holds one: reading commands read it
     assert "incident-rule" in capsys.readouterr().out
-    assert cli.main(["schema", "trial", "incident-rule", "--store", str(home)]) == 0
+    assert cli.main(["schema", "trial", "incident-rule", "--approver", "dana", "--store", str(home)]) == 0
     assert "created" not in capsys.readouterr().err  # said once, when it was created
 
     text = tmp_path / "user.md"

@@ -21,7 +21,7 @@ from lca.insight.schema_gates import (
     recalls,
     retrieval_lift,
 )
-from lca.insight.schemas import establish_schema, measure_schema, propose_schema
+from lca.insight.schemas import establish_schema, measure_schema, propose_schema, start_trial
 from lca.insight.signatures import signature_features, signature_from_json
 from lca.ledger import EvidenceRequired, Ledger
 from lca.memory import Authority, MemoryRecord, MemoryStore, MemoryType, Privacy, TranscriptSpan
@@ -180,8 +180,8 @@ def test_a_schema_reaches_established_only_with_every_gate_and_a_named_approver(
     )
     assert schema.members == ("eco-wolves", "kit-sourdough") and schema.insight == rec.hypothesis
     assert set(schema.features) == features("oscillator")  # both share the whole skeleton
-    ledger = Ledger(tmp_path)
-    ledger.schema_event("schema_trial", "boom-bust")
+    cycle(tmp_path, CORPUS)  # the insight surfaces again, so its trial gates pass
+    start_trial(tmp_path, "boom-bust")
     # nothing measured since the proposal but the members' own compression
     with pytest.raises(EvidenceRequired) as refused:
         establish_schema(tmp_path, "boom-bust", approver="dana")
@@ -212,7 +212,8 @@ def test_one_failed_gate_keeps_a_schema_on_trial_and_is_named(tmp_path):
     write_cited(tmp_path, CORPUS, {})
     (rec,) = cycle(tmp_path, CORPUS).reconciliations
     propose_schema(tmp_path, "boom-bust", "a population feeds on a stock", insight=rec.hypothesis)
-    Ledger(tmp_path).schema_event("schema_trial", "boom-bust")
+    cycle(tmp_path, CORPUS)  # the insight surfaces again, so its trial gates pass
+    start_trial(tmp_path, "boom-bust")
     write_now(tmp_path, NEWCOMERS)
     cycle(tmp_path, [*CORPUS, *NEWCOMERS])
     log_recalls(tmp_path, "eco-wolves", "eco-meadow", 6)

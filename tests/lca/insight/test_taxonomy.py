@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from lca.insight import insight_detail
-from lca.insight.schemas import establish_schema, propose_schema
+from lca.insight.schemas import establish_schema, propose_schema, start_trial
 from lca.insight.taxonomy import SchemaTag, record_taxonomy, refresh_taxonomy, tags_of
 from lca.layout import StoreLayout
 from lca.ledger import Ledger
@@ -17,7 +17,8 @@ def test_an_established_schema_tags_what_it_covers_and_nothing_else(tmp_path):
     write_cited(tmp_path, CORPUS, {})
     (rec,) = cycle(tmp_path, CORPUS).reconciliations
     propose_schema(tmp_path, "boom-bust", "a population feeds on a stock it drains", insight=rec.hypothesis)
-    Ledger(tmp_path).schema_event("schema_trial", "boom-bust")
+    cycle(tmp_path, CORPUS)  # the insight surfaces again, so its trial gates pass
+    start_trial(tmp_path, "boom-bust")
     assert refresh_taxonomy(tmp_path) == {}  # on trial: no tag yet
     write_now(tmp_path, NEWCOMERS[:1])
     cycle(tmp_path, [*CORPUS, *NEWCOMERS[:1]])
