@@ -228,13 +228,20 @@ _COMPARES_WITH_PAST = re.compile(  # now set against before: "than I did", "than
 )
 
 
+_SETS_OPTIONS_SIDE_BY_SIDE = re.compile(  # "the train instead of a taxi", "compared to my first order", "X versus Y"
+    r"\b(?:instead\s+of|rather\s+than|compared\s+(?:to|with)|versus|vs\.?)\s",
+    re.IGNORECASE,
+)
+
+
 def asks_about_past(query: str) -> bool:
     """Whether ``query`` is in the past tense ("when did ...", "what was ...") and asks what happened, not what
     holds now ("which bed did the garlic end up in" asks the outcome), or sets now against before ("do I go more
-    often than I did", "what I used to"), which needs the earlier state as much as the current one. A grammatical
+    often than I did", "what I used to"), or sets two options side by side ("how much will I save by taking the train
+    instead of a taxi"), which needs the earlier state or the option left as much as the current one. A grammatical
     reading, not a list of one data set's questions: recall shows a turn a later decision superseded to it, marked
     (``RecallConfig.past_tense``)."""
-    if _COMPARES_WITH_PAST.search(query):
+    if _COMPARES_WITH_PAST.search(query) or _SETS_OPTIONS_SIDE_BY_SIDE.search(query):
         return True
     return bool(_PAST_TENSE.search(query)) and not _ASKS_OUTCOME.search(query)
 

@@ -480,6 +480,9 @@ def test_recall_holds_the_replaced_turn_back_now_and_shows_it_marked_for_history
         ("Is my weekly grocery budget higher than it was before?", True),  # now against before: both are needed
         ("Do I spend more on groceries than I did?", True),
         ("What grocery budget did I use to have?", True),
+        ("How much more is the grocery budget compared to the old one?", True),  # two options side by side
+        ("How much would I save with the weekly grocery budget instead of the monthly one?", True),
+        ("What is my weekly grocery budget instead?", False),  # 'instead' alone sets nothing beside it
     ],
 )
 def test_a_past_tense_question_sees_a_superseded_turn_marked_and_the_setting_turns_it_off(
