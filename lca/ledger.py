@@ -379,15 +379,12 @@ class Ledger:
         if kind == "schema_established" and not (approver and approver.strip()):
             raise ApprovalRequired(f"schema '{schema_id}': trial -> established needs a named approver")
         if kind == "schema_trial" and current is not None and current.insight:
-            if evidence is None:
-                raise EvidenceRequired(
-                    f"schema '{schema_id}': candidate -> trial needs its insight's trial gates (differential, review "
-                    "survival, trajectory; lca schema trial measures them)"
-                )
-            if not evidence.passed:
-                raise EvidenceRequired(
-                    f"schema '{schema_id}' stays a candidate: trial gates failed: " + "; ".join(evidence.failed)
-                )
+            _require_passed(
+                evidence,
+                missing=f"schema '{schema_id}': candidate -> trial needs its insight's trial gates (differential, "
+                "review survival, trajectory; lca schema trial measures them)",
+                failed=f"schema '{schema_id}' stays a candidate: trial gates failed: ",
+            )
         elif kind == "schema_trial" and not (approver and approver.strip()):
             raise ApprovalRequired(
                 f"schema '{schema_id}': candidate -> trial needs a named approver (proposed from no insight, nothing "
@@ -396,15 +393,12 @@ class Ledger:
         if kind in ("schema_proposed", "schema_revised") and not (description and description.strip()):
             raise RecordFormatError("a schema needs a description", field="description")
         if kind == "schema_established":
-            if evidence is None:
-                raise EvidenceRequired(
-                    f"schema '{schema_id}': trial -> established needs its measured evidence (retrieval lift, "
-                    "anticipation, compression; lca schema evidence shows them)"
-                )
-            if not evidence.passed:
-                raise EvidenceRequired(
-                    f"schema '{schema_id}' stays on trial: evidence gates failed: " + "; ".join(evidence.failed)
-                )
+            _require_passed(
+                evidence,
+                missing=f"schema '{schema_id}': trial -> established needs its measured evidence (retrieval lift, "
+                "anticipation, compression; lca schema evidence shows them)",
+                failed=f"schema '{schema_id}' stays on trial: evidence gates failed: ",
+            )
         if kind == "schema_deprecated" and not (reason and reason.strip()):
             raise RecordFormatError("deprecating a schema needs a reason", field="reason")
         if details is not None and kind not in ("schema_proposed", "schema_revised"):
@@ -419,6 +413,14 @@ class Ledger:
             data["evidence"] = evidence.to_dict()
         self.append(kind, schema_id, data)
         return self.state().schemas[schema_id]
+
+
+def _require_passed(evidence: SchemaEvidence | None, *, missing: str, failed: str) -> None:
+    """Refuse a gated transition without evidence (``missing``) or with a failed gate (``failed`` and each one)."""
+    if evidence is None:
+        raise EvidenceRequired(missing)
+    if not evidence.passed:
+        raise EvidenceRequired(failed + "; ".join(evidence.failed))
 
 
 def _forget_records(state: LearnedState, records: frozenset[str]) -> None:
