@@ -342,6 +342,31 @@ def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> 
     return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
 
 
+CONSOLIDATION_COUNTS = (
+    ("candidates", "candidates"),
+    ("written", "written"),
+    ("accepted", "accepted"),
+    ("downgraded", "downgraded"),
+    ("rejected", "rejected"),
+    ("review_failed", "failed reviews"),
+    ("held", "held"),
+    ("cycles_with_failures", "cycles with a failure"),
+    ("cycles_writing_nothing", "cycles writing nothing"),
+)
+
+
+def _docs_consolidation(record: BenchmarkResult) -> str:
+    """The consolidation bench's totals over every scenario file it read, with the prompts it ran."""
+    totals = [run["total"] for run in record.metrics.values() if isinstance(run, dict) and "total" in run]
+    summed = {key: sum(int(t.get(key) or 0) for t in totals) for key, _ in (("cycles", ""), *CONSOLIDATION_COUNTS)}
+    scenarios = sum(len(run.get("scenarios", {})) for run in record.metrics.values() if isinstance(run, dict))
+    counts = ", ".join(f"{label} {summed[key]}" for key, label in CONSOLIDATION_COUNTS)
+    return (
+        f"{record.config.get('model')}, prompts `{record.config.get('prompt_version')}`, {summed['cycles']} cycles over "
+        f"{scenarios} scenarios: {counts} ({_source('consolidation.json')}, {_day(record)})"
+    )
+
+
 def _docs_insight_seeds(record: BenchmarkResult) -> str:
     """The cycle on several seeds' planted corpora: per seed and size, the pairs above the threshold, precision and
     recall."""
@@ -505,6 +530,7 @@ FIGURES = {
         Figure("events-fit", ("events-fit.json",), _docs_events_fit),
         Figure("insight", ("insight.json",), _docs_insight),
         Figure("insight-seeds", ("insight-seeds.json",), _docs_insight_seeds),
+        Figure("consolidation", ("consolidation.json",), _docs_consolidation),
         Figure("index-detector", ("bench-index-detector.json",), _docs_index_detector),
         Figure("imprinting", ("imprinting.json",), _docs_imprinting),
         Figure(
