@@ -47,9 +47,8 @@ class NullModel:
     reason: str | None = None
     statistic: str = "max"
     tail: float | None = None  # the ``tail`` statistic's share of spurious scores above the threshold
-    spurious_pairs: int = (
-        0  # distinct eligible same-domain pairs (fewer than 1 / tail: the threshold is near their max)
-    )
+    # distinct eligible same-domain pairs (fewer than 1 / tail: the threshold is near their max)
+    spurious_pairs: int = 0
     pooled_spurious: int = 0  # spurious scores pooled over the shuffles
 
     def summary(self) -> dict[str, object]:
