@@ -18,24 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lca.errors import LCAError
-from protocols.bench.retrieval.report import HELD_OUT, TARGETS, store_conditions
+from protocols.bench.figure_text import EXAMPLES, day, share, source
+from protocols.bench.figures_retrieval import (
+    EMBEDDER_RUNS,
+    LOCOMO_GRID,
+    RETRIEVAL_RUNS,
+    UNKEYED_RUNS,
+    readme_retrieval,
+    retrieval_embedders,
+    retrieval_unkeyed,
+)
 from protocols.evals.benchmark import BenchmarkResult
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = Path("results/examples")
 # a marker quoted in inline code (preceded by a backtick) is prose about markers, not a marker
 _FIGURE = re.compile(r"(?<!`)<!-- figures:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)(?<!`)<!-- /figures -->", re.S)
 _OPENING = re.compile(r"(?<!`)<!-- figures:(?P<name>[^ ]*) -->")
 _CLOSING = "<!-- /figures -->"
 _CLOSINGS = re.compile(r"(?<!`)<!-- /figures -->")
-
-
-def _source(*files: str) -> str:
-    return ", ".join(f"`{EXAMPLES / f}`" for f in files)
-
-
-def _day(result: BenchmarkResult) -> str:
-    return result.provenance.date[:10]
 
 
 def _readme_index(index: BenchmarkResult) -> str:
@@ -51,7 +51,7 @@ def _readme_index(index: BenchmarkResult) -> str:
         f"{baseline['p95_ms']:.1f} ms. The index costs {m['index_size']['bytes_per_chunk_beyond_text']:,.0f} bytes "
         f"per chunk beyond the text. Re-ingesting an unchanged session "
         f"{'embeds nothing' if embedded == 0 else f'embeds {embedded} texts'} "
-        f"({_source('bench-index.json')}, {_day(index)})."
+        f"({source('bench-index.json')}, {day(index)})."
     )
 
 
@@ -62,7 +62,7 @@ def _readme_recall(recall: BenchmarkResult, gravity: BenchmarkResult) -> str:
         f"times plain search in the same run, and {lat['recall']['p95_ms']:.1f} ms p95. Gravity well: the top 1% "
         f"of records take {fig['use_weighted']['top1pct_share']:.1%} of recalls under pure use-weighting, and "
         f"{fig['living_defenses']['top1pct_share']:.1%} with saturation, diversity and wildcards "
-        f"({_source('bench-recall.json', 'gravity-well.json')})."
+        f"({source('bench-recall.json', 'gravity-well.json')})."
     )
 
 
@@ -77,7 +77,7 @@ def _docs_recall_bench(recall: BenchmarkResult) -> str:
         f"{fixed['mean']:.0f} tokens per turn on average and nothing in {fixed['turns_with_nothing_injected']} of "
         f"{fixed['turns']} LongMemEval questions"
         + (f" at the default {floor:.2f} floor" if floor is not None else "")
-        + f" ({_source('bench-recall.json')}, {_day(recall)})."
+        + f" ({source('bench-recall.json')}, {day(recall)})."
     )
 
 
@@ -91,7 +91,7 @@ def _docs_gravity_well(gravity: BenchmarkResult) -> str:
         f"top 1% of records take {share['relevance_only']} of injections under relevance only, "
         f"{share['use_weighted']} under pure use-weighting, {share['living_defenses']} with saturation, diversity "
         f"and wildcards (Gini {gini}; "
-        f"{_source('gravity-well.json')})."
+        f"{source('gravity-well.json')})."
     )
 
 
@@ -101,144 +101,8 @@ def _docs_index_store(index: BenchmarkResult) -> str:
     return (
         f"{m['store']['vectors']:,} vectors for {m['store']['catalog_stats']['chunks']:,} chunks and "
         f"{m['index_size']['bytes_per_chunk_beyond_text']:,.0f} bytes per chunk beyond the text (the target is "
-        f"{target:,.0f}; {_source('bench-index.json')}, {_day(index)})"
+        f"{target:,.0f}; {source('bench-index.json')}, {day(index)})"
     )
-
-
-def _retrieval_value(result: BenchmarkResult, check: str) -> str:
-    value = result.checks[check]["value"]
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _retrieval_target(check: str, dataset: str, passed: dict[str, bool]) -> str:
-    """The target and who meets it: "target 0.97, not met", "target 0.97, met by hybrid only", "target 0.97, met"."""
-    met = [who for who, ok in passed.items() if ok]
-    verdict = "met" if len(met) == len(passed) else f"met by {' and '.join(met)} only" if met else "not met"
-    return f"target {TARGETS[dataset][check][1]:g}, {verdict}"
-
-
-UNKEYED_RUNS = ("retrieval/longmemeval-unkeyed-resonance.json", "retrieval/longmemeval-unkeyed-hybrid.json")
-RETRIEVAL_RUNS = tuple(
-    f"retrieval/{run}.json"
-    for run in ("longmemeval-resonance", "longmemeval-hybrid", "locomo-resonance", "locomo-hybrid")
-)
-LOCOMO_GRID = "retrieval/locomo-hybrid-grid.json"
-
-
-def _one_store(records: dict[str, BenchmarkResult]) -> str:
-    """The stores a group of records shares, as " (over user turns only, with sentence keys)" ("" for the
-    default stores). Records run on different stores are refused naming them: a comparison between them
-    (resonance against hybrid, a target met by one only) would measure the stores, not the retrievers."""
-    conditions = {source: store_conditions(record) for source, record in records.items()}
-    if len({tuple(c) for c in conditions.values()}) > 1:
-        named = "; ".join(
-            f"{EXAMPLES / source}: {', '.join(c) or 'the default stores'}" for source, c in conditions.items()
-        )
-        raise LCAError(f"records compared in one figure were run on different stores or questions ({named}); rerun one")
-    shared = next(iter(conditions.values()))
-    return f" ({', '.join(shared)})" if shared else ""
-
-
-def _readme_retrieval(
-    lme_resonance: BenchmarkResult,
-    lme_hybrid: BenchmarkResult,
-    locomo_resonance: BenchmarkResult,
-    locomo_hybrid: BenchmarkResult,
-    locomo_grid: BenchmarkResult | None = None,
-) -> str:
-    """Both retrievers on both datasets against the issue's targets, and LoCoMo's held-out figure when the grid
-    record is there; the resonance figure comes first in each pair, and each dataset's records share one store."""
-    any5, all5 = TARGETS["longmemeval"]
-    (turns5,) = TARGETS["locomo"]
-
-    def passed(check: str, resonance: BenchmarkResult, hybrid: BenchmarkResult) -> dict[str, bool]:
-        return {"resonance": resonance.checks[check]["pass"], "hybrid": hybrid.checks[check]["pass"]}
-
-    lme_stores = _one_store(dict(zip(RETRIEVAL_RUNS[:2], (lme_resonance, lme_hybrid))))
-    lme_any5 = (
-        f"{_retrieval_value(lme_resonance, any5)} with resonance recall and "
-        f"{_retrieval_value(lme_hybrid, any5)} with hybrid search "
-        f"({_retrieval_target(any5, 'longmemeval', passed(any5, lme_resonance, lme_hybrid))})"
-    )
-    lme_all5 = (
-        f"{_retrieval_value(lme_resonance, all5)} and {_retrieval_value(lme_hybrid, all5)} "
-        f"({_retrieval_target(all5, 'longmemeval', passed(all5, lme_resonance, lme_hybrid))})"
-    )
-    locomo_passed = passed(turns5, locomo_resonance, locomo_hybrid)
-    locomo_records = dict(zip(RETRIEVAL_RUNS[2:], (locomo_resonance, locomo_hybrid)))
-    locomo = (
-        f"{_retrieval_value(locomo_resonance, turns5)} with resonance recall "
-        f"and {_retrieval_value(locomo_hybrid, turns5)} with hybrid search"
-    )
-    records = [lme_resonance, lme_hybrid, locomo_resonance, locomo_hybrid]
-    if locomo_grid is not None:
-        held = locomo_grid.checks[HELD_OUT]
-        locomo_passed["the held-out figure"] = held["pass"]
-        locomo_records[LOCOMO_GRID] = locomo_grid
-        locomo += f", {_retrieval_value(locomo_grid, HELD_OUT)} leave one conversation out"
-        records.append(locomo_grid)
-    locomo_stores = _one_store(locomo_records)
-    days = sorted({_day(r) for r in records})
-    when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
-    return (
-        f"LongMemEval_S dev{lme_stores}, {any5}: {lme_any5}; {all5}: {lme_all5}; LoCoMo{locomo_stores}, evidence "
-        f"recall@5 over dialog turns: {locomo} ({_retrieval_target(turns5, 'locomo', locomo_passed)}) "
-        f"(`{EXAMPLES / 'retrieval'}/`, {when})."
-    )
-
-
-def _retrieval_unkeyed(unkeyed_resonance: BenchmarkResult, unkeyed_hybrid: BenchmarkResult) -> str:
-    """LongMemEval_S on stores without sentence keys (the store's default; LongMemEval's retrieval.yaml turns
-    them on), against the same targets: what the keys buy and what the default store gives up."""
-    any5, all5 = TARGETS["longmemeval"]
-    figures = []
-    for check in (any5, all5):
-        passed = {"resonance": unkeyed_resonance.checks[check]["pass"], "hybrid": unkeyed_hybrid.checks[check]["pass"]}
-        figures.append(
-            f"{check} {_retrieval_value(unkeyed_resonance, check)} with resonance recall and "
-            f"{_retrieval_value(unkeyed_hybrid, check)} with hybrid search "
-            f"({_retrieval_target(check, 'longmemeval', passed)})"
-        )
-    scope = _one_store(dict(zip(UNKEYED_RUNS, (unkeyed_resonance, unkeyed_hybrid))))
-    return (
-        f"Without sentence keys (`--sentence-keys off`, the store's default: the keys are over the index budget, "
-        f"see `docs/index.md`), LongMemEval_S dev{scope}: {'; '.join(figures)} "
-        f"({_source(*UNKEYED_RUNS)}, "
-        f"{_day(unkeyed_resonance)})."
-    )
-
-
-EMBEDDER_RUNS = ("retrieval/locomo-hybrid-embedders.json", "retrieval/longmemeval-hybrid-embedders.json")
-
-
-def _retrieval_embedders(locomo: BenchmarkResult, longmemeval: BenchmarkResult | None = None) -> str:
-    """Each dataset's first headline figure per embedder (``lca bench retrieval --embedder a,b``: the same stores and
-    configuration, one run), its change from the reference embedder, which embedder is best on it, and each one's
-    wall time; LongMemEval's when its record is there."""
-    parts, files, records = [], [], []
-    for title, source, record in (
-        ("LoCoMo", EMBEDDER_RUNS[0], locomo),
-        ("LongMemEval_S dev", EMBEDDER_RUNS[1], longmemeval),
-    ):
-        if record is None:
-            continue
-        compared, reference = record.metrics["embedders"], record.metrics["reference"]
-        metric = record.metrics["best"]["by"]
-        figures = ", ".join(
-            f"{name} {row['metrics'][metric]:.3f}" + ("" if name == reference else f" ({row['delta'][metric]:+.3f})")
-            for name, row in compared.items()
-        )
-        conditions = store_conditions(record)
-        scope = f" ({', '.join(conditions)})" if conditions else ""
-        best = record.metrics["best"]["embedders"]
-        verdict = f"{' and '.join(best)} {'tie' if len(best) > 1 else 'best'}"
-        runs = record.config["embedders"]
-        wall = ", ".join(f"{name} {runs[name]['wall_seconds']:,.0f} s" for name in compared)
-        parts.append(f"{title}{scope}, {record.config['retriever']} {metric}: {figures}; {verdict} (wall {wall})")
-        files.append(source)
-        records.append(record)
-    days = sorted({_day(r) for r in records})
-    return f"{'; '.join(parts)} ({_source(*files)}, {' to '.join(days)})"
 
 
 def _docs_probes(probes: BenchmarkResult) -> str:
@@ -254,7 +118,7 @@ def _docs_probes(probes: BenchmarkResult) -> str:
         n, with_gold = first["probes"], first.get("gold_probes", first["probes"])
         counted = f"{n} probes" if with_gold == n else f"{n} probes, {with_gold} with evidence turns"
         parts.append(f"{name} ({counted}): {shares}")
-    return f"{'; '.join(parts)} ({_source('probes.json')}, {_day(probes)})"
+    return f"{'; '.join(parts)} ({source('probes.json')}, {day(probes)})"
 
 
 def _docs_probes_conditions(probes: BenchmarkResult) -> str:
@@ -276,7 +140,7 @@ def _docs_probes_conditions(probes: BenchmarkResult) -> str:
             f"with forbidden turns): {shares}"
         )
     consolidation = probes.config.get("full_lca_consolidation", "")
-    return f"{'; '.join(parts)}; full-lca consolidation {consolidation} ({_source('probes-six-conditions.json')}, {_day(probes)})"
+    return f"{'; '.join(parts)}; full-lca consolidation {consolidation} ({source('probes-six-conditions.json')}, {day(probes)})"
 
 
 @dataclass(frozen=True)
@@ -291,10 +155,6 @@ class Figure:
     optional: tuple[str, ...] = ()
 
 
-def _share(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
 def _docs_probes_unlabelled(probes: BenchmarkResult, file: str) -> str:
     """Per scenario file read without labels, per condition: needed turns in, forbidden turns of current-state probes
     kept out, stale turns shown without a marker, turns in force held or marked, and the inferred events' precision
@@ -304,14 +164,14 @@ def _docs_probes_unlabelled(probes: BenchmarkResult, file: str) -> str:
         shown = []
         for condition, f in conditions.items():
             text = (
-                f"{condition} needed {_share(f['gold_all'])}, current-state forbidden kept out "
-                f"{_share(f.get('current_state_forbidden_kept_out'))}, stale unmarked {_share(f.get('stale_unmarked'))} "
-                f"(of {f.get('stale_injected', 0)}), false hold {_share(f.get('false_hold'))}"
+                f"{condition} needed {share(f['gold_all'])}, current-state forbidden kept out "
+                f"{share(f.get('current_state_forbidden_kept_out'))}, stale unmarked {share(f.get('stale_unmarked'))} "
+                f"(of {f.get('stale_injected', 0)}), false hold {share(f.get('false_hold'))}"
             )
             if f.get("inferred_held"):
                 text += (
-                    f", inferred events held precision {_share(f.get('inferred_held_precision'))} recall "
-                    f"{_share(f.get('inferred_held_recall'))}"
+                    f", inferred events held precision {share(f.get('inferred_held_precision'))} recall "
+                    f"{share(f.get('inferred_held_recall'))}"
                 )
             shown.append(text)
         first = next(iter(conditions.values()))
@@ -323,7 +183,7 @@ def _docs_probes_unlabelled(probes: BenchmarkResult, file: str) -> str:
     consolidation = probes.config.get("full_lca_consolidation", "")
     return (
         f"read with labels {labels}, full-lca consolidation {consolidation}: {' | '.join(parts)} "
-        f"({_source(file)}, {_day(probes)})"
+        f"({source(file)}, {day(probes)})"
     )
 
 
@@ -336,10 +196,10 @@ def _docs_events(events: BenchmarkResult, file: str = "events-heldout.json") -> 
         name = "all" if path == "all" else Path(path).stem
         h, m = at[f"{hold:g}"], at[f"{mark:g}"]
         parts.append(
-            f"{name}: at {hold:g} precision {_share(h['of_precision'])}, recall {_share(h['of_recall'])} "
-            f"({h['inferred']} of {h['gold']}); at {mark:g} {_share(m['of_precision'])} / {_share(m['of_recall'])}"
+            f"{name}: at {hold:g} precision {share(h['of_precision'])}, recall {share(h['of_recall'])} "
+            f"({h['inferred']} of {h['gold']}); at {mark:g} {share(m['of_precision'])} / {share(m['of_recall'])}"
         )
-    return f"{'; '.join(parts)} ({_source(file)}, {_day(events)})"
+    return f"{'; '.join(parts)} ({source(file)}, {day(events)})"
 
 
 CONSOLIDATION_COUNTS = (
@@ -363,7 +223,7 @@ def _docs_consolidation(record: BenchmarkResult) -> str:
     counts = ", ".join(f"{label} {summed[key]}" for key, label in CONSOLIDATION_COUNTS)
     return (
         f"{record.config.get('model')}, prompts `{record.config.get('prompt_version')}`, {summed['cycles']} cycles over "
-        f"{scenarios} scenarios: {counts} ({_source('consolidation.json')}, {_day(record)})"
+        f"{scenarios} scenarios: {counts} ({source('consolidation.json')}, {day(record)})"
     )
 
 
@@ -376,13 +236,13 @@ def _docs_insight_seeds(record: BenchmarkResult) -> str:
         for size, run in sorted(rows.items(), key=lambda kv: int(kv[0])):
             c = run["cycle"]
             sizes.append(
-                f"{int(size) // 1000}k {c['above_threshold_pairs']} above, precision {_share(c['precision'])}, "
-                f"recall {_share(c['recall'])}"
+                f"{int(size) // 1000}k {c['above_threshold_pairs']} above, precision {share(c['precision'])}, "
+                f"recall {share(c['recall'])}"
                 if c["threshold"] is not None
                 else f"{int(size) // 1000}k no threshold"
             )
         parts.append(f"seed {seed}: " + ", ".join(sizes))
-    return "; ".join(parts) + f" ({_source('insight-seeds.json')}, {_day(record)})"
+    return "; ".join(parts) + f" ({source('insight-seeds.json')}, {day(record)})"
 
 
 def _docs_insight(insight: BenchmarkResult) -> str:
@@ -399,7 +259,7 @@ def _docs_insight(insight: BenchmarkResult) -> str:
         )
         found = (
             f"threshold {c['threshold']:.2f}{statistic}, {c['above_threshold_pairs']} pairs above, precision "
-            f"{_share(c['precision'])}, recall {_share(c['recall'])}, {c['false_discoveries']} false"
+            f"{share(c['precision'])}, recall {share(c['recall'])}, {c['false_discoveries']} false"
             if c["threshold"] is not None
             else f"no threshold ({c['threshold_reason']}), nothing surfaced"
         )
@@ -409,12 +269,12 @@ def _docs_insight(insight: BenchmarkResult) -> str:
         arms = [("the generator's signatures", piece.get("generator"))]
         arms.append((str(piece.get("model")), piece.get("signer")))
         text += f"; a {piece['records']}-record slice signed by " + ", by ".join(
-            f"{name}: {c['above_threshold_pairs']} above, precision {_share(c['precision'])}, "
-            f"recall {_share(c['recall'])}, {_share(c['signature_valid_share'])} of signatures valid"
+            f"{name}: {c['above_threshold_pairs']} above, precision {share(c['precision'])}, "
+            f"recall {share(c['recall'])}, {share(c['signature_valid_share'])} of signatures valid"
             for name, c in arms
             if c is not None
         )
-    return f"{text} ({_source('insight.json')}, {_day(insight)})"
+    return f"{text} ({source('insight.json')}, {day(insight)})"
 
 
 def _docs_redaction(before: BenchmarkResult, after: BenchmarkResult) -> str:
@@ -430,8 +290,8 @@ def _docs_redaction(before: BenchmarkResult, after: BenchmarkResult) -> str:
         )
     versus = after.metrics.get("versus_baseline") or {}
     same = ", ".join(f"{versus[k]} {k}" for k in ("same", "changed", "new", "gone") if k in versus)
-    files = _source("bench-redaction-before.json", "bench-redaction.json")
-    return f"{'; '.join(parts)}; against the earlier findings: {same} ({files}, {_day(after)})"
+    files = source("bench-redaction-before.json", "bench-redaction.json")
+    return f"{'; '.join(parts)}; against the earlier findings: {same} ({files}, {day(after)})"
 
 
 def _docs_index_detector(index: BenchmarkResult) -> str:
@@ -442,7 +302,7 @@ def _docs_index_detector(index: BenchmarkResult) -> str:
         f"on the index benchmark's store ({t['entries_indexed']:,} transcript entries, {t['new_chunks']:,} chunks) the "
         f"change detector took {detect['seconds']:.1f} s of a {t['wall_seconds']:.0f} s ingest and inferred "
         f"{t['events_inferred']} events: ingest x{t['detector_ratio']} of ingest without it (target 1.2) "
-        f"({_source('bench-index-detector.json')}, {_day(index)})"
+        f"({source('bench-index-detector.json')}, {day(index)})"
     )
 
 
@@ -451,12 +311,12 @@ def _docs_events_fit(fit: BenchmarkResult) -> str:
     each confidence, over how many files."""
     cv = fit.metrics["fit_leave_one_file_out"]
     at = "; ".join(
-        f"at {t} {cv[t]['kept']} kept, precision {_share(cv[t]['precision'])}, recall {_share(cv[t]['recall'])}"
+        f"at {t} {cv[t]['kept']} kept, precision {share(cv[t]['precision'])}, recall {share(cv[t]['recall'])}"
         for t in ("0.5", "0.8", "0.85")
     )
     return (
-        f"{len(fit.config['files'])} files, {cv['gold_events']} gold events ({_share(cv['gold_reachable'])} of them "
-        f"among the screened candidates): {at} ({_source('events-fit.json')}, {_day(fit)})"
+        f"{len(fit.config['files'])} files, {cv['gold_events']} gold events ({share(cv['gold_reachable'])} of them "
+        f"among the screened candidates): {at} ({source('events-fit.json')}, {day(fit)})"
     )
 
 
@@ -467,7 +327,7 @@ def _docs_imprinting(imprinting: BenchmarkResult) -> str:
     points = [curves[k] for k in sorted(curves, key=int)]
 
     def series(key: str) -> str:
-        return ", ".join(_share(p[key]) for p in points)
+        return ", ".join(share(p[key]) for p in points)
 
     ablation = imprinting.metrics["e_ablation"]
     dataset = imprinting.provenance.datasets[0]
@@ -478,7 +338,7 @@ def _docs_imprinting(imprinting: BenchmarkResult) -> str:
         f"mistakes kept out {series('in_domain_mistake_kept_out')}; domain E mass {series('domain_e_mass')}; "
         f"out-of-domain cases that got nothing {series('off_domain_quiet')}. `{ablation['ablated']}` against "
         f"`{ablation['arm']}`, paired over {ablation['cases']} in-domain cases: {ablation['gained']} lessons brought "
-        f"in only with E at 0, {ablation['lost']} only with it ({_source('imprinting.json')}, {_day(imprinting)})"
+        f"in only with E at 0, {ablation['lost']} only with it ({source('imprinting.json')}, {day(imprinting)})"
     )
 
 
@@ -493,7 +353,7 @@ FIGURES = {
         Figure(
             "readme-retrieval",
             RETRIEVAL_RUNS,
-            _readme_retrieval,
+            readme_retrieval,
             optional=(LOCOMO_GRID,),
         ),
         Figure("probes", ("probes.json",), _docs_probes),
@@ -536,9 +396,9 @@ FIGURES = {
         Figure(
             "retrieval-unkeyed",
             UNKEYED_RUNS,
-            _retrieval_unkeyed,
+            retrieval_unkeyed,
         ),
-        Figure("retrieval-embedders", EMBEDDER_RUNS[:1], _retrieval_embedders, optional=EMBEDDER_RUNS[1:]),
+        Figure("retrieval-embedders", EMBEDDER_RUNS[:1], retrieval_embedders, optional=EMBEDDER_RUNS[1:]),
     )
 }
 
