@@ -127,21 +127,23 @@ def null_threshold(
         return undefined("no eligible scored pair lies within one domain: nothing can be spurious, so no threshold")
     rng = np.random.default_rng(seed)
     best: list[float] = []
-    pooled: list[np.ndarray] = []
+    pooled: list[np.ndarray] = []  # every spurious score, kept only for the tail statistic
+    pooled_count = 0
     for _ in range(shuffles):
         shuffled = rng.permutation(labels)
         spurious = same_domain & (shuffled[first] != shuffled[second])
         if spurious.any():
             best.append(float(scores[spurious].max()))
-            pooled.append(scores[spurious])
+            pooled_count += int(spurious.sum())
+            if statistic == "tail":
+                pooled.append(scores[spurious])
     needed = min(min_informative, shuffles)
     if len(best) < needed:
         return undefined(
             f"only {len(best)} of {shuffles} shuffles made a spurious pair (at least {needed} needed)", best
         )
-    spurious_scores = np.concatenate(pooled)
     if statistic == "tail":
-        threshold = float(np.quantile(spurious_scores, 1.0 - tail, method="higher"))
+        threshold = float(np.quantile(np.concatenate(pooled), 1.0 - tail, method="higher"))
     else:
         threshold = float(np.quantile(np.asarray(best), quantile, method="higher"))
     return replace(
@@ -149,5 +151,5 @@ def null_threshold(
         threshold=threshold,
         informative_shuffles=len(best),
         best_spurious=tuple(sorted(best)),
-        pooled_spurious=len(spurious_scores),
+        pooled_spurious=pooled_count,
     )

@@ -51,26 +51,39 @@ class SchemaGateConfig:
     min_compression: float = 0.1  # bits saved over bits without the schema
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise RecordFormatError(f"must be a number, got {value!r}", field=f.name)
-            if f.type == "int" and not isinstance(value, int):
-                raise RecordFormatError(f"must be an integer, got {value!r}", field=f.name)
-            if value < 0:
-                raise RecordFormatError(f"must be >= 0, got {value!r}", field=f.name)
-        for name in ("cue_share", "predict_share", "min_anticipation", "min_compression"):
-            if getattr(self, name) > 1.0:
-                raise RecordFormatError(f"must lie in [0, 1], got {getattr(self, name)!r}", field=name)
+        check_thresholds(self, shares=("cue_share", "predict_share", "min_anticipation", "min_compression"))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> SchemaGateConfig:
         """Typed fields from a mapping (a parsed YAML file or ``name=value`` items); an unknown name is refused."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise RecordFormatError(f"unknown gate setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        return cls(**dict(values))
+        return thresholds_from_mapping(cls, values, "gate")
+
+
+def check_thresholds(config: Any, *, shares: Iterable[str] = ()) -> None:
+    """A gate config's fields are finite numbers >= 0 (an ``int`` field an integer), each of ``shares`` at most 1:
+    the checks every gate config (these, the trial gates') makes of its declared thresholds."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise RecordFormatError(f"must be a number, got {value!r}", field=f.name)
+        if f.type == "int" and not isinstance(value, int):
+            raise RecordFormatError(f"must be an integer, got {value!r}", field=f.name)
+        if value < 0:
+            raise RecordFormatError(f"must be >= 0, got {value!r}", field=f.name)
+    for name in shares:
+        if getattr(config, name) > 1.0:
+            raise RecordFormatError(f"must lie in [0, 1], got {getattr(config, name)!r}", field=name)
+
+
+def thresholds_from_mapping(cls: Any, values: Mapping[str, Any], what: str) -> Any:
+    """``cls`` built from a mapping of its fields; an unknown name is refused, naming the known ones."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise RecordFormatError(
+            f"unknown {what} setting {unknown[0]!r}; known: {', '.join(sorted(known))}", field=unknown[0]
+        )
+    return cls(**dict(values))
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,14 @@ on trial (the ledger refuses it otherwise). ``TrialGateReport`` is what the ledg
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from lca.errors import RecordFormatError
+from lca.insight.review import REVIEW_EVENT, last_review
+from lca.insight.schema_gates import check_thresholds, thresholds_from_mapping
 from lca.ledger import Hypothesis
-
-TRIAL_GATES = ("differential", "review_survival", "trajectory")
-REVIEW_EVENT = "hypothesis_reviewed"
 
 
 @dataclass(frozen=True)
@@ -43,26 +41,13 @@ class TrialGateConfig:
     min_retained: float = 0.8  # its last score over its best (scores above 0; a falling rhyme fails)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise RecordFormatError(f"must be a number, got {value!r}", field=f.name)
-            if value < 0:
-                raise RecordFormatError(f"must be >= 0, got {value!r}", field=f.name)
-        if not isinstance(self.min_cycles, int) or self.min_cycles < 1:
+        check_thresholds(self, shares=("min_retained",))
+        if self.min_cycles < 1:
             raise RecordFormatError(f"must be an integer >= 1, got {self.min_cycles!r}", field="min_cycles")
-        if self.min_retained > 1:
-            raise RecordFormatError(f"must lie in [0, 1], got {self.min_retained!r}", field="min_retained")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrialGateConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise RecordFormatError(
-                f"unknown trial gate setting(s) {unknown}; known: {sorted(known)}", field=unknown[0]
-            )
-        return cls(**dict(values))
+        return thresholds_from_mapping(cls, values, "trial gate")
 
 
 @dataclass(frozen=True)
@@ -130,16 +115,14 @@ def differential_gate(h: Hypothesis, config: TrialGateConfig) -> TrialGate:
 
 
 def review_gate(h: Hypothesis) -> TrialGate:
-    reviews = [e for e in h.history if e["kind"] == REVIEW_EVENT]
+    reviews = sum(1 for e in h.history if e["kind"] == REVIEW_EVENT)
     if h.status == "dormant":
-        return TrialGate(
-            "review_survival", False, "dormant: a review or a person refuted it", {"reviews": len(reviews)}
-        )
-    if not reviews:
+        return TrialGate("review_survival", False, "dormant: a review or a person refuted it", {"reviews": reviews})
+    last = last_review(h)
+    if last is None:
         return TrialGate("review_survival", False, "never reviewed (lca insights review runs the lenses)", {})
-    last = reviews[-1]
     outcome = str(last.get("outcome"))
-    counts = {"reviews": len(reviews), "outcome": outcome, "rule": last.get("rule"), "cycle": last.get("cycle")}
+    counts = {"reviews": reviews, "outcome": outcome, "rule": last.get("rule"), "cycle": last.get("cycle")}
     return TrialGate("review_survival", outcome == "survived", f"last review {outcome}", counts)
 
 
